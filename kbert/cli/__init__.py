@@ -1,0 +1,1 @@
+"""absl-flags command-line entry points; `tools/*.py` are thin shims over these."""
