@@ -1,0 +1,82 @@
+"""TensorBoard telemetry of LAMB/LARS trust ratios, for `model.fit` and custom loops."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+
+def _layerwise(optimizer):
+    """The LAMB/LARS inside `optimizer` (which may be a LossScaleOptimizer), or a clear error."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not hasattr(inner, "trust_ratios"):
+        raise ValueError(
+            f"Trust-ratio telemetry needs a kbert LAMB or LARS optimizer; got {type(inner).__name__}."
+        )
+    return inner
+
+
+def write_trust_ratio_summaries(optimizer, step, writer: tf.summary.SummaryWriter | None = None) -> None:
+    """Writes the last step's trust ratios: one histogram `trust_ratio/all` and one scalar per variable path.
+
+    Call it from a custom training loop (eagerly, or inside a `tf.function` in cross-replica context) after
+    `apply_gradients`; `writer` defaults to the current default summary writer.
+
+    Example:
+
+    ```python
+    writer = tf.summary.create_file_writer("/tmp/logs")
+    write_trust_ratio_summaries(optimizer, optimizer.iterations, writer)
+    ```
+    """
+    ratios = _layerwise(optimizer).trust_ratios
+    if not ratios:
+        return
+    writer = writer or tf.summary.experimental.get_default_writer()
+    if writer is None:
+        raise ValueError("No summary writer: pass `writer=` or enter `writer.as_default()`.")
+    with writer.as_default(step=tf.cast(step, tf.int64)):
+        tf.summary.histogram("trust_ratio/all", tf.stack(list(ratios.values())))
+        for path, ratio in ratios.items():
+            tf.summary.scalar(f"trust_ratio/{path}", ratio)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class TrustRatioCallback(keras.callbacks.Callback):
+    """Writes the optimizer's trust ratios to TensorBoard every `every_n_steps` optimizer steps.
+
+    Works with `steps_per_execution > 1` (writes when a multiple of `every_n_steps` was crossed) and with a
+    `LossScaleOptimizer` wrapping LAMB/LARS.
+
+    Example:
+
+    ```python
+    model.fit(x, y, callbacks=[TrustRatioCallback("/tmp/logs", every_n_steps=100)])
+    ```
+    """
+
+    def __init__(self, log_dir: str, every_n_steps: int = 100):
+        super().__init__()
+        if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) or every_n_steps < 1:
+            raise ValueError(f"`every_n_steps` must be an integer >= 1. Received: {every_n_steps!r}")
+        self.log_dir = log_dir
+        self.every_n_steps = every_n_steps
+        self._writer = None
+        self._last_written = 0
+
+    def on_train_begin(self, logs=None):
+        _layerwise(self.model.optimizer)
+        self._writer = self._writer or tf.summary.create_file_writer(self.log_dir)
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations)
+        if step // self.every_n_steps > self._last_written // self.every_n_steps:
+            write_trust_ratio_summaries(self.model.optimizer, step, self._writer)
+            self._last_written = step
+
+    def on_train_end(self, logs=None):
+        if self._writer is not None:
+            self._writer.flush()
+
+    def get_config(self):
+        return {"log_dir": self.log_dir, "every_n_steps": self.every_n_steps}
