@@ -1,0 +1,108 @@
+"""Learning a WordPiece vocabulary from text with tensorflow-text's BERT vocabulary learner.
+
+Two layouts for the reserved tokens:
+
+* ``"bert"`` (default): the ids of bert-base-uncased, ``[PAD]=0``, ``[unused0]..[unused98]=1..99``, ``[UNK]=100``,
+  ``[CLS]=101``, ``[SEP]=102``, ``[MASK]=103``; learned pieces start at 104. Code and configs written for Google's
+  vocabularies (which hard-code ``[PAD]=0`` and sometimes 101/102/103) keep working, and the ``[unusedN]`` slots
+  can later hold domain tokens without changing any id.
+* ``"compact"``: ``[PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4`` and nothing else reserved, for small vocabularies
+  where 99 unused rows would be a large share of the embedding table.
+
+Example:
+
+```python
+from kbert.data import vocab
+tokens, stats = vocab.learn_vocabulary(["corpus.txt"], vocab_size=8000, lower_case=True)
+vocab.write_vocabulary(tokens, "vocab.txt")
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Iterable, Sequence
+
+import tensorflow as tf
+from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as vocab_learner
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+NUM_BERT_UNUSED = 99
+LAYOUTS = ("bert", "compact")
+
+
+def reserved_tokens(layout: str = "bert") -> list[str]:
+    """The reserved tokens, in id order, that open a vocabulary of the given layout."""
+    if layout == "bert":
+        return ["[PAD]"] + [f"[unused{i}]" for i in range(NUM_BERT_UNUSED)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    if layout == "compact":
+        return list(SPECIAL_TOKENS)
+    raise ValueError(f"Unknown reserved-token layout {layout!r}; use one of {LAYOUTS}.")
+
+
+@dataclasses.dataclass
+class VocabStats:
+    """What `learn_vocabulary` saw and produced."""
+
+    lines: int
+    chars: int
+    vocab_size: int
+    num_reserved: int
+
+
+def learn_vocabulary(
+    files: Sequence[str],
+    vocab_size: int,
+    lower_case: bool = True,
+    layout: str = "bert",
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[str], VocabStats]:
+    """Learns a WordPiece vocabulary of at most `vocab_size` tokens from text files.
+
+    The text is split into words with BERT's basic tokenizer (same `lower_case` as the tokenizer that will use the
+    vocabulary), then `bert_vocab_from_dataset` picks the pieces. The learner aims at `vocab_size` within a 5%
+    slack, so the result may be slightly smaller. `progress(lines, chars)` is called as the files are read.
+    """
+    reserved = reserved_tokens(layout)
+    if vocab_size <= len(reserved):
+        raise ValueError(
+            f"--vocab_size={vocab_size} leaves no room for learned pieces after the {len(reserved)} reserved tokens "
+            f"of the {layout!r} layout; raise it or use --reserved_layout=compact."
+        )
+    counter = {"lines": 0, "chars": 0}
+
+    def lines() -> Iterable[str]:
+        for text in _read_lines(files):
+            counter["lines"] += 1
+            counter["chars"] += len(text)
+            if progress is not None and counter["lines"] % 100_000 == 0:
+                progress(counter["lines"], counter["chars"])
+            yield text
+
+    dataset = tf.data.Dataset.from_generator(lines, output_signature=tf.TensorSpec([], tf.string)).batch(1024)
+    tokens = vocab_learner.bert_vocab_from_dataset(
+        dataset,
+        vocab_size=vocab_size,
+        reserved_tokens=reserved,
+        bert_tokenizer_params={"lower_case": lower_case},
+    )
+    if progress is not None:
+        progress(counter["lines"], counter["chars"])
+    return tokens, VocabStats(counter["lines"], counter["chars"], len(tokens), len(reserved))
+
+
+def _read_lines(files: Sequence[str]) -> Iterable[str]:
+    for path in files:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            for raw in f:
+                text = raw.decode("utf-8", errors="replace").strip()
+                if text:
+                    yield text
+
+
+def write_vocabulary(tokens: Sequence[str], path: str) -> None:
+    """Writes one token per line, through a temporary name so a crash never leaves a partial vocabulary."""
+    tmp = f"{path}.tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write("".join(f"{token}\n" for token in tokens))
+    tf.io.gfile.rename(tmp, path, overwrite=True)

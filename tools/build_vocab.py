@@ -1,0 +1,4 @@
+"""Learns a WordPiece vocabulary; see kbert/cli/build_vocab.py for the flags."""
+from kbert.cli.build_vocab import run
+
+run()
