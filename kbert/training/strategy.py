@@ -1,0 +1,82 @@
+"""Builds the `tf.distribute` strategy named by `--strategy` / `--tpu`.
+
+Example:
+
+>>> strategy = make_strategy("one_device")
+>>> strategy.num_replicas_in_sync
+1
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+STRATEGIES = ("auto", "tpu", "multi_worker_mirrored", "mirrored", "one_device")
+
+
+class StrategyError(RuntimeError):
+    """The requested devices are not there; the message says which flag to change."""
+
+
+def _tpu_strategy(tpu: str) -> tf.distribute.Strategy:
+    name = tpu or "local"
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name)
+        if name != "local":
+            tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except Exception as e:  # TF raises ValueError/NotFoundError/InvalidArgumentError depending on what is missing.
+        first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise StrategyError(
+            f"--strategy=tpu: no TPU reachable with --tpu={name} ({first_line[:200]}). On a TPU VM pass "
+            "--tpu=local; elsewhere pass the TPU's name, or use --strategy=auto, mirrored or one_device.") from None
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def _tf_config_workers() -> int:
+    raw = os.environ.get("TF_CONFIG", "")
+    if not raw:
+        return 0
+    try:
+        cluster = json.loads(raw).get("cluster", {})
+    except json.JSONDecodeError as e:
+        raise StrategyError(f"TF_CONFIG is not valid JSON ({e}); see docs/pretraining.md for an example.") from None
+    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+
+
+def _local_devices() -> list[str]:
+    """All local GPUs, or every logical CPU device on a CPU-only host (one unless configured otherwise)."""
+    gpus = tf.config.list_logical_devices("GPU")
+    return [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
+
+
+def make_strategy(name: str = "auto", tpu: str = "") -> tf.distribute.Strategy:
+    """`auto` picks TPU when `--tpu` is given, multi-worker when TF_CONFIG lists several hosts, mirrored when
+    there are several local devices, else one device.
+
+    Raises:
+      StrategyError: an unknown name, `tpu` without a TPU, or a malformed TF_CONFIG.
+    """
+    if name not in STRATEGIES:
+        raise StrategyError(f"--strategy={name}: choose one of {', '.join(STRATEGIES)}.")
+    if name == "auto":
+        if tpu:
+            name = "tpu"
+        elif _tf_config_workers() > 1:
+            name = "multi_worker_mirrored"
+        else:
+            name = "mirrored" if len(_local_devices()) > 1 else "one_device"
+    if name == "tpu":
+        return _tpu_strategy(tpu)
+    if name == "multi_worker_mirrored":
+        if not _tf_config_workers():
+            raise StrategyError("--strategy=multi_worker_mirrored needs TF_CONFIG describing the cluster; "
+                                "see docs/pretraining.md.")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy(devices=_local_devices())
+    return tf.distribute.OneDeviceStrategy(_local_devices()[0])
+
