@@ -1,0 +1,54 @@
+"""Multi-head self-attention with Google's variable layout (`attention/self/{query,key,value}`)."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from kbert.modeling.config import BertConfig
+from kbert.modeling.embeddings import truncated_normal
+
+# Google adds -10000 to masked scores; in float32 exp() of it is exactly 0 after max-subtraction.
+_MASK_VALUE = -10000.0
+
+
+class BertSelfAttention(keras.layers.Layer):
+    """Scaled dot-product attention over all heads; softmax runs in float32 under mixed precision.
+
+    Example:
+
+    >>> attn = BertSelfAttention(BertConfig.load("bert_tiny"))
+    >>> x = ops.zeros((2, 16, 128))
+    >>> attn(x, ops.ones((2, 16), "int32")).shape
+    TensorShape([2, 16, 128])
+    """
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        dense = dict(kernel_initializer=truncated_normal(config), dtype=self.dtype_policy)
+        self.query = keras.layers.Dense(config.hidden_size, name="query", **dense)
+        self.key = keras.layers.Dense(config.hidden_size, name="key", **dense)
+        self.value = keras.layers.Dense(config.hidden_size, name="value", **dense)
+        self.dropout = keras.layers.Dropout(config.attention_probs_dropout_prob, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        for dense in (self.query, self.key, self.value):
+            dense.build((None, None, self.config.hidden_size))
+
+    def _split_heads(self, x):
+        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+        return ops.reshape(x, (batch, seq, self.config.num_attention_heads, self.config.head_size))
+
+    def call(self, hidden, input_mask, training=None):
+        q = self._split_heads(self.query(hidden))
+        k = self._split_heads(self.key(hidden))
+        v = self._split_heads(self.value(hidden))
+        scores = ops.einsum("bqhd,bkhd->bhqk", q, k)
+        scores = ops.cast(scores, "float32") * (1.0 / float(self.config.head_size) ** 0.5)
+        mask = ops.cast(input_mask, "float32")[:, None, None, :]
+        probs = ops.softmax(scores + (1.0 - mask) * _MASK_VALUE, axis=-1)
+        probs = self.dropout(ops.cast(probs, self.compute_dtype), training=training)
+        context = ops.einsum("bhqk,bkhd->bqhd", probs, v)
+        batch, seq = ops.shape(hidden)[0], ops.shape(hidden)[1]
+        return ops.reshape(context, (batch, seq, self.config.hidden_size))

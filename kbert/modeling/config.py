@@ -1,0 +1,120 @@
+"""`BertConfig`: the fields of Google's `bert_config.json`, validated."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+ACTIVATIONS = ("gelu", "gelu_approximate", "gelu_new", "relu", "silu", "swish", "tanh")
+
+# Google's released sizes (A = H / 64, intermediate 4H); `configs/models/*.json` holds the same table as files.
+PRESET_SIZES = {
+    "bert_tiny": (2, 128),
+    "bert_mini": (4, 256),
+    "bert_small": (4, 512),
+    "bert_medium": (8, 512),
+    "bert_base": (12, 768),
+    "bert_large": (24, 1024),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class BertConfig:
+    """Hyperparameters of a BERT model, as in Google's `bert_config.json`.
+
+    Example:
+
+    >>> config = BertConfig.load("bert_tiny")
+    >>> config.num_hidden_layers, config.hidden_size
+    (2, 128)
+    >>> deeper = config.replace(num_hidden_layers=4)
+    """
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+
+    def __post_init__(self):
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}.")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                f"({self.num_attention_heads}); BERT uses heads of size 64, e.g. "
+                f"num_attention_heads={max(1, self.hidden_size // 64)}.")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"BertConfig.hidden_act={self.hidden_act!r} is not supported; use one of {ACTIVATIONS}.")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {getattr(self, name)!r}.")
+        if self.initializer_range <= 0 or self.layer_norm_eps <= 0:
+            raise ValueError("BertConfig.initializer_range and layer_norm_eps must be positive.")
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def replace(self, **changes: Any) -> "BertConfig":
+        """A copy with some fields changed (e.g. another depth for MSLT)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> "BertConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"{source}: unknown BERT config keys {unknown}; known keys are {sorted(known)}.")
+        return cls(**values)
+
+    @classmethod
+    def from_json_file(cls, path: str) -> "BertConfig":
+        """Reads a Google `bert_config.json` (or one written by `to_json_file`)."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                values = json.load(f)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"BERT config file {path!r} does not exist.") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"BERT config file {path!r} is not valid JSON: {e}") from None
+        return cls.from_dict(values, source=path)
+
+    def to_json_file(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
+            f.write("\n")
+
+    @classmethod
+    def preset(cls, name: str) -> "BertConfig":
+        """One of Google's sizes: bert_tiny, bert_mini, bert_small, bert_medium, bert_base, bert_large."""
+        if name not in PRESET_SIZES:
+            raise ValueError(f"Unknown BERT preset {name!r}; choose one of {sorted(PRESET_SIZES)} "
+                             "or pass the path of a bert_config.json.")
+        layers, hidden = PRESET_SIZES[name]
+        return cls(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=hidden // 64,
+                   intermediate_size=4 * hidden)
+
+    @classmethod
+    def load(cls, name_or_path: str) -> "BertConfig":
+        """A preset name (`bert_base`) or the path of a `bert_config.json`."""
+        if name_or_path in PRESET_SIZES:
+            return cls.preset(name_or_path)
+        if name_or_path.endswith(".json") or os.path.sep in name_or_path:
+            return cls.from_json_file(name_or_path)
+        return cls.preset(name_or_path)

@@ -1,0 +1,73 @@
+"""`BertEncoder`: embeddings, a list of transformer blocks, and the tanh pooler (`bert/...`)."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from kbert.modeling.config import BertConfig
+from kbert.modeling.embeddings import BertEmbeddings, truncated_normal
+from kbert.modeling.transformer_block import TransformerBlock
+
+
+class BertEncoder(keras.layers.Layer):
+    """The BERT trunk. `blocks` is an indexable list, so a model of another depth can be built and blocks frozen.
+
+    Args:
+        config: model hyperparameters.
+        stop_gradient_below: if > 0, the hidden state entering block `stop_gradient_below` is wrapped in
+            `stop_gradient`, so no gradient is computed for anything below it (MSLT trains only the top blocks
+            while the lower ones run forward only).
+
+    Example:
+
+    >>> encoder = BertEncoder(BertConfig.load("bert_tiny"))
+    >>> out = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
+    >>> out["sequence_output"], out["pooled_output"], out["encoder_outputs"][-1]
+    """
+
+    def __init__(self, config: BertConfig, stop_gradient_below: int = 0, **kwargs):
+        kwargs.setdefault("name", "bert")
+        super().__init__(**kwargs)
+        if not 0 <= stop_gradient_below <= config.num_hidden_layers:
+            raise ValueError(f"stop_gradient_below={stop_gradient_below} must be in "
+                             f"[0, num_hidden_layers={config.num_hidden_layers}].")
+        self.config = config
+        self.stop_gradient_below = stop_gradient_below
+        self.embeddings = BertEmbeddings(config, dtype=self.dtype_policy, name="embeddings")
+        self.blocks = [TransformerBlock(config, dtype=self.dtype_policy, name=f"layer_{i}")
+                       for i in range(config.num_hidden_layers)]
+        self.pooler = keras.layers.Dense(config.hidden_size, activation="tanh",
+                                         kernel_initializer=truncated_normal(config),
+                                         dtype=self.dtype_policy, name="pooler")
+        self.build()
+
+    def build(self, input_shape=None):
+        self.embeddings.build()
+        for block in self.blocks:
+            block.build()
+        self.pooler.build((None, self.config.hidden_size))
+
+    def call(self, inputs, training=None):
+        input_mask = inputs["input_mask"]
+        hidden = self.embeddings(inputs["input_ids"], inputs["segment_ids"], training=training)
+        outputs = []
+        for i, block in enumerate(self.blocks):
+            if i == self.stop_gradient_below and i > 0:
+                hidden = ops.stop_gradient(hidden)
+            hidden = block(hidden, input_mask, training=training)
+            outputs.append(hidden)
+        return {
+            "sequence_output": hidden,
+            "pooled_output": self.pooler(hidden[:, 0, :]),
+            "encoder_outputs": outputs,
+        }
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "stop_gradient_below": self.stop_gradient_below}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(BertConfig.from_dict(config.pop("config")), **config)

@@ -1,0 +1,151 @@
+"""Read and write google-research/bert TF1 checkpoints (`bert/encoder/layer_0/attention/self/query/kernel`, ...)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Union
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kbert.modeling.encoder import BertEncoder
+from kbert.modeling.pretrainer import BertPretrainer
+
+# Entries a pretraining checkpoint may carry besides weights: optimizer slots and counters.
+_NOT_WEIGHTS = re.compile(r"(^|/)(adam_[mv]|Momentum|lamb_[mv]|ExponentialMovingAverage)$|^global_step$|"
+                          r"^_CHECKPOINTABLE_OBJECT_GRAPH$|^good_steps$|^current_loss_scale$")
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint does not fit the model; the message lists every missing, unexpected and wrong-shape variable."""
+
+
+def _add_dense(names: dict, prefix: str, dense: keras.layers.Dense) -> None:
+    names[f"{prefix}/kernel"] = (dense.kernel, False)
+    names[f"{prefix}/bias"] = (dense.bias, False)
+
+
+def _add_norm(names: dict, prefix: str, norm: keras.layers.LayerNormalization) -> None:
+    names[f"{prefix}/gamma"] = (norm.gamma, False)
+    names[f"{prefix}/beta"] = (norm.beta, False)
+
+
+def _encoder_names(encoder: BertEncoder) -> dict:
+    emb = encoder.embeddings
+    names = {
+        "bert/embeddings/word_embeddings": (emb.word_embeddings.embeddings, False),
+        "bert/embeddings/token_type_embeddings": (emb.token_type_embeddings.embeddings, False),
+        "bert/embeddings/position_embeddings": (emb.position_embeddings.embeddings, False),
+    }
+    _add_norm(names, "bert/embeddings/LayerNorm", emb.layer_norm)
+    for i, block in enumerate(encoder.blocks):
+        prefix = f"bert/encoder/layer_{i}"
+        for part in ("query", "key", "value"):
+            _add_dense(names, f"{prefix}/attention/self/{part}", getattr(block.attention, part))
+        _add_dense(names, f"{prefix}/attention/output/dense", block.attention_output)
+        _add_norm(names, f"{prefix}/attention/output/LayerNorm", block.attention_layer_norm)
+        _add_dense(names, f"{prefix}/intermediate/dense", block.intermediate)
+        _add_dense(names, f"{prefix}/output/dense", block.output_dense)
+        _add_norm(names, f"{prefix}/output/LayerNorm", block.output_layer_norm)
+    _add_dense(names, "bert/pooler/dense", encoder.pooler)
+    return names
+
+
+def google_variable_map(model: Union[BertPretrainer, BertEncoder]) -> dict[str, tuple[keras.Variable, bool]]:
+    """Google checkpoint name -> (kbert variable, stored transposed?) for every weight of `model`."""
+    if isinstance(model, BertEncoder):
+        return _encoder_names(model)
+    names = _encoder_names(model.encoder)
+    _add_dense(names, "cls/predictions/transform/dense", model.mlm_head.transform)
+    _add_norm(names, "cls/predictions/transform/LayerNorm", model.mlm_head.layer_norm)
+    names["cls/predictions/output_bias"] = (model.mlm_head.output_bias, False)
+    # Google stores the NSP weights as [2, hidden], the transpose of a Dense kernel.
+    names["cls/seq_relationship/output_weights"] = (model.nsp_head.dense.kernel, True)
+    names["cls/seq_relationship/output_bias"] = (model.nsp_head.dense.bias, False)
+    return names
+
+
+def _stored_shape(variable: keras.Variable, transposed: bool) -> tuple:
+    shape = tuple(variable.shape)
+    return shape[::-1] if transposed else shape
+
+
+def load_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str, strict: bool = True) -> dict:
+    """Loads a google-research/bert checkpoint (no optimizer slots needed) into `model`.
+
+    Args:
+        model: a `BertPretrainer` (loads `bert/` and `cls/`) or a `BertEncoder` (loads `bert/`, ignores `cls/`).
+        path: checkpoint prefix (`.../bert_model.ckpt`) or a directory with a `checkpoint` file.
+        strict: if True, any missing or unexpected variable is an error. Wrong shapes are always an error.
+
+    Returns:
+        `{"loaded": [...], "missing": [...], "unexpected": [...]}` (Google names).
+
+    Raises:
+        CheckpointMismatchError: listing every missing, unexpected and wrong-shape variable at once; nothing
+            is assigned in that case.
+
+    Example:
+
+    >>> model = BertPretrainer(BertConfig.from_json_file("uncased_L-12_H-768_A-12/bert_config.json"))
+    >>> load_google_checkpoint(model, "uncased_L-12_H-768_A-12/bert_model.ckpt")
+    """
+    try:
+        reader = tf.train.load_checkpoint(path)
+    except (tf.errors.NotFoundError, ValueError) as e:
+        raise FileNotFoundError(f"No TF checkpoint at {path!r} (give the prefix, e.g. .../bert_model.ckpt, "
+                                f"or a directory with a 'checkpoint' file): {e}") from None
+    stored = reader.get_variable_to_shape_map()
+    expected = google_variable_map(model)
+    if not any(name.startswith("bert/") for name in stored):
+        raise CheckpointMismatchError(
+            f"{path!r} has no google-research/bert variables (bert/...). If it is a kbert training checkpoint, "
+            "restore it with tf.train.Checkpoint (the pretraining script's init_checkpoint does both).")
+    ignored_prefixes = ("cls/",) if isinstance(model, BertEncoder) else ()
+    missing = sorted(n for n in expected if n not in stored)
+    unexpected = sorted(n for n in stored if n not in expected and not _NOT_WEIGHTS.search(n)
+                        and not n.startswith(ignored_prefixes))
+    wrong_shape = sorted(
+        f"{n}: checkpoint {list(stored[n])} vs model {list(_stored_shape(v, t))}"
+        for n, (v, t) in expected.items() if n in stored and tuple(stored[n]) != _stored_shape(v, t))
+    if wrong_shape or (strict and (missing or unexpected)):
+        problems = [("missing from the checkpoint", missing), ("unexpected in the checkpoint", unexpected),
+                    ("wrong shape", wrong_shape)]
+        listing = "\n".join(f"  {title} ({len(items)}):\n" + "\n".join(f"    {i}" for i in items)
+                            for title, items in problems if items)
+        raise CheckpointMismatchError(
+            f"Checkpoint {path!r} does not fit the model ({model.config.num_hidden_layers} layers, hidden "
+            f"{model.config.hidden_size}, vocab {model.config.vocab_size}):\n{listing}\n"
+            "Check that bert_config.json matches the checkpoint; pass strict=False to load a partial match.")
+    loaded = []
+    for name, (variable, transposed) in expected.items():
+        if name in stored:
+            value = reader.get_tensor(name)
+            variable.assign(np.transpose(value) if transposed else value)
+            loaded.append(name)
+    return {"loaded": loaded, "missing": missing, "unexpected": unexpected}
+
+
+def export_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str) -> str:
+    """Writes `model`'s weights under Google's TF1 names at prefix `path`, plus `bert_config.json` beside it.
+
+    The result loads with google-research/bert, Model Garden's converters and `load_google_checkpoint`.
+
+    Example:
+
+    >>> export_google_checkpoint(model, "export/bert_model.ckpt")
+    'export/bert_model.ckpt'
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    names, tensors = [], []
+    for name, (variable, transposed) in sorted(google_variable_map(model).items()):
+        value = tf.cast(tf.convert_to_tensor(variable), tf.float32)
+        names.append(name)
+        tensors.append(tf.transpose(value) if transposed else value)
+    tf.raw_ops.SaveV2(prefix=path, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
+    tf.compat.v1.train.update_checkpoint_state(directory, os.path.abspath(path))
+    model.config.to_json_file(os.path.join(directory, "bert_config.json"))
+    return path

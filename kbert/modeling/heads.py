@@ -1,0 +1,68 @@
+"""Pretraining heads: masked LM (`cls/predictions`) and next sentence (`cls/seq_relationship`)."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from kbert.modeling.activations import get_activation
+from kbert.modeling.config import BertConfig
+from kbert.modeling.embeddings import truncated_normal
+
+
+class MaskedLMHead(keras.layers.Layer):
+    """Dense + activation + LayerNorm, then logits against the tied word-embedding table plus `output_bias`.
+
+    Only the hidden states at `masked_lm_positions` are transformed, so the vocabulary matmul costs
+    [B, P, V] instead of [B, S, V].
+
+    Example:
+
+    >>> head = MaskedLMHead(config)
+    >>> table = encoder.embeddings.word_embeddings.embeddings
+    >>> logits = head(sequence_output, masked_lm_positions, table)  # [B, P, vocab_size], float32
+    """
+
+    def __init__(self, config: BertConfig, **kwargs):
+        # Without autocast, `output_bias` stays float32 so the logits are biased at full precision.
+        kwargs.setdefault("autocast", False)
+        super().__init__(**kwargs)
+        self.config = config
+        self.transform = keras.layers.Dense(
+            config.hidden_size, activation=get_activation(config.hidden_act),
+            kernel_initializer=truncated_normal(config), dtype=self.dtype_policy, name="transform")
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=config.layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
+        self.build()
+
+    def build(self, input_shape=None):
+        hidden = (None, None, self.config.hidden_size)
+        self.transform.build(hidden)
+        self.layer_norm.build(hidden)
+        self.output_bias = self.add_weight(
+            shape=(self.config.vocab_size,), initializer="zeros", name="output_bias")
+
+    def call(self, sequence_output, masked_lm_positions, embedding_table):
+        gathered = ops.take_along_axis(
+            sequence_output, ops.cast(masked_lm_positions, "int32")[:, :, None], axis=1)
+        hidden = self.layer_norm(self.transform(gathered))
+        table = ops.cast(embedding_table, self.compute_dtype)
+        logits = ops.einsum("bph,vh->bpv", hidden, table)
+        return ops.cast(logits, "float32") + self.output_bias
+
+
+class NextSentenceHead(keras.layers.Layer):
+    """Two-way classifier on the pooled [CLS] output; logits in float32."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.dense = keras.layers.Dense(2, kernel_initializer=truncated_normal(config),
+                                        dtype=self.dtype_policy, name="seq_relationship")
+        self.build()
+
+    def build(self, input_shape=None):
+        self.dense.build((None, self.config.hidden_size))
+
+    def call(self, pooled_output):
+        return ops.cast(self.dense(pooled_output), "float32")

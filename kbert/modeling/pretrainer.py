@@ -1,0 +1,62 @@
+"""`BertPretrainer`: the encoder with masked-LM and next-sentence heads, trainable with `model.fit`."""
+
+from __future__ import annotations
+
+import keras
+
+from kbert.modeling.config import BertConfig
+from kbert.modeling.encoder import BertEncoder
+from kbert.modeling.heads import MaskedLMHead, NextSentenceHead
+from kbert.modeling.losses import METRICS, pretraining_loss_terms, pretraining_metrics
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertPretrainer(keras.Model):
+    """BERT with its pretraining heads. Takes the batch dict of Google's TFRecord features.
+
+    Weights exist right after construction (all shapes come from the config), so checkpoints can be loaded
+    before the first call.
+
+    Example:
+
+    >>> model = BertPretrainer(BertConfig.load("bert_tiny"))
+    >>> model.compile(optimizer=kbert.optimizers.LAMB(1e-3))
+    >>> model.fit(kbert.data.pretraining_dataset("train-*.tfrecord", 128, 20, 32), steps_per_epoch=100)
+    >>> model(batch)["mlm_logits"].shape  # [B, max_predictions, vocab_size]
+    """
+
+    def __init__(self, config: BertConfig, stop_gradient_below: int = 0, **kwargs):
+        kwargs.setdefault("name", "bert_pretrainer")
+        super().__init__(**kwargs)
+        self.config = config
+        self.encoder = BertEncoder(config, stop_gradient_below=stop_gradient_below,
+                                   dtype=self.dtype_policy, name="bert")
+        self.mlm_head = MaskedLMHead(config, dtype=self.dtype_policy, name="predictions")
+        self.nsp_head = NextSentenceHead(config, dtype=self.dtype_policy, name="seq_relationship")
+        self._metric_trackers = [keras.metrics.Mean(name=name) for name in METRICS[1:]]
+        self.built = True
+
+    def call(self, inputs, training=None):
+        encoded = self.encoder(inputs, training=training)
+        table = self.encoder.embeddings.word_embeddings.embeddings
+        return {
+            "mlm_logits": self.mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"], table),
+            "nsp_logits": self.nsp_head(encoded["pooled_output"]),
+        }
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        metrics = pretraining_metrics(pretraining_loss_terms(x, y_pred))
+        for tracker in self._metric_trackers:
+            tracker.update_state(metrics[tracker.name])
+        return metrics["loss"] + sum(self.losses) if self.losses else metrics["loss"]
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "stop_gradient_below": self.encoder.stop_gradient_below,
+                "name": self.name, "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "dtype" in config:
+            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
+        return cls(BertConfig.from_dict(config.pop("config")), **config)

@@ -1,0 +1,93 @@
+"""A float64 NumPy BERT over Google-named weights: the reference the Keras model is checked against."""
+
+import math
+
+import numpy as np
+
+from kbert.modeling import google_variable_map
+
+
+def google_weights(model) -> dict:
+    """Google name -> float64 array in Google's layout."""
+    return {name: (np.asarray(v.numpy(), np.float64).T if transposed else np.asarray(v.numpy(), np.float64))
+            for name, (v, transposed) in google_variable_map(model).items()}
+
+
+def _layer_norm(x, w, prefix, eps):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * w[prefix + "/gamma"] + w[prefix + "/beta"]
+
+
+def _dense(x, w, prefix):
+    return x @ w[prefix + "/kernel"] + w[prefix + "/bias"]
+
+
+def _gelu(x):
+    erf = np.vectorize(math.erf)
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def encode(w, config, input_ids, input_mask, segment_ids):
+    """Returns (per-layer outputs, pooled output)."""
+    seq = input_ids.shape[1]
+    x = (w["bert/embeddings/word_embeddings"][input_ids] + w["bert/embeddings/token_type_embeddings"][segment_ids]
+         + w["bert/embeddings/position_embeddings"][:seq][None])
+    x = _layer_norm(x, w, "bert/embeddings/LayerNorm", config.layer_norm_eps)
+    heads, size = config.num_attention_heads, config.head_size
+    bias = (1.0 - input_mask[:, None, None, :].astype(np.float64)) * -10000.0
+    outputs = []
+    for i in range(config.num_hidden_layers):
+        p = f"bert/encoder/layer_{i}"
+        split = lambda t: t.reshape(t.shape[0], seq, heads, size).transpose(0, 2, 1, 3)
+        q, k, v = (split(_dense(x, w, f"{p}/attention/self/{n}")) for n in ("query", "key", "value"))
+        probs = _softmax(q @ k.transpose(0, 1, 3, 2) / math.sqrt(size) + bias)
+        ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(x.shape)
+        x = _layer_norm(x + _dense(ctx, w, f"{p}/attention/output/dense"), w, f"{p}/attention/output/LayerNorm",
+                        config.layer_norm_eps)
+        ffn = _dense(_gelu(_dense(x, w, f"{p}/intermediate/dense")), w, f"{p}/output/dense")
+        x = _layer_norm(x + ffn, w, f"{p}/output/LayerNorm", config.layer_norm_eps)
+        outputs.append(x)
+    pooled = np.tanh(_dense(x[:, 0], w, "bert/pooler/dense"))
+    return outputs, pooled
+
+
+def pretrain_logits(w, config, batch):
+    outputs, pooled = encode(w, config, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
+    seq_out = outputs[-1]
+    gathered = np.take_along_axis(seq_out, batch["masked_lm_positions"][:, :, None].astype(np.int64), axis=1)
+    h = _gelu(_dense(gathered, w, "cls/predictions/transform/dense"))
+    h = _layer_norm(h, w, "cls/predictions/transform/LayerNorm", config.layer_norm_eps)
+    mlm = h @ w["bert/embeddings/word_embeddings"].T + w["cls/predictions/output_bias"]
+    nsp = pooled @ w["cls/seq_relationship/output_weights"].T + w["cls/seq_relationship/output_bias"]
+    return mlm, nsp
+
+
+def random_batch(rng, config, batch_size=3, seq_length=16, max_predictions=5):
+    """A batch with real padding: each row has its own length and its own number of predictions."""
+    ids = rng.integers(5, config.vocab_size, (batch_size, seq_length)).astype(np.int32)
+    mask = np.zeros((batch_size, seq_length), np.int32)
+    positions = np.zeros((batch_size, max_predictions), np.int32)
+    weights = np.zeros((batch_size, max_predictions), np.float32)
+    for b in range(batch_size):
+        length = int(rng.integers(seq_length // 2, seq_length + 1))
+        mask[b, :length] = 1
+        ids[b, length:] = 0
+        n = int(rng.integers(1, max_predictions + 1))
+        positions[b, :n] = np.sort(rng.choice(np.arange(1, length), n, replace=False))
+        weights[b, :n] = 1.0
+    segments = np.zeros_like(ids)
+    segments[:, seq_length // 2:] = 1
+    segments *= mask
+    return {
+        "input_ids": ids, "input_mask": mask, "segment_ids": segments,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": (rng.integers(5, config.vocab_size, (batch_size, max_predictions)) * weights).astype(np.int32),
+        "masked_lm_weights": weights,
+        "next_sentence_labels": rng.integers(0, 2, (batch_size, 1)).astype(np.int32),
+    }
