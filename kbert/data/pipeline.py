@@ -1,0 +1,148 @@
+"""The tf.data input pipeline for BERT pretraining: TFRecords in, the model's batch dict out.
+
+Example:
+
+```python
+strategy = tf.distribute.MirroredStrategy()
+dataset = strategy.distribute_datasets_from_function(
+    lambda ctx: pretraining_dataset("data/train-*.tfrecord", 128, 20, global_batch_size=256, input_context=ctx,
+                                    vocab_size=30522))
+batch = next(iter(dataset))  # per replica: input_ids [128, 128] int32, ..., next_sentence_labels [128, 1]
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from kbert.data import schema, validation
+from kbert.data.dynamic_masking import DynamicMasker
+
+
+def pretraining_dataset(
+    file_pattern: str | Sequence[str],
+    seq_length: int,
+    max_predictions: int,
+    global_batch_size: int,
+    input_context: tf.distribute.InputContext | None = None,
+    *,
+    is_training: bool = True,
+    dynamic_masking: bool = False,
+    vocab_size: int | None = None,
+    vocab_file: str | None = None,
+    whole_word_masking: bool = False,
+    masked_lm_prob: float = 0.15,
+    use_v2_feature_names: bool | None = None,
+    compression: str | None = None,
+    shuffle_buffer: int = 10_000,
+    cycle_length: int = 8,
+    seed: int | None = None,
+    validate_records: int | None = 16,
+) -> tf.data.Dataset:
+    """Batches of pretraining examples, keyed by Google's v1 names (see docs/architecture.md).
+
+    Files are sharded by file across input pipelines (`input_context`), so every file is read by exactly one
+    pipeline; each pipeline batches `input_context.get_per_replica_batch_size(global_batch_size)` examples with
+    `drop_remainder=True`, so every shape is static.
+
+    Args:
+      file_pattern: a glob, comma-separated globs, or a list of globs.
+      seq_length, max_predictions: what the records must have been written with (checked, never truncated).
+      global_batch_size: batch size summed over replicas.
+      input_context: from `strategy.distribute_datasets_from_function`; None for one pipeline and one replica.
+      is_training: shuffle files and records and repeat forever; else one pass in file order.
+      dynamic_masking: read unmasked records (`--no_masking`) and mask them anew on every pass.
+      vocab_size: checks every id of the first records against it; required for dynamic masking unless
+        `vocab_file` is given.
+      vocab_file: the WordPiece vocabulary, for dynamic masking's special-token ids and whole-word grouping.
+      whole_word_masking: with dynamic masking, mask all pieces of a word together (needs `vocab_file`).
+      masked_lm_prob: share of tokens (words with whole-word masking) dynamic masking selects.
+      use_v2_feature_names: None detects from the files; True/False asserts it.
+      compression: None detects ('GZIP' or plain) from the files; '' or 'GZIP' forces it.
+      shuffle_buffer: records in the shuffle buffer when training.
+      cycle_length: files read at once.
+      seed: seeds file and record shuffling (and nothing else: masking follows `tf.random.set_seed`).
+      validate_records: records per file checked up front (None: all; 0: skip the checks).
+
+    Returns:
+      A `tf.data.Dataset` of dicts: `input_ids`, `input_mask`, `segment_ids`, `masked_lm_positions`,
+      `masked_lm_ids`, `next_sentence_labels` [B, 1] (int32) and `masked_lm_weights` (float32).
+    """
+    files = validation.match_files(file_pattern)
+    num_pipelines = input_context.num_input_pipelines if input_context else 1
+    if len(files) < num_pipelines:
+        raise validation.InputDataError(
+            f"{len(files)} file(s) match {file_pattern!r}, fewer than the {num_pipelines} input pipelines that "
+            "each need their own files: write more shards (kbert-create-pretraining-data --num_output_shards)."
+        )
+    if input_context:
+        files = files[input_context.input_pipeline_id :: num_pipelines]
+    batch_size = input_context.get_per_replica_batch_size(global_batch_size) if input_context else global_batch_size
+
+    masker = None
+    if dynamic_masking:
+        if vocab_file:
+            masker = DynamicMasker.from_vocab_file(
+                vocab_file, max_predictions, whole_word=whole_word_masking, selection_rate=masked_lm_prob
+            )
+            vocab_size = vocab_size or masker.vocab_size
+        elif whole_word_masking:
+            raise ValueError("whole_word_masking needs vocab_file, to know which pieces continue a word (##).")
+        elif vocab_size is None:
+            raise ValueError("dynamic_masking needs vocab_size or vocab_file (random replacement ids).")
+        else:
+            masker = DynamicMasker(vocab_size, max_predictions, selection_rate=masked_lm_prob)
+
+    if validate_records == 0:
+        v2 = bool(use_v2_feature_names)
+        compression = compression or ""
+    else:
+        layout = validation.validate_files(
+            files, seq_length, max_predictions, vocab_size, dynamic_masking, validate_records
+        )
+        if use_v2_feature_names is not None and use_v2_feature_names != layout.use_v2_feature_names:
+            raise validation.InputDataError(
+                f"{files[0]}: use_v2_feature_names={use_v2_feature_names} was asked for, but the file has "
+                f"{'v2' if layout.use_v2_feature_names else 'v1'} names; leave it unset to detect it."
+            )
+        v2 = layout.use_v2_feature_names
+        compression = layout.compression if compression is None else compression
+
+    spec = schema.feature_spec(seq_length, max_predictions, v2, with_predictions=not dynamic_masking)
+
+    def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        parsed = tf.io.parse_example(serialized, spec)
+        batch = {}
+        for name in schema.ALL_FEATURES:
+            key = schema.file_name(name, v2)
+            if key in parsed:
+                value = parsed[key]
+                batch[name] = tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+        return batch
+
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    if is_training:
+        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    dataset = dataset.interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
+        cycle_length=min(cycle_length, len(files)),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=not is_training or seed is not None,
+    )
+    if is_training:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    # Batch before parsing: vectorised parse_example is several times faster than per-record parsing.
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    if masker is not None:
+        dataset = dataset.map(masker, num_parallel_calls=tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    # Files are sharded here by hand; auto-sharding again would drop data.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    if masker is not None:
+        # The masking ops' random state cannot be saved with the iterator: a restored iterator resumes at the
+        # same record with fresh masks, which is harmless for masked-LM training.
+        options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)

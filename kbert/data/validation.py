@@ -1,0 +1,242 @@
+"""Up-front checks of pretraining TFRecords, so bad files fail before training with the file named and the fix.
+
+`tf.data` reports a corrupt record as a bare `DataLossError` without the file, a record of another
+`max_seq_length` as a shape error deep inside the input pipeline, and an out-of-range token id not at all (it
+becomes NaN on accelerators). These checks read a few records of every file first and say which file is wrong.
+
+Example:
+
+```python
+files = match_files("data/train-*.tfrecord")
+layout = validate_files(files, seq_length=128, max_predictions=20, vocab_size=30522)
+layout.use_v2_feature_names, layout.compression
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from kbert.data import schema
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class InputDataError(ValueError):
+    """A pretraining input file is missing, corrupt, or disagrees with the requested settings."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordLayout:
+    """What the first record of a file says about how the file was written."""
+
+    use_v2_feature_names: bool
+    masked: bool
+    seq_length: int
+    max_predictions: int | None
+    compression: str = ""
+
+
+def match_files(file_pattern: str | Sequence[str]) -> list[str]:
+    """Sorted files matching a glob, a comma-separated list of globs, or a list of globs.
+
+    Raises `InputDataError` naming every pattern that matches nothing.
+    """
+    patterns = file_pattern.split(",") if isinstance(file_pattern, str) else list(file_pattern)
+    patterns = [p.strip() for p in patterns if p.strip()]
+    if not patterns:
+        raise InputDataError("No input file pattern given: pass --input_file=PATH_OR_GLOB.")
+    files, empty = [], []
+    for pattern in patterns:
+        matched = tf.io.gfile.glob(pattern)
+        if not matched:
+            empty.append(pattern)
+        files.extend(matched)
+    if empty:
+        raise InputDataError(
+            f"No files match the input pattern(s) {empty}. Check the path and the glob (quote it in the shell), "
+            "or create the files with kbert-create-pretraining-data."
+        )
+    return sorted(set(files))
+
+
+def detect_compression(path: str) -> str:
+    """'GZIP' when the file starts with the gzip magic bytes, else '' (plain TFRecord)."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        head = f.read(2)
+    return "GZIP" if head == GZIP_MAGIC else ""
+
+
+def read_records(path: str, compression: str = "", limit: int | None = None) -> Iterator[bytes]:
+    """Yields the serialized records of one file, checking each record's framing and CRC.
+
+    A `tf.errors.DataLossError` (truncated or corrupt file) is re-raised as `InputDataError` naming the file.
+    """
+    dataset = tf.data.TFRecordDataset(path, compression_type=compression)
+    if limit is not None:
+        dataset = dataset.take(limit)
+    index = 0
+    try:
+        for record in dataset.as_numpy_iterator():
+            yield record
+            index += 1
+    except tf.errors.DataLossError as error:
+        reason = error.message.split("}}")[-1].split("[Op:")[0].strip()
+        raise InputDataError(
+            f"{path}: corrupt or truncated TFRecord after {index} good records ({reason}). The file was cut short "
+            "or damaged (an interrupted copy or write, or a different compression than "
+            f"'{compression or 'none'}'): re-copy or regenerate it, or drop it from the input pattern."
+        ) from None
+
+
+def inspect_layout(path: str, record: bytes, compression: str = "") -> RecordLayout:
+    """Feature names and lengths from one serialized `tf.train.Example`."""
+    try:
+        features = tf.train.Example.FromString(record).features.feature
+    except Exception as error:  # protobuf raises DecodeError, which has no stable import path
+        raise InputDataError(f"{path}: records are not tf.train.Example protos ({error}).") from None
+    if "input_ids" in features:
+        v2 = False
+    elif "input_word_ids" in features:
+        v2 = True
+    else:
+        raise InputDataError(
+            f"{path}: records have neither 'input_ids' nor 'input_word_ids' (features: {sorted(features)}). "
+            "This is not a BERT pretraining file; create it with kbert-create-pretraining-data."
+        )
+    masked = "masked_lm_positions" in features
+    required = list(schema.feature_spec(1, 1, v2, with_predictions=masked))
+    missing = [name for name in required if name not in features]
+    if missing:
+        raise InputDataError(f"{path}: records lack the features {missing} (found {sorted(features)}).")
+    seq_length = len(features[schema.file_name("input_ids", v2)].int64_list.value)
+    max_predictions = len(features["masked_lm_positions"].int64_list.value) if masked else None
+    return RecordLayout(v2, masked, seq_length, max_predictions, compression)
+
+
+def check_layout(
+    path: str,
+    layout: RecordLayout,
+    seq_length: int,
+    max_predictions: int,
+    dynamic_masking: bool,
+) -> None:
+    """Raises `InputDataError` when a file was written with other settings than the pipeline asks for."""
+    if layout.seq_length != seq_length:
+        raise InputDataError(
+            f"{path}: records were written with max_seq_length={layout.seq_length}, but the pipeline asks for "
+            f"seq_length={seq_length}. Set the sequence length to {layout.seq_length}, or regenerate the file "
+            f"with --max_seq_length={seq_length} (records are never truncated or padded silently)."
+        )
+    if dynamic_masking and layout.masked:
+        raise InputDataError(
+            f"{path}: records are already masked, but dynamic masking was asked for; masking them again would "
+            "mask [MASK] tokens. Regenerate with kbert-create-pretraining-data --no_masking, or turn dynamic "
+            "masking off."
+        )
+    if not dynamic_masking and not layout.masked:
+        raise InputDataError(
+            f"{path}: records are unmasked (written with --no_masking) and carry no masked_lm_* features. "
+            "Turn dynamic masking on (dynamic_masking=True), or regenerate the file without --no_masking."
+        )
+    if layout.masked and layout.max_predictions != max_predictions:
+        raise InputDataError(
+            f"{path}: records were written with max_predictions_per_seq={layout.max_predictions}, but the "
+            f"pipeline asks for max_predictions={max_predictions}. Set it to {layout.max_predictions}, or "
+            f"regenerate the file with --max_predictions_per_seq={max_predictions}."
+        )
+
+
+def check_token_ids(path: str, name: str, ids: np.ndarray, vocab_size: int, first_record: int = 0) -> None:
+    """Raises `InputDataError` when an id in `ids` ([records, ...]) is outside [0, vocab_size)."""
+    bad = np.argwhere((ids >= vocab_size) | (ids < 0))
+    if bad.size:
+        record = int(bad[0][0])
+        value = int(ids[tuple(bad[0])])
+        raise InputDataError(
+            f"{path}: record {first_record + record} has {name} id {value}, outside the vocabulary of "
+            f"vocab_size={vocab_size} (max id found {int(ids.max())}). Out-of-range ids give NaN losses on "
+            "accelerators: use the vocabulary the file was made with (--vocab_file / --vocab_size), or "
+            "regenerate the file with this vocabulary."
+        )
+
+
+def parse_records(records: Sequence[bytes], layout: RecordLayout) -> dict[str, np.ndarray]:
+    """Parses serialized records with the schema into NumPy arrays keyed by v1 names."""
+    spec = schema.feature_spec(
+        layout.seq_length, layout.max_predictions or 1, layout.use_v2_feature_names, with_predictions=layout.masked
+    )
+    parsed = tf.io.parse_example(tf.constant(list(records)), spec)
+    return {
+        name: parsed[schema.file_name(name, layout.use_v2_feature_names)].numpy()
+        for name in schema.ALL_FEATURES
+        if schema.file_name(name, layout.use_v2_feature_names) in parsed
+    }
+
+
+def check_batch_ids(path: str, arrays: dict[str, np.ndarray], vocab_size: int, first_record: int = 0) -> None:
+    """`check_token_ids` on every id-valued feature of a parsed batch."""
+    for name in ("input_ids", "masked_lm_ids"):
+        if name in arrays:
+            check_token_ids(path, name, arrays[name], vocab_size, first_record)
+
+
+def validate_file(
+    path: str,
+    seq_length: int,
+    max_predictions: int,
+    vocab_size: int | None = None,
+    dynamic_masking: bool = False,
+    num_records: int | None = 16,
+) -> RecordLayout:
+    """Checks the first `num_records` records of one file (all when None); returns the file's layout."""
+    compression = detect_compression(path)
+    records = list(read_records(path, compression, num_records))
+    if not records:
+        raise InputDataError(
+            f"{path}: the file holds no records. Remove it from the input pattern or regenerate it."
+        )
+    layout = inspect_layout(path, records[0], compression)
+    check_layout(path, layout, seq_length, max_predictions, dynamic_masking)
+    try:
+        arrays = parse_records(records, layout)
+    except tf.errors.InvalidArgumentError as error:
+        raise InputDataError(
+            f"{path}: records disagree with the file's first record ({error.message.splitlines()[0]}). "
+            "The file mixes settings: regenerate it."
+        ) from None
+    if vocab_size is not None:
+        check_batch_ids(path, arrays, vocab_size)
+    return layout
+
+
+def validate_files(
+    files: Sequence[str],
+    seq_length: int,
+    max_predictions: int,
+    vocab_size: int | None = None,
+    dynamic_masking: bool = False,
+    num_records: int | None = 16,
+) -> RecordLayout:
+    """`validate_file` on every file; all files must share feature names and compression.
+
+    Returns the common layout (feature names, compression) for the reader.
+    """
+    layouts = [validate_file(f, seq_length, max_predictions, vocab_size, dynamic_masking, num_records) for f in files]
+    first = layouts[0]
+    for path, layout in zip(files, layouts):
+        if layout.use_v2_feature_names != first.use_v2_feature_names:
+            raise InputDataError(
+                f"{path}: uses {'v2' if layout.use_v2_feature_names else 'v1'} feature names but {files[0]} does "
+                "not; read the two sets of files separately or regenerate one set."
+            )
+        if layout.compression != first.compression:
+            raise InputDataError(
+                f"{path}: compression '{layout.compression or 'none'}' differs from "
+                f"'{first.compression or 'none'}' of {files[0]}; regenerate the files with one compression."
+            )
+    return first

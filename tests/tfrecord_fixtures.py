@@ -1,0 +1,86 @@
+"""Test fixtures: a tiny BERT-style vocabulary and pretraining TFRecords written with tf.train.Example."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+PAD, UNK, CLS, SEP, MASK = 0, 100, 101, 102, 103
+FIRST_WORD = 104
+
+
+def write_vocab(path: str, num_words: int = 60, num_pieces: int = 36) -> list[str]:
+    """bert-base-uncased's layout: [PAD] 0, [unused*], [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103, then words."""
+    vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab += [f"w{i}" for i in range(num_words)] + [f"##p{i}" for i in range(num_pieces)]
+    with open(path, "w") as f:
+        f.write("\n".join(vocab) + "\n")
+    return vocab
+
+
+def make_instance(rng: np.random.Generator, seq_length: int, vocab_size: int, min_len: int = 6) -> dict:
+    """One unmasked instance `[CLS] A [SEP] B [SEP]` with ids from [FIRST_WORD, vocab_size)."""
+    total = int(rng.integers(min_len, seq_length + 1))
+    body = total - 3
+    len_a = int(rng.integers(1, body))
+    ids = rng.integers(FIRST_WORD, vocab_size, size=body).tolist()
+    tokens = [CLS] + ids[:len_a] + [SEP] + ids[len_a:] + [SEP]
+    segments = [0] * (len_a + 2) + [1] * (body - len_a + 1)
+    pad = seq_length - len(tokens)
+    return {
+        "input_ids": tokens + [PAD] * pad,
+        "input_mask": [1] * len(tokens) + [0] * pad,
+        "segment_ids": segments + [0] * pad,
+        "next_sentence_labels": [int(rng.integers(0, 2))],
+    }
+
+
+def mask_instance(rng: np.random.Generator, instance: dict, max_predictions: int) -> dict:
+    """Google-style static masking: ~15% of non-special tokens to [MASK], positions ascending, 0-padded."""
+    ids = list(instance["input_ids"])
+    candidates = [i for i, t in enumerate(ids) if t not in (PAD, CLS, SEP)]
+    n = min(max_predictions, max(1, round(len(candidates) * 0.15)))
+    positions = sorted(rng.choice(candidates, size=n, replace=False).tolist())
+    labels = [ids[p] for p in positions]
+    for p in positions:
+        ids[p] = MASK
+    pad = max_predictions - n
+    return dict(
+        instance,
+        input_ids=ids,
+        masked_lm_positions=positions + [0] * pad,
+        masked_lm_ids=labels + [0] * pad,
+        masked_lm_weights=[1.0] * n + [0.0] * pad,
+    )
+
+
+def make_instances(n: int, seq_length: int, max_predictions: int | None, vocab_size: int, seed: int = 0) -> list:
+    """`n` instances, masked unless `max_predictions` is None."""
+    rng = np.random.default_rng(seed)
+    instances = [make_instance(rng, seq_length, vocab_size) for _ in range(n)]
+    if max_predictions is None:
+        return instances
+    return [mask_instance(rng, inst, max_predictions) for inst in instances]
+
+
+def to_example(instance: dict, v2: bool = False) -> bytes:
+    names = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"} if v2 else {}
+    features = {}
+    for name, values in instance.items():
+        if name == "masked_lm_weights":
+            feature = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+        else:
+            feature = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+        features[names.get(name, name)] = feature
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def write_records(path: str, instances: list, v2: bool = False, gzip_compressed: bool = False) -> str:
+    options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip_compressed else "")
+    with tf.io.TFRecordWriter(os.fspath(path), options) as writer:
+        for instance in instances:
+            writer.write(to_example(instance, v2))
+    return os.fspath(path)
+
