@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 import keras
@@ -15,6 +16,13 @@ from kbert.optimizers.layerwise import (
 )
 
 WEIGHT_DECAY_MODES = ("lamb", "decoupled")
+
+
+def _one_minus_power(beta: float, step: tf.Tensor) -> tf.Tensor:
+    """1 − β^t without float32 cancellation: 1 − float32(0.999)² is 3e-5 off, −expm1(t·log β) is exact."""
+    if beta == 0.0:
+        return tf.ones_like(step)
+    return -tf.math.expm1(step * math.log(beta))
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -126,8 +134,8 @@ class LAMB(LayerwiseOptimizer):
         self.assign(v, v_t)
         if self.bias_correction:
             step = tf.cast(self.iterations + 1, tf.float32)
-            m_t = m_t / (1.0 - tf.pow(self.beta_1, step))
-            v_t = v_t / (1.0 - tf.pow(self.beta_2, step))
+            m_t = m_t / _one_minus_power(self.beta_1, step)
+            v_t = v_t / _one_minus_power(self.beta_2, step)
         update = m_t / (tf.sqrt(v_t) + self.epsilon)
 
         if decay and self.weight_decay_mode == "decoupled":
