@@ -1,0 +1,143 @@
+"""Dynamic masking: RoBERTa-style statistics, special tokens, fresh masks per epoch, whole-word masking."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert.data import pretraining_dataset
+from kbert.data.dynamic_masking import DynamicMasker
+from tfrecord_fixtures import CLS, MASK, SEP, make_instances, write_records, write_vocab
+
+SEQ, PRED = 64, 20
+
+
+@pytest.fixture()
+def files(tmp_path):
+    vocab = write_vocab(str(tmp_path / "vocab.txt"))
+    instances = make_instances(512, SEQ, None, len(vocab), seed=11)
+    write_records(tmp_path / "unmasked.tfrecord", instances)
+    return tmp_path, vocab, instances
+
+
+def one_epoch(tmp_path, vocab, **kwargs):
+    dataset = pretraining_dataset(
+        str(tmp_path / "unmasked.tfrecord"), SEQ, PRED, 64, is_training=False, dynamic_masking=True,
+        vocab_file=str(tmp_path / "vocab.txt"), **kwargs,
+    )
+    return dataset
+
+
+def stack(dataset) -> dict[str, np.ndarray]:
+    batches = list(dataset.as_numpy_iterator())
+    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+def test_masking_statistics_15_percent_and_80_10_10(files):
+    tmp_path, vocab, instances = files
+    tf.random.set_seed(1)
+    out = stack(one_epoch(tmp_path, vocab))
+    original = np.array([inst["input_ids"] for inst in instances])
+    lengths = out["input_mask"].sum(1)
+
+    counts = out["masked_lm_weights"].sum(1)
+    expected = np.minimum(PRED, np.ceil(0.15 * (lengths - 3)))  # [CLS] and two [SEP] are never selectable
+    np.testing.assert_array_equal(counts, expected)
+    assert abs(counts.sum() / (lengths - 3).sum() - 0.15) < 0.02
+
+    chosen, replaced_by, labels = [], [], []
+    for row in range(len(original)):
+        n = int(counts[row])
+        positions = out["masked_lm_positions"][row, :n]
+        assert np.all(np.diff(positions) > 0)  # ascending
+        assert np.all(out["masked_lm_positions"][row, n:] == 0) and np.all(out["masked_lm_ids"][row, n:] == 0)
+        np.testing.assert_array_equal(out["masked_lm_ids"][row, :n], original[row, positions])
+        untouched = np.setdiff1d(np.arange(SEQ), positions)
+        np.testing.assert_array_equal(out["input_ids"][row, untouched], original[row, untouched])
+        chosen.append(original[row, positions])
+        replaced_by.append(out["input_ids"][row, positions])
+    chosen, replaced_by = np.concatenate(chosen), np.concatenate(replaced_by)
+    assert not np.isin(chosen, [0, CLS, SEP, MASK]).any()
+    share_mask = np.mean(replaced_by == MASK)
+    share_kept = np.mean(replaced_by == chosen)
+    share_random = 1 - share_mask - share_kept
+    assert abs(share_mask - 0.8) < 0.03, share_mask
+    assert abs(share_kept - 0.1) < 0.025, share_kept  # a random draw equal to the original counts here: p=1/196
+    assert abs(share_random - 0.1) < 0.025, share_random
+    assert np.all(replaced_by < len(vocab))
+
+
+def test_special_tokens_and_padding_never_masked_even_at_low_lengths(tmp_path):
+    vocab = write_vocab(str(tmp_path / "vocab.txt"))
+    # Shortest legal instances: [CLS] a [SEP] b [SEP] ... and plenty of padding.
+    instances = make_instances(128, 8, None, len(vocab), seed=2)
+    for inst in instances:
+        pad = SEQ - 8
+        for name in ("input_ids", "input_mask", "segment_ids"):
+            inst[name] = inst[name] + [0] * pad
+    write_records(tmp_path / "unmasked.tfrecord", instances)
+    out = stack(one_epoch(tmp_path, vocab))
+    lengths = out["input_mask"].sum(1)
+    for row in range(len(instances)):
+        n = int(out["masked_lm_weights"][row].sum())
+        assert n >= 1
+        positions = out["masked_lm_positions"][row, :n]
+        assert np.all(positions < lengths[row])
+        assert not np.isin(np.array(instances[row]["input_ids"])[positions], [0, CLS, SEP]).any()
+
+
+def test_new_masks_every_epoch(files):
+    tmp_path, vocab, _ = files
+    # Training repeats forever; one file and a shuffle buffer of 1 keep the record order fixed across epochs.
+    dataset = pretraining_dataset(
+        str(tmp_path / "unmasked.tfrecord"), SEQ, PRED, 64, dynamic_masking=True,
+        vocab_file=str(tmp_path / "vocab.txt"), shuffle_buffer=1, seed=0,
+    )
+    batches_per_epoch = 512 // 64
+    both = stack(dataset.take(2 * batches_per_epoch))
+    first = {k: v[:512] for k, v in both.items()}
+    second = {k: v[512:] for k, v in both.items()}
+    np.testing.assert_array_equal(first["input_mask"], second["input_mask"])  # same records, same order
+    same_rows = np.all(first["masked_lm_positions"] == second["masked_lm_positions"], axis=1)
+    assert same_rows.mean() < 0.2
+
+
+def test_whole_word_masking_masks_all_pieces_of_a_word(files):
+    tmp_path, vocab, instances = files
+    continues = np.array([t.startswith("##") for t in vocab])
+    tf.random.set_seed(3)
+    out = stack(one_epoch(tmp_path, vocab, whole_word_masking=True))
+    original = np.array([inst["input_ids"] for inst in instances])
+    expected_words, total_selected_words = 0, 0
+    for row in range(len(original)):
+        length = int(out["input_mask"][row].sum())
+        ids = original[row, :length]
+        word = np.cumsum(~continues[ids]) - 1
+        # Random fixture ids can glue `##` pieces to [CLS]/[SEP]: such words are never selectable.
+        selectable = {w for w in range(word[-1] + 1) if not np.isin(ids[word == w], [CLS, SEP]).any()}
+        n = int(out["masked_lm_weights"][row].sum())
+        assert (1 if selectable else 0) <= n <= PRED
+        positions = out["masked_lm_positions"][row, :n]
+        masked_words = np.unique(word[positions])
+        # Every piece of every chosen word is chosen, and no special token is.
+        np.testing.assert_array_equal(np.sort(positions), np.flatnonzero(np.isin(word, masked_words)))
+        assert not np.isin(ids[positions], [CLS, SEP]).any()
+        expected_words += min(PRED, math.ceil(0.15 * len(selectable)))
+        total_selected_words += len(masked_words)
+        assert len(masked_words) <= math.ceil(0.15 * len(selectable))
+    # ceil(15% of words), less the whole words that would overflow max_predictions (dropped, never cut).
+    assert 0.9 < total_selected_words / expected_words <= 1.0
+
+
+def test_vocab_without_mask_token_is_an_error(tmp_path):
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[CLS]\n[SEP]\nhello\n")
+    with pytest.raises(ValueError, match=r"vocab.txt.*\[MASK\]"):
+        DynamicMasker.from_vocab_file(str(tmp_path / "vocab.txt"), max_predictions=5)
+
+
+def test_masked_records_with_dynamic_masking_is_an_error(tmp_path):
+    vocab = write_vocab(str(tmp_path / "vocab.txt"))
+    write_records(tmp_path / "unmasked.tfrecord", make_instances(8, SEQ, PRED, len(vocab)))
+    with pytest.raises(ValueError, match="unmasked.tfrecord.*already masked.*--no_masking"):
+        one_epoch(tmp_path, vocab)
