@@ -1,0 +1,33 @@
+"""Dynamic loss scaling whose finiteness check agrees across replicas."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """`keras.optimizers.LossScaleOptimizer` that skips a step on every replica when any replica overflowed.
+
+    Keras checks the *per-replica* gradients for inf/NaN and keeps replica 0's answer, so an overflow on
+    another replica alone is summed into every replica's update. Here the check is all-reduced first.
+    Same arguments and behaviour otherwise.
+
+    Example:
+
+    ```python
+    optimizer = LossScaleOptimizer(kbert.optimizers.LAMB(1e-3))
+    # in the replica function:
+    grads = tape.gradient(optimizer.scale_loss(loss), variables)
+    optimizer.apply_gradients(zip(grads, variables))
+    ```
+    """
+
+    def check_finite(self, grads):
+        finite = super().check_finite(grads)
+        replica = tf.distribute.get_replica_context()
+        if replica is None:
+            return finite
+        overflowed = replica.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(tf.logical_not(finite), tf.float32))
+        return tf.equal(overflowed, 0.0)
