@@ -27,10 +27,10 @@ def raises_naming(path, *patterns):
     return pytest.raises(InputDataError, match=re.escape(str(path)) + "".join(f"(?s:.*){p}" for p in patterns))
 
 
-def test_no_files_match(tmp_path):
-    with pytest.raises(InputDataError, match=r"No files match.*nothing-\*\.tfrecord"):
+def test_no_files_match(tmp_path, good):
+    with pytest.raises(InputDataError, match=r"file_pattern: no file matches .*nothing-\*\.tfrecord"):
         pretraining_dataset(str(tmp_path / "nothing-*.tfrecord"), SEQ, PRED, 4)
-    with pytest.raises(InputDataError, match="missing"):
+    with pytest.raises(InputDataError, match="no file matches .*missing"):
         match_files(f"{tmp_path}/*.tfrecord,{tmp_path}/missing")
 
 

@@ -7,8 +7,8 @@ becomes NaN on accelerators). These checks read a few records of every file firs
 Example:
 
 ```python
-files = match_files("data/train-*.tfrecord")
-layout = validate_files(files, seq_length=128, max_predictions=20, vocab_size=30522)
+paths = match_files("data/train-*.tfrecord")
+layout = validate_files(paths, seq_length=128, max_predictions=20, vocab_size=30522)
 layout.use_v2_feature_names, layout.compression
 ```
 """
@@ -16,12 +16,13 @@ layout.use_v2_feature_names, layout.compression
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from kbert.data import schema
+from kbert.data import files, schema
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -41,27 +42,16 @@ class RecordLayout:
     compression: str = ""
 
 
-def match_files(file_pattern: str | Sequence[str]) -> list[str]:
-    """Sorted files matching a glob, a comma-separated list of globs, or a list of globs.
+def match_files(file_pattern: str | Sequence[str], flag: str = "file_pattern") -> list[str]:
+    """Files matching a glob, a comma-separated list of globs, or a list of globs (sorted within each glob).
 
-    Raises `InputDataError` naming every pattern that matches nothing.
+    Raises `InputDataError` naming `flag` and the pattern that matches nothing.
     """
-    patterns = file_pattern.split(",") if isinstance(file_pattern, str) else list(file_pattern)
-    patterns = [p.strip() for p in patterns if p.strip()]
-    if not patterns:
-        raise InputDataError("No input file pattern given: pass --input_file=PATH_OR_GLOB.")
-    files, empty = [], []
-    for pattern in patterns:
-        matched = tf.io.gfile.glob(pattern)
-        if not matched:
-            empty.append(pattern)
-        files.extend(matched)
-    if empty:
-        raise InputDataError(
-            f"No files match the input pattern(s) {empty}. Check the path and the glob (quote it in the shell), "
-            "or create the files with kbert-create-pretraining-data."
-        )
-    return sorted(set(files))
+    patterns = file_pattern if isinstance(file_pattern, str) else ",".join(file_pattern)
+    try:
+        return files.expand_patterns(patterns, flag)
+    except FileNotFoundError as error:
+        raise InputDataError(f"{error} Create the files with kbert-create-pretraining-data.") from None
 
 
 def detect_compression(path: str) -> str:
@@ -123,22 +113,25 @@ def check_layout(
     layout: RecordLayout,
     seq_length: int,
     max_predictions: int,
-    dynamic_masking: bool,
+    dynamic_masking: bool | None,
 ) -> None:
-    """Raises `InputDataError` when a file was written with other settings than the pipeline asks for."""
+    """Raises `InputDataError` when a file was written with other settings than the pipeline asks for.
+
+    `dynamic_masking=None` accepts masked and unmasked records alike (the inspector).
+    """
     if layout.seq_length != seq_length:
         raise InputDataError(
             f"{path}: records were written with max_seq_length={layout.seq_length}, but the pipeline asks for "
             f"seq_length={seq_length}. Set the sequence length to {layout.seq_length}, or regenerate the file "
             f"with --max_seq_length={seq_length} (records are never truncated or padded silently)."
         )
-    if dynamic_masking and layout.masked:
+    if dynamic_masking is True and layout.masked:
         raise InputDataError(
             f"{path}: records are already masked, but dynamic masking was asked for; masking them again would "
             "mask [MASK] tokens. Regenerate with kbert-create-pretraining-data --no_masking, or turn dynamic "
             "masking off."
         )
-    if not dynamic_masking and not layout.masked:
+    if dynamic_masking is False and not layout.masked:
         raise InputDataError(
             f"{path}: records are unmasked (written with --no_masking) and carry no masked_lm_* features. "
             "Turn dynamic masking on (dynamic_masking=True), or regenerate the file without --no_masking."
@@ -185,37 +178,63 @@ def check_batch_ids(path: str, arrays: dict[str, np.ndarray], vocab_size: int, f
             check_token_ids(path, name, arrays[name], vocab_size, first_record)
 
 
+def scan_file(
+    path: str,
+    seq_length: int | None,
+    max_predictions: int | None,
+    vocab_size: int | None = None,
+    dynamic_masking: bool | None = False,
+    num_records: int | None = 16,
+    chunk_records: int = 1024,
+) -> Iterator[tuple[RecordLayout, dict[str, np.ndarray]]]:
+    """Checks one file chunk by chunk and yields (layout, parsed chunk); reads the first `num_records` (None: all).
+
+    `seq_length` / `max_predictions` None accept what the file's first record has.
+    """
+    compression = detect_compression(path)
+    records = read_records(path, compression, num_records)
+    layout, seen = None, 0
+    while chunk := list(itertools.islice(records, chunk_records)):
+        if layout is None:
+            layout = inspect_layout(path, chunk[0], compression)
+            check_layout(
+                path,
+                layout,
+                layout.seq_length if seq_length is None else seq_length,
+                layout.max_predictions if max_predictions is None else max_predictions,
+                dynamic_masking,
+            )
+        try:
+            arrays = parse_records(chunk, layout)
+        except tf.errors.InvalidArgumentError as error:
+            raise InputDataError(
+                f"{path}: records disagree with the file's first record ({error.message.splitlines()[0]}). "
+                "The file mixes settings: regenerate it."
+            ) from None
+        if vocab_size is not None:
+            check_batch_ids(path, arrays, vocab_size, seen)
+        seen += len(chunk)
+        yield layout, arrays
+    if layout is None:
+        raise InputDataError(f"{path}: the file holds no records. Remove it from the input pattern or regenerate it.")
+
+
 def validate_file(
     path: str,
-    seq_length: int,
-    max_predictions: int,
+    seq_length: int | None,
+    max_predictions: int | None,
     vocab_size: int | None = None,
-    dynamic_masking: bool = False,
+    dynamic_masking: bool | None = False,
     num_records: int | None = 16,
 ) -> RecordLayout:
     """Checks the first `num_records` records of one file (all when None); returns the file's layout."""
-    compression = detect_compression(path)
-    records = list(read_records(path, compression, num_records))
-    if not records:
-        raise InputDataError(
-            f"{path}: the file holds no records. Remove it from the input pattern or regenerate it."
-        )
-    layout = inspect_layout(path, records[0], compression)
-    check_layout(path, layout, seq_length, max_predictions, dynamic_masking)
-    try:
-        arrays = parse_records(records, layout)
-    except tf.errors.InvalidArgumentError as error:
-        raise InputDataError(
-            f"{path}: records disagree with the file's first record ({error.message.splitlines()[0]}). "
-            "The file mixes settings: regenerate it."
-        ) from None
-    if vocab_size is not None:
-        check_batch_ids(path, arrays, vocab_size)
+    for layout, _ in scan_file(path, seq_length, max_predictions, vocab_size, dynamic_masking, num_records):
+        pass
     return layout
 
 
 def validate_files(
-    files: Sequence[str],
+    paths: Sequence[str],
     seq_length: int,
     max_predictions: int,
     vocab_size: int | None = None,
@@ -226,17 +245,17 @@ def validate_files(
 
     Returns the common layout (feature names, compression) for the reader.
     """
-    layouts = [validate_file(f, seq_length, max_predictions, vocab_size, dynamic_masking, num_records) for f in files]
+    layouts = [validate_file(f, seq_length, max_predictions, vocab_size, dynamic_masking, num_records) for f in paths]
     first = layouts[0]
-    for path, layout in zip(files, layouts):
+    for path, layout in zip(paths, layouts):
         if layout.use_v2_feature_names != first.use_v2_feature_names:
             raise InputDataError(
-                f"{path}: uses {'v2' if layout.use_v2_feature_names else 'v1'} feature names but {files[0]} does "
+                f"{path}: uses {'v2' if layout.use_v2_feature_names else 'v1'} feature names but {paths[0]} does "
                 "not; read the two sets of files separately or regenerate one set."
             )
         if layout.compression != first.compression:
             raise InputDataError(
                 f"{path}: compression '{layout.compression or 'none'}' differs from "
-                f"'{first.compression or 'none'}' of {files[0]}; regenerate the files with one compression."
+                f"'{first.compression or 'none'}' of {paths[0]}; regenerate the files with one compression."
             )
     return first
