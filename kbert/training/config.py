@@ -17,6 +17,7 @@ import yaml
 from official.modeling.hyperparams import base_config, params_dict
 
 from kbert.modeling.config import BertConfig
+from kbert.mslt.plan import MsltConfig
 
 OPTIMIZERS = ("lamb", "lars", "adamw")
 PRECISION_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -133,8 +134,8 @@ class ExperimentConfig(base_config.Config):
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
-    # Multi-stage layerwise training; filled in by kbert.mslt's own config class.
-    mslt: Optional[base_config.Config] = None
+    # Multi-stage layerwise training (kbert.mslt); None trains the whole model at once.
+    mslt: Optional[MsltConfig] = None
 
 
 def _check_known_keys(config: params_dict.ParamsDict, values: dict, source: str, prefix: str = "") -> None:

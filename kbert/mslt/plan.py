@@ -1,0 +1,329 @@
+"""The MSLT stage plan: the `mslt` config section, its validation, and the resolved list of stages.
+
+MSLT (multi-stage layerwise training, "Progressively Stacking 2.0") grows BERT from the top: each stage adds
+layers and trains only those (the lower ones run forward only), then a final stage trains every layer briefly
+with a small rate. `mode: stacking` is Progressive Stacking 1.0 (every layer trains at every stage).
+
+Example:
+
+>>> mslt = MsltConfig({"stages": [{"num_layers": 3, "steps": 1000}, {"num_layers": 6, "steps": 1000}]})
+>>> plan = build_plan(mslt, BertConfig.load("bert_tiny").replace(num_hidden_layers=6), peak_learning_rate=1e-3)
+>>> [(s.number, s.num_layers, s.trainable_layers, s.start_step, s.end_step) for s in plan.stages]
+[(1, 3, (0, 1, 2), 0, 1000), (2, 6, (3, 4, 5), 1000, 2000), (3, 6, (0, 1, 2, 3, 4, 5), 2000, 2500)]
+>>> print(plan.describe())
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Any, List, Optional
+
+from official.modeling.hyperparams import base_config
+
+from kbert.modeling.config import BertConfig
+
+MODES = ("mslt", "stacking")
+NEW_LAYER_INITS = ("copy", "random")
+POLICIES = ("train", "freeze_after_first_stage")
+# The final all-layer stage defaults to 20% of the total steps (a quarter of the growth stages' steps) ...
+FINAL_STAGE_SHARE_OF_GROWTH = 0.25
+# ... at a tenth of the growth stages' default peak rate: every layer has been trained once already.
+FINAL_RATE_SCALE = 0.1
+
+
+class PlanError(ValueError):
+    """A bad `mslt` section; the message names the stage and the field, and says how to fix it."""
+
+
+@dataclasses.dataclass
+class StageConfig(base_config.Config):
+    """One stage of `mslt.stages` (or `mslt.final_stage`). `None` takes the default described per field.
+
+    num_layers: depth of the model in this stage; strictly increasing over the stages, the last one equal to
+        the model's `num_hidden_layers`. (Final stage: the model's depth.)
+    steps: optimizer steps of this stage (> 0). (Final stage: default 20% of the total; 0 skips it.)
+    trainable_layers: block indices trained in this stage. Default: the layers new in this stage (mslt mode)
+        or all of them (stacking mode, final stage).
+    learning_rate: peak rate of the stage's warmup + polynomial decay. Default `schedule.peak_learning_rate`
+        (final stage: a tenth of it).
+    warmup_steps: default `mslt.warmup_fraction` of the stage's steps.
+    decay_power: default `schedule.power`.
+    end_learning_rate: default `schedule.end_learning_rate`.
+    train_embeddings, train_heads: override `mslt.embeddings` / `mslt.heads` for this stage.
+    """
+
+    num_layers: Optional[int] = None
+    steps: Optional[int] = None
+    trainable_layers: Optional[List[int]] = None
+    learning_rate: Optional[float] = None
+    warmup_steps: Optional[int] = None
+    decay_power: Optional[float] = None
+    end_learning_rate: Optional[float] = None
+    train_embeddings: Optional[bool] = None
+    train_heads: Optional[bool] = None
+
+
+@dataclasses.dataclass
+class MsltConfig(base_config.Config):
+    """The `mslt` section of an experiment config.
+
+    mode: `mslt` (train the new layers, then all layers) or `stacking` (Progressive Stacking 1.0: all layers
+        at every stage, no final stage by default).
+    new_layer_init: `copy` — new layer j of a stage growing from L_old by n layers copies old layer
+        (j - n) mod L_old, i.e. the top n layers of the previous stage in order (for doubling this is
+        progressive stacking's j mod L_old); `random` — fresh truncated-normal weights.
+    embeddings, heads: `freeze_after_first_stage` or `train` (stages may override). Heads are the pooler and
+        the MLM/NSP heads. With frozen lower blocks, trained embeddings can only learn through the tied MLM
+        output, so only the word-embedding table trains then.
+    warmup_fraction: default warmup of a stage, as a fraction of its steps.
+    stages: the growth stages, in order. final_stage: the all-layer stage.
+    """
+
+    mode: str = "mslt"
+    new_layer_init: str = "copy"
+    embeddings: str = "freeze_after_first_stage"
+    heads: str = "train"
+    warmup_fraction: float = 0.1
+    stages: List[StageConfig] = dataclasses.field(default_factory=list)
+    final_stage: StageConfig = dataclasses.field(default_factory=StageConfig)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One resolved stage: global steps [start_step, end_step), depth, what trains, and its learning rate."""
+
+    number: int
+    num_layers: int
+    previous_layers: int
+    trainable_layers: tuple[int, ...]
+    train_embeddings: bool
+    train_heads: bool
+    start_step: int
+    end_step: int
+    learning_rate: float
+    warmup_steps: int
+    decay_power: float
+    end_learning_rate: float
+    is_final: bool = False
+
+    @property
+    def steps(self) -> int:
+        return self.end_step - self.start_step
+
+    @property
+    def name(self) -> str:
+        """The stage's directory under `model_dir`."""
+        return f"stage_{self.number}"
+
+    @property
+    def stop_gradient_below(self) -> int:
+        """The lowest trained block: the backward pass is cut at its input."""
+        return min(self.trainable_layers)
+
+    @property
+    def embeddings_policy(self) -> str:
+        """`all` (no cut below), `word_table` (learns through the tied MLM output only) or `frozen`."""
+        if not self.train_embeddings:
+            return "frozen"
+        return "all" if self.stop_gradient_below == 0 else "word_table"
+
+    def source_layer(self, layer: int) -> int:
+        """For a `copy` init: the previous stage's block that new block `layer` starts from."""
+        return (layer - (self.num_layers - self.previous_layers)) % self.previous_layers
+
+    def trainable_parameters(self, bert: BertConfig) -> int:
+        counts = parameter_counts(bert)
+        embeddings = {"all": counts["embeddings"], "word_table": counts["word_table"], "frozen": 0}
+        return (len(self.trainable_layers) * counts["block"] + embeddings[self.embeddings_policy]
+                + (counts["heads"] if self.train_heads else 0))
+
+
+@dataclasses.dataclass(frozen=True)
+class StagePlan:
+    """The validated stages of an MSLT run; stage boundaries are global steps."""
+
+    mode: str
+    new_layer_init: str
+    bert: BertConfig
+    stages: tuple[Stage, ...]
+
+    @property
+    def total_steps(self) -> int:
+        return self.stages[-1].end_step
+
+    def stage_at(self, step: int) -> Stage:
+        """The stage that trains global step `step` (0-based); the last stage for `step >= total_steps`."""
+        for stage in self.stages:
+            if step < stage.end_step:
+                return stage
+        return self.stages[-1]
+
+    def describe(self) -> str:
+        """The plan as a table: printed at the start of a run."""
+        total_params = parameter_counts(self.bert)["total"]
+        rows = [f"MSLT plan: mode {self.mode}, new layers {self.new_layer_init}, {self.bert.num_hidden_layers} "
+                f"layers, {self.total_steps} steps, {total_params / 1e6:.2f}M parameters",
+                f"{'stage':>5}  {'layers':>6}  {'trains':<10} {'embeddings':<10} {'heads':<6} {'steps':>17}  "
+                f"{'peak lr':>8} {'warmup':>6} {'power':>5}  {'trainable params':>18}"]
+        for s in self.stages:
+            params = s.trainable_parameters(self.bert)
+            rows.append(
+                f"{s.number:>5}  {s.num_layers:>6}  {_ranges(s.trainable_layers):<10} {s.embeddings_policy:<10} "
+                f"{'train' if s.train_heads else 'frozen':<6} {f'{s.start_step}-{s.end_step}':>11} "
+                f"({s.steps:>4})  {s.learning_rate:>8.2e} {s.warmup_steps:>6} {s.decay_power:>5.2f}  "
+                f"{params / 1e6:>9.2f}M ({100 * params / total_params:>3.0f}%)")
+        return "\n".join(rows)
+
+
+def parameter_counts(bert: BertConfig) -> dict[str, int]:
+    """Parameters of one block, the embeddings, the word table, the heads (pooler, MLM, NSP) and the total."""
+    h, i, v = bert.hidden_size, bert.intermediate_size, bert.vocab_size
+    block = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 2 * 2 * h
+    word_table = v * h
+    embeddings = word_table + (bert.max_position_embeddings + bert.type_vocab_size) * h + 2 * h
+    heads = (h * h + h) + (h * h + h + 2 * h + v) + (2 * h + 2)
+    return {"block": block, "word_table": word_table, "embeddings": embeddings, "heads": heads,
+            "total": bert.num_hidden_layers * block + embeddings + heads}
+
+
+def _ranges(layers: tuple[int, ...]) -> str:
+    """(0, 1, 2, 5) -> '0-2,5'."""
+    parts, start = [], None
+    for k, layer in enumerate(layers):
+        if start is None:
+            start = layer
+        if k + 1 == len(layers) or layers[k + 1] != layer + 1:
+            parts.append(str(start) if start == layer else f"{start}-{layer}")
+            start = None
+    return ",".join(parts)
+
+
+def _check_keys(section: Any, cls: type, where: str) -> None:
+    """Model Garden configs accept unknown keys inside a new sub-config; reject them here, with a suggestion."""
+    if not isinstance(section, cls):
+        raise PlanError(f"{where} must be a mapping of {cls.__name__} fields, got {section!r}.")
+    known = {f.name for f in dataclasses.fields(cls)}
+    for key in section.as_dict():
+        if key not in known:
+            hint = difflib.get_close_matches(key, sorted(known), n=1)
+            raise PlanError(f"{where}: unknown key '{key}'.{f' Did you mean {hint[0]!r}?' if hint else ''} "
+                            f"Known keys: {', '.join(sorted(known))}.")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _StageResolver:
+    """Turns one StageConfig into a Stage, raising PlanError that names `where` and the field."""
+
+    def __init__(self, mslt: MsltConfig, bert: BertConfig, peak_learning_rate: float, decay_power: float,
+                 end_learning_rate: float):
+        self.mslt = mslt
+        self.bert = bert
+        self.defaults = {"learning_rate": peak_learning_rate, "decay_power": decay_power,
+                         "end_learning_rate": end_learning_rate}
+
+    def need(self, ok: bool, where: str, field: str, value: Any, fix: str) -> None:
+        if not ok:
+            raise PlanError(f"{where}.{field}={value!r}: {fix}")
+
+    def resolve(self, cfg: StageConfig, where: str, number: int, previous_layers: int, start_step: int,
+                steps: int, is_final: bool, rate_scale: float = 1.0) -> Stage:
+        depth = self.bert.num_hidden_layers
+        layers = cfg.num_layers if cfg.num_layers is not None else depth
+        self.need(_is_int(layers) and layers > 0, where, "num_layers", layers, "must be a positive integer.")
+        self.need(layers <= depth, where, "num_layers", layers,
+                  f"the model has only {depth} layers (model.overrides.num_hidden_layers); lower it or deepen "
+                  "the model.")
+        self.need(layers > previous_layers or (is_final and layers == previous_layers), where, "num_layers",
+                  layers, f"must be greater than the previous stage's {previous_layers}: each stage grows the "
+                  "model.")
+        trains_all = is_final or self.mslt.mode == "stacking"
+        default_layers = list(range(layers)) if trains_all else list(range(previous_layers, layers))
+        trainable = cfg.trainable_layers if cfg.trainable_layers is not None else default_layers
+        self.need(isinstance(trainable, (list, tuple)) and len(trainable) > 0
+                  and all(_is_int(i) for i in trainable), where, "trainable_layers", trainable,
+                  "must be a non-empty list of block indices.")
+        bad = [i for i in trainable if not 0 <= i < layers]
+        self.need(not bad, where, "trainable_layers", list(trainable),
+                  f"indices {bad} are outside this stage's blocks 0..{layers - 1}.")
+        self.need(len(set(trainable)) == len(trainable), where, "trainable_layers", list(trainable),
+                  "lists a block twice.")
+        rate = cfg.learning_rate if cfg.learning_rate is not None else self.defaults["learning_rate"] * rate_scale
+        self.need(isinstance(rate, (int, float)) and rate > 0, where, "learning_rate", rate, "must be positive.")
+        warmup = cfg.warmup_steps if cfg.warmup_steps is not None else int(self.mslt.warmup_fraction * steps)
+        self.need(_is_int(warmup) and 0 <= warmup < max(steps, 1), where, "warmup_steps", warmup,
+                  f"must be in [0, steps={steps}).")
+        power = cfg.decay_power if cfg.decay_power is not None else self.defaults["decay_power"]
+        self.need(isinstance(power, (int, float)) and power >= 0, where, "decay_power", power, "must be >= 0.")
+        end = cfg.end_learning_rate if cfg.end_learning_rate is not None else self.defaults["end_learning_rate"]
+        self.need(isinstance(end, (int, float)) and 0 <= end <= rate, where, "end_learning_rate", end,
+                  f"must be in [0, learning_rate={rate}].")
+        first = number == 1
+        train_embeddings = self.policy(cfg.train_embeddings, self.mslt.embeddings, first or trains_all, where,
+                                       "train_embeddings")
+        train_heads = self.policy(cfg.train_heads, self.mslt.heads, first or trains_all, where, "train_heads")
+        return Stage(number=number, num_layers=layers, previous_layers=previous_layers,
+                     trainable_layers=tuple(sorted(trainable)), train_embeddings=train_embeddings,
+                     train_heads=train_heads, start_step=start_step, end_step=start_step + steps,
+                     learning_rate=float(rate), warmup_steps=warmup, decay_power=float(power),
+                     end_learning_rate=float(end), is_final=is_final)
+
+    def policy(self, override: Optional[bool], policy: str, always: bool, where: str, field: str) -> bool:
+        if override is not None:
+            self.need(isinstance(override, bool), where, field, override, "must be true or false.")
+            return override
+        return always or policy == "train"
+
+
+def build_plan(mslt: MsltConfig, bert: BertConfig, *, peak_learning_rate: float, decay_power: float = 1.0,
+               end_learning_rate: float = 0.0) -> StagePlan:
+    """Validates `mslt` against the model and resolves every default; nothing is built or trained.
+
+    Args:
+        mslt: the `mslt` config section.
+        bert: the full-depth model config.
+        peak_learning_rate, decay_power, end_learning_rate: defaults of the stages' schedules (the
+            experiment's `schedule` section).
+
+    Raises:
+        PlanError: naming the stage (`mslt.stages[i]`, `mslt.final_stage`) and the field, with the fix.
+    """
+    _check_keys(mslt, MsltConfig, "mslt")
+    for field, choices in (("mode", MODES), ("new_layer_init", NEW_LAYER_INITS), ("embeddings", POLICIES),
+                           ("heads", POLICIES)):
+        if getattr(mslt, field) not in choices:
+            raise PlanError(f"mslt.{field}={getattr(mslt, field)!r}: choose one of {', '.join(choices)}.")
+    if not (isinstance(mslt.warmup_fraction, (int, float)) and 0 <= mslt.warmup_fraction < 1):
+        raise PlanError(f"mslt.warmup_fraction={mslt.warmup_fraction!r}: must be in [0, 1).")
+    if not isinstance(mslt.stages, (list, tuple)) or not mslt.stages:
+        raise PlanError("mslt.stages is empty: list the growth stages, e.g. "
+                        "stages: [{num_layers: 3, steps: 1000}, {num_layers: 6, steps: 1000}].")
+    resolver = _StageResolver(mslt, bert, peak_learning_rate, decay_power, end_learning_rate)
+    stages, layers, step = [], 0, 0
+    for index, cfg in enumerate(mslt.stages):
+        where = f"mslt.stages[{index}] (stage {index + 1})"
+        _check_keys(cfg, StageConfig, where)
+        resolver.need(cfg.num_layers is not None, where, "num_layers", None, "is required.")
+        resolver.need(_is_int(cfg.steps) and cfg.steps > 0, where, "steps", cfg.steps,
+                      "must be a positive number of optimizer steps.")
+        stage = resolver.resolve(cfg, where, index + 1, layers, step, cfg.steps, is_final=False)
+        stages.append(stage)
+        layers, step = stage.num_layers, stage.end_step
+    if layers != bert.num_hidden_layers:
+        raise PlanError(f"mslt.stages[{len(stages) - 1}] (stage {len(stages)}).num_layers={layers}: the last "
+                        f"stage must reach the model's {bert.num_hidden_layers} layers; add a stage with "
+                        f"num_layers: {bert.num_hidden_layers} or set model.overrides.num_hidden_layers={layers}.")
+    final = mslt.final_stage
+    where = "mslt.final_stage"
+    _check_keys(final, StageConfig, where)
+    default_final = 0 if mslt.mode == "stacking" else round(FINAL_STAGE_SHARE_OF_GROWTH * step)
+    final_steps = final.steps if final.steps is not None else default_final
+    resolver.need(_is_int(final_steps) and final_steps >= 0, where, "steps", final_steps,
+                  "must be >= 0 (0 skips the all-layer stage).")
+    if final_steps:
+        stages.append(resolver.resolve(final, where, len(stages) + 1, layers, step, final_steps, is_final=True,
+                                       rate_scale=FINAL_RATE_SCALE))
+    return StagePlan(mode=mslt.mode, new_layer_init=mslt.new_layer_init, bert=bert, stages=tuple(stages))
