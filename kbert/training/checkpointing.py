@@ -1,0 +1,119 @@
+"""Training checkpoints (model, optimizer, step, input position), chief-only writing, and `init_checkpoint`.
+
+Keras 3 models keep sub-layers in tracked lists that `tf.train.Checkpoint(model=model)` does not follow (a
+`BertPretrainer`'s transformer blocks and dropout seed states would be silently left out), so the checkpoint
+holds every variable keyed by its `variable.path` instead: complete, and readable by a model of another depth.
+
+Example:
+
+```python
+checkpoint = training_checkpoint(model, optimizer, global_step, trainer.iterator)
+manager = checkpoint_manager(checkpoint, "/tmp/run", strategy, max_to_keep=5, interval=1000, step=global_step)
+restore_latest(checkpoint, "/tmp/run")
+```
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Iterable, Optional
+
+import keras
+import tensorflow as tf
+
+from kbert.modeling.google_checkpoint import load_google_checkpoint
+
+MODEL_KEY = "model"
+
+
+def variables_by_path(variables: Iterable[keras.Variable]) -> dict[str, tf.Variable]:
+    """`{variable.path: tf.Variable}`; raises if two variables share a path (the checkpoint would be ambiguous)."""
+    table = {}
+    for variable in variables:
+        path = variable.path
+        if path in table:
+            raise ValueError(f"Two variables share the path {path!r}; give their layers distinct names.")
+        table[path] = variable.value if isinstance(variable, keras.Variable) else variable
+    return table
+
+
+def training_checkpoint(
+    model: keras.Model,
+    optimizer: Optional[keras.optimizers.Optimizer],
+    global_step: tf.Variable,
+    iterator: Optional[Iterable] = None,
+) -> tf.train.Checkpoint:
+    """A checkpoint of all model and optimizer variables, the step and (optionally) the input iterator."""
+    items = {MODEL_KEY: variables_by_path(model.variables), "global_step": global_step}
+    if optimizer is not None:
+        items["optimizer"] = variables_by_path(optimizer.variables)
+    if iterator is not None:
+        items["train_iterator"] = iterator
+    return tf.train.Checkpoint(**items)
+
+
+def checkpoint_manager(
+    checkpoint: tf.train.Checkpoint,
+    model_dir: str,
+    strategy: tf.distribute.Strategy,
+    max_to_keep: int,
+    interval: int,
+    step: tf.Variable,
+) -> tf.train.CheckpointManager:
+    """Writes to `model_dir/checkpoints` on the chief; other workers take part in the save into a temp dir."""
+    if strategy.extended.should_checkpoint:
+        directory = os.path.join(model_dir, "checkpoints")
+    else:
+        directory = tempfile.mkdtemp(prefix="kbert_worker_ckpt_")
+    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep, step_counter=step,
+                                      checkpoint_interval=interval)
+
+
+def latest_checkpoint(model_dir: str) -> Optional[str]:
+    return tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
+
+
+def restore_latest(checkpoint: tf.train.Checkpoint, model_dir: str) -> Optional[str]:
+    """Restores the newest checkpoint of `model_dir` (every worker reads the chief's); returns its path."""
+    path = latest_checkpoint(model_dir)
+    if path:
+        checkpoint.restore(path).assert_existing_objects_matched()
+    return path
+
+
+def _is_google_checkpoint(path: str) -> bool:
+    names = {name for name, _ in tf.train.list_variables(path)}
+    return any(name.startswith("bert/embeddings/") for name in names)
+
+
+def load_init_checkpoint(model: keras.Model, path: str) -> str:
+    """Loads weights only (no optimizer slots, step or input position) from a kbert or Google TF1 checkpoint.
+
+    `path` is a checkpoint prefix or a directory (a kbert `model_dir`, its `checkpoints/`, or a Google
+    download with a `checkpoint` file). Returns 'google' or 'kbert'.
+
+    Raises:
+      FileNotFoundError: nothing loadable at `path`.
+      ValueError: the checkpoint lacks some of the model's weights (e.g. another model size).
+    """
+    resolved = path
+    if tf.io.gfile.isdir(path):
+        resolved = latest_checkpoint(path) or tf.train.latest_checkpoint(path)
+    if not resolved:
+        raise FileNotFoundError(f"train.init_checkpoint={path!r}: no checkpoint there (give a prefix such as "
+                                ".../bert_model.ckpt or .../ckpt-1000, or a directory with a 'checkpoint' file).")
+    try:
+        google = _is_google_checkpoint(resolved)
+    except (tf.errors.NotFoundError, ValueError) as e:
+        raise FileNotFoundError(f"train.init_checkpoint={path!r}: cannot read {resolved!r}: {e}") from None
+    if google:
+        load_google_checkpoint(model, resolved)
+        return "google"
+    weights = tf.train.Checkpoint(**{MODEL_KEY: variables_by_path(model.variables)})
+    try:
+        weights.restore(resolved).expect_partial().assert_existing_objects_matched()
+    except AssertionError as e:
+        raise ValueError(f"train.init_checkpoint={path!r} does not hold all of the model's weights (another "
+                         f"model size?): {str(e)[:300]}") from None
+    return "kbert"

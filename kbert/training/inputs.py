@@ -1,0 +1,78 @@
+"""Feeding a strategy from an input pipeline whose position can be checkpointed.
+
+TF 2.20's distributed iterators (`strategy.distribute_datasets_from_function`) cannot be saved in a checkpoint.
+Plain `tf.data` iterators can, so on CPU/GPU hosts each worker iterates its own pipeline (one per worker, its
+files and its share of the global batch) with an ordinary iterator and splits each batch among its local replicas;
+a restart then continues the data exactly where the checkpoint left it. TPUs keep the distributed iterator (its
+prefetch to the device matters more there), so a TPU restart resumes the data from a reshuffled position.
+
+Example:
+
+```python
+feed = WorkerInput(strategy, dataset_fn)  # dataset_fn(input_context) -> batches of the worker's share
+tf.train.Checkpoint(train_iterator=feed.checkpointable)
+strategy.run(step_fn, (feed.next_batch(),))  # inside a tf.function
+```
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import tensorflow as tf
+
+DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
+
+
+def _worker_index_and_count(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
+        return 0, 1
+    spec = resolver.cluster_spec().as_dict()
+    chiefs = len(spec.get("chief", []))
+    workers = chiefs + len(spec.get("worker", []))
+    index = 0 if resolver.task_type == "chief" else chiefs + resolver.task_id
+    return index, workers
+
+
+class WorkerInput:
+    """One checkpointable `tf.data` iterator per worker; batches split evenly among the worker's replicas."""
+
+    def __init__(self, strategy: tf.distribute.Strategy, dataset_fn: DatasetFn):
+        self.strategy = strategy
+        index, workers = _worker_index_and_count(strategy)
+        self.local_replicas = strategy.num_replicas_in_sync // workers
+        # A context in which each "replica" is a worker, so the pipeline batches the worker's whole share.
+        context = tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=index,
+                                             num_replicas_in_sync=workers)
+        self.iterator = iter(dataset_fn(context))
+        self.checkpointable: Optional[tf.data.Iterator] = self.iterator
+
+    def next_batch(self):
+        batch = next(self.iterator)
+        local = self.local_replicas
+        if local == 1:
+            return self.strategy.experimental_distribute_values_from_function(lambda _: batch)
+
+        def replica_slice(context: tf.distribute.ValueContext):
+            i = context.replica_id_in_sync_group % local
+            return tf.nest.map_structure(lambda t: tf.split(t, local)[i], batch)
+        return self.strategy.experimental_distribute_values_from_function(replica_slice)
+
+
+class DistributedInput:
+    """`strategy.distribute_datasets_from_function` (TPU): prefetches to the devices, not checkpointable."""
+
+    def __init__(self, strategy: tf.distribute.Strategy, dataset_fn: DatasetFn):
+        self.iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+        self.checkpointable = None
+
+    def next_batch(self):
+        return next(self.iterator)
+
+
+def make_input(strategy: tf.distribute.Strategy, dataset_fn: DatasetFn):
+    """`DistributedInput` on TPUs, `WorkerInput` elsewhere."""
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return DistributedInput(strategy, dataset_fn)
+    return WorkerInput(strategy, dataset_fn)

@@ -1,0 +1,102 @@
+"""What a training run tells its user: console progress, TensorBoard summaries and `summary.json`.
+
+Example:
+
+```python
+reporter = ProgressReporter(total_steps=1000, writer=tf.summary.create_file_writer("/tmp/run/train"),
+                            summary_interval=100, optimizer=optimizer)
+reporter(step=100, metrics=trainer.train(tf.constant(100)))
+# step 100/1000 | loss 9.8123 | mlm_acc 0.0210 | nsp_acc 0.5312 | lr 1.00e-04 | 812.4 seq/s | ETA 0:09:13
+```
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import time
+from typing import Any, Optional
+
+import tensorflow as tf
+
+from kbert.optimizers import write_trust_ratio_summaries
+
+LOSS_METRICS = ("loss", "masked_lm_loss", "next_sentence_loss")
+SCALARS = LOSS_METRICS + ("masked_lm_accuracy", "next_sentence_accuracy", "learning_rate", "gradient_norm",
+                          "sequences_per_second")
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training produced NaN/Inf; raised before any checkpoint of the bad weights is written."""
+
+
+def check_finite(step: int, metrics: dict[str, float], first_bad_step: int) -> None:
+    """Raises NonFiniteLossError naming the metric and the step if the last loop's losses were not finite."""
+    bad = [name for name in LOSS_METRICS if not math.isfinite(metrics.get(name, 0.0))]
+    if not bad and not metrics.get("nonfinite_micro_steps", 0.0):
+        return
+    where = f"step {first_bad_step + 1}" if first_bad_step >= 0 else f"a step of the loop ending at step {step}"
+    names = ", ".join(f"{name}={metrics.get(name)}" for name in bad) or "a replica's loss was NaN/Inf"
+    raise NonFiniteLossError(
+        f"Non-finite loss at {where} ({names}). Training stopped without saving; the last checkpoint is "
+        "untouched. Lower schedule.peak_learning_rate, raise schedule.warmup_steps, or use "
+        "train.mixed_precision=mixed_bfloat16 instead of mixed_float16.")
+
+
+class ProgressReporter:
+    """Prints one console line per loop and writes TensorBoard scalars/histograms every `summary_interval`."""
+
+    def __init__(self, total_steps: int, writer: Optional[tf.summary.SummaryWriter], summary_interval: int,
+                 optimizer=None, print_fn=print):
+        self.total_steps = total_steps
+        self.writer = writer
+        self.summary_interval = summary_interval
+        self.optimizer = optimizer
+        self.print_fn = print_fn
+        self.history: list[dict[str, Any]] = []
+        self._start = time.perf_counter()
+        self._start_step: Optional[int] = None
+
+    def __call__(self, step: int, metrics: dict[str, float], steps_run: int) -> None:
+        if self._start_step is None:
+            self._start_step = step - steps_run
+        self.history.append({"step": step, **metrics})
+        self.print_fn(self.progress_line(step, metrics), flush=True)
+        if self.writer is not None and (step % self.summary_interval == 0 or step == self.total_steps):
+            self._write(step, metrics)
+
+    def progress_line(self, step: int, metrics: dict[str, float]) -> str:
+        done = step - self._start_step
+        elapsed = time.perf_counter() - self._start
+        eta = elapsed / done * (self.total_steps - step) if done > 0 else 0.0
+        return (f"step {step}/{self.total_steps} | loss {metrics['loss']:.4f} | "
+                f"mlm_acc {metrics['masked_lm_accuracy']:.4f} | nsp_acc {metrics['next_sentence_accuracy']:.4f} | "
+                f"lr {metrics['learning_rate']:.2e} | {metrics['sequences_per_second']:.1f} seq/s | "
+                f"ETA {datetime.timedelta(seconds=round(eta))}")
+
+    def _write(self, step: int, metrics: dict[str, float]) -> None:
+        with self.writer.as_default(step=step):
+            for name in SCALARS:
+                if name in metrics:
+                    tf.summary.scalar(name, metrics[name])
+        if self.optimizer is not None:
+            write_trust_ratio_summaries(self.optimizer, step, self.writer)
+        self.writer.flush()
+
+    def mean_throughput(self) -> float:
+        """Sequences/s averaged over all loops but the first (which includes tracing)."""
+        values = [h["sequences_per_second"] for h in self.history[1:]] or \
+            [h["sequences_per_second"] for h in self.history]
+        return sum(values) / len(values) if values else 0.0
+
+
+def write_summary_json(model_dir: str, summary: dict[str, Any]) -> str:
+    """Writes `model_dir/summary.json` (atomically, so a reader never sees half a file)."""
+    path = os.path.join(model_dir, "summary.json")
+    tmp = path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n")
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+    return path

@@ -1,0 +1,196 @@
+"""The distributed pretraining step: gradient accumulation, global loss normalisation, cross-replica loss scaling.
+
+`PretrainingTrainer` is an `orbit.AbstractTrainer`: `train(n)` runs `n` optimizer steps inside one `tf.function`
+(a `tf.range` loop around `strategy.run`) and returns the metrics of those steps.
+
+Example:
+
+```python
+with strategy.scope():
+    model = BertPretrainer(BertConfig.load("bert_tiny"))
+    optimizer = kbert.optimizers.LAMB(1e-3)
+    trainer = PretrainingTrainer(strategy, model, optimizer, dataset_fn, global_batch_size=256)
+trainer.train(tf.constant(100))  # {'loss': 7.1, 'masked_lm_accuracy': 0.02, ...}
+```
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional, Sequence
+
+import keras
+import numpy as np
+import orbit
+import tensorflow as tf
+
+from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
+from kbert.training.inputs import make_input
+
+# Google's MLM denominator guard (kbert.modeling.losses), applied once to the global weight sum.
+_MLM_EPSILON = 1e-5
+
+
+def _replica_local_scalar(name: str) -> tf.Variable:
+    """A float32 accumulator each replica updates on its own; reading it cross-replica sums the replicas."""
+    return tf.Variable(0.0, trainable=False, name=name, synchronization=tf.VariableSynchronization.ON_READ,
+                       aggregation=tf.VariableAggregation.SUM)
+
+
+def _all_finite(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
+    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
+
+
+class PretrainingTrainer(orbit.AbstractTrainer):
+    """Runs optimizer steps of BERT pretraining under any `tf.distribute` strategy.
+
+    Per optimizer step each replica runs `accumulation_steps` micro-batches. Every micro-batch's loss is the
+    replica's share of the global-batch loss `mlm_loss_sum / (W + 1e-5) + nsp_loss_sum / N` with W (the masked
+    weight sum) all-reduced from the inputs and N the global micro-batch size, so one device and N replicas with
+    the same global batch compute the same gradient. Local gradients are summed in replica-local variables; the
+    optimizer's `apply_gradients` does the step's single gradient all-reduce.
+
+    Under a `keras.optimizers.LossScaleOptimizer` the finiteness of the gradients is agreed across replicas
+    first (a non-finite gradient on any replica skips the step everywhere; Keras alone only looks at replica 0).
+
+    Args:
+      strategy: the distribution strategy; model and optimizer must have been created in its scope.
+      model: returns `{"mlm_logits", "nsp_logits"}` for a batch dict (e.g. `BertPretrainer`).
+      optimizer: a Keras optimizer (LAMB, LARS, AdamW, or one wrapped in `LossScaleOptimizer`).
+      dataset_fn: `input_context -> tf.data.Dataset` of micro-batches (see `kbert.training.inputs`).
+      global_step: counts optimizer steps; incremented here, checkpointed by the caller.
+      global_batch_size: sequences per optimizer step over all replicas.
+      accumulation_steps: micro-batches per optimizer step.
+      trainable_variables: what the optimizer updates (MSLT trains a subset); default `model.trainable_variables`.
+      jit_compile: XLA-compile the forward and backward pass.
+    """
+
+    def __init__(
+        self,
+        strategy: tf.distribute.Strategy,
+        model: keras.Model,
+        optimizer: keras.optimizers.Optimizer,
+        dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
+        *,
+        global_step: tf.Variable,
+        global_batch_size: int,
+        accumulation_steps: int = 1,
+        trainable_variables: Optional[Sequence[keras.Variable]] = None,
+        jit_compile: bool = False,
+    ):
+        if global_batch_size % (accumulation_steps * strategy.num_replicas_in_sync):
+            raise ValueError(
+                f"train.global_batch_size={global_batch_size} must be a multiple of gradient_accumulation_steps "
+                f"({accumulation_steps}) x replicas ({strategy.num_replicas_in_sync}).")
+        self.strategy = strategy
+        self.model = model
+        self.optimizer = optimizer
+        self.global_step = global_step
+        self.global_batch_size = global_batch_size
+        self.accumulation_steps = accumulation_steps
+        self.micro_batch_size = global_batch_size // accumulation_steps
+        self.train_variables = list(trainable_variables if trainable_variables is not None else model.trainable_variables)
+        self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        self._gradients = tf.function(self._gradients_fn, jit_compile=jit_compile) if jit_compile \
+            else self._gradients_fn
+        with strategy.scope():
+            optimizer.build(self.train_variables)
+            self.input = make_input(strategy, dataset_fn)
+            self._sums = {name: _replica_local_scalar(name) for name in LOSS_TERMS + ("grad_sq_sum", "nonfinite")}
+            self._first_nonfinite_step = tf.Variable(
+                -1, dtype=tf.int64, trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self._accumulators = [
+                tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name="grad_accumulator",
+                            synchronization=tf.VariableSynchronization.ON_READ,
+                            aggregation=tf.VariableAggregation.SUM)
+                for v in self.train_variables
+            ] if accumulation_steps > 1 else []
+        self._loop = tf.function(self._loop_fn)
+
+    # -- replica functions -------------------------------------------------------------------------------------
+
+    def _gradients_fn(self, batch, mlm_scale, nsp_scale):
+        with tf.GradientTape() as tape:
+            outputs = self.model(batch, training=True)
+            terms = pretraining_loss_terms(batch, outputs)
+            loss = (terms["mlm_loss_sum"] * mlm_scale + terms["nsp_loss_sum"] * nsp_scale) / self.accumulation_steps
+            scaled_loss = self.optimizer.scale_loss(loss)
+        return tape.gradient(scaled_loss, self.train_variables), terms
+
+    def _micro_step(self, batch):
+        """Local gradients of this replica's share of the global loss, and the metric sums."""
+        context = tf.distribute.get_replica_context()
+        # W is known from the inputs before the forward pass: one scalar all-reduce makes the loss global.
+        global_weight = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                           tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)))
+        grads, terms = self._gradients(batch, 1.0 / (global_weight + _MLM_EPSILON), 1.0 / self.micro_batch_size)
+        for name in LOSS_TERMS:
+            self._sums[name].assign_add(terms[name])
+        finite = _all_finite([terms["mlm_loss_sum"], terms["nsp_loss_sum"]])
+        self._sums["nonfinite"].assign_add(1.0 - tf.cast(finite, tf.float32))
+        mark = tf.logical_and(tf.logical_not(finite), self._first_nonfinite_step < 0)
+        self._first_nonfinite_step.assign(tf.where(mark, self.global_step.read_value(), self._first_nonfinite_step))
+        return grads
+
+    def _accumulate(self, batch):
+        for accumulator, grad in zip(self._accumulators, self._micro_step(batch)):
+            accumulator.assign_add(grad)
+
+    def _apply(self, batch):
+        grads = self._micro_step(batch)
+        if self._accumulators:
+            grads = [a.read_value() + g for a, g in zip(self._accumulators, grads)]
+            for accumulator in self._accumulators:
+                accumulator.assign(tf.zeros_like(accumulator))
+        if self._loss_scaling:
+            grads = self._poison_unless_finite_everywhere(grads)
+            unscale = 1.0 / self.optimizer.dynamic_scale
+        else:
+            unscale = 1.0
+        self._sums["grad_sq_sum"].assign_add(tf.square(tf.linalg.global_norm(grads) * unscale))
+        self.optimizer.apply_gradients(zip(grads, self.train_variables))
+
+    def _poison_unless_finite_everywhere(self, grads):
+        """NaN on every replica if any replica has a non-finite gradient, so the loss scaler skips everywhere."""
+        context = tf.distribute.get_replica_context()
+        bad = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(_all_finite(grads), tf.float32))
+        factor = tf.where(bad > 0, tf.constant(np.nan, tf.float32), 1.0)
+        return [g * tf.cast(factor, g.dtype) for g in grads]
+
+    def _reset(self):
+        for variable in self._sums.values():
+            variable.assign(0.0)
+        self._first_nonfinite_step.assign(-1)
+
+    # -- cross-replica loop ------------------------------------------------------------------------------------
+
+    def _loop_fn(self, num_steps):
+        self.strategy.run(self._reset)
+        for _ in tf.range(num_steps):
+            for _ in tf.range(self.accumulation_steps - 1):
+                self.strategy.run(self._accumulate, (self.input.next_batch(),))
+            self.strategy.run(self._apply, (self.input.next_batch(),))
+            # orbit.Controller waits for the trainer to advance the step (Keras 3 optimizers do not).
+            self.global_step.assign_add(1)
+
+    def train(self, num_steps: tf.Tensor) -> dict[str, float]:
+        """Runs `num_steps` optimizer steps; returns their metrics (NaN-valued if any step was non-finite)."""
+        start = time.perf_counter()
+        self._loop(num_steps)
+        sums = {name: float(variable.read_value()) for name, variable in self._sums.items()}
+        now = time.perf_counter()
+        steps = int(num_steps)
+        metrics = {k: float(v) for k, v in pretraining_metrics({k: np.float64(sums[k]) for k in LOSS_TERMS}).items()}
+        metrics["gradient_norm"] = float(np.sqrt(sums["grad_sq_sum"] / steps))
+        metrics["learning_rate"] = float(np.asarray(self.optimizer.learning_rate))
+        metrics["sequences_per_second"] = steps * self.global_batch_size / max(now - start, 1e-9)
+        metrics["nonfinite_micro_steps"] = sums["nonfinite"]
+        return metrics
+
+    def first_nonfinite_step(self) -> int:
+        """The first optimizer step of the last `train` call whose loss was NaN/Inf on a local replica, or -1."""
+        marks = [int(v) for v in self.strategy.experimental_local_results(self._first_nonfinite_step)]
+        bad = [m for m in marks if m >= 0]
+        return min(bad) if bad else -1
+
