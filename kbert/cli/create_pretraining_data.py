@@ -1,0 +1,94 @@
+"""Creates BERT pretraining TFRecords from text, with google-research/bert's flags and algorithm.
+
+    python tools/create_pretraining_data.py --input_file='corpus/*.txt' --output_file=out/train.tfrecord \
+        --num_output_shards=8 --vocab_file=vocab.txt --do_lower_case --num_workers=4
+"""
+
+from __future__ import annotations
+
+import sys
+
+from absl import app, flags
+
+from kbert.data import files
+from kbert.data.create_pretraining_data import Summary, create_pretraining_data
+from kbert.data.instances import InstanceConfig
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input_file", None, "Input text files: comma-separated list of globs. One sentence per line, a "
+                    "blank line between documents.")
+flags.DEFINE_string("output_file", None, "Output TFRecord files, comma-separated; or one name that "
+                    "--num_output_shards expands to NAME-00000-of-0000N.")
+flags.DEFINE_integer("num_output_shards", 1, "Shards to write when --output_file is a single name.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary, one token per line.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased vocabularies).")
+flags.DEFINE_bool("do_whole_word_mask", False, "Mask all the WordPieces of a word together.")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length of every instance.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Most masked positions per instance.")
+flags.DEFINE_integer("random_seed", 12345, "Seed; the output is a function of it, not of --num_workers.")
+flags.DEFINE_integer("dupe_factor", 10, "Passes over the data, each with different masks.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Share of tokens to mask.")
+flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter-than-maximum instance.")
+flags.DEFINE_integer("num_workers", 1, "Worker processes.")
+flags.DEFINE_float("work_unit_mb", 1.0, "Size of a work unit (whole documents): the pool of random-next documents "
+                   "and the memory per worker scale with it. Changing it changes the output.")
+flags.DEFINE_bool("sentence_order", False, "ALBERT's sentence-order prediction instead of next-sentence prediction: "
+                  "B is always the next segment, swapped with A half the time (label 1 = swapped).")
+flags.DEFINE_bool("use_v2_feature_names", False, "Name features input_word_ids / input_type_ids (Model Garden v2).")
+flags.DEFINE_bool("gzip", False, "GZIP-compress the output files.")
+flags.DEFINE_bool("no_masking", False, "Write unmasked sequences (no masked_lm_* features) for dynamic masking.")
+flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+
+
+def output_paths(output_file: str, num_output_shards: int) -> list[str]:
+    """The comma list, or one name expanded to `num_output_shards` shard names."""
+    paths = [p.strip() for p in output_file.split(",") if p.strip()]
+    if num_output_shards < 1:
+        raise ValueError(f"--num_output_shards={num_output_shards} must be at least 1.")
+    if num_output_shards == 1:
+        return paths
+    if len(paths) != 1:
+        raise ValueError("--num_output_shards needs a single --output_file name, not a comma list.")
+    return [f"{paths[0]}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)]
+
+
+def _progress(summary: Summary, total_units: int) -> None:
+    rate = summary.instances / max(summary.seconds, 1e-9)
+    print(
+        f"\rwork units {summary.units:,}/{total_units:,} | documents {summary.documents:,} | "
+        f"instances {summary.instances:,} | {rate:,.0f} instances/s | {summary.seconds:,.0f} s",
+        end="", file=sys.stderr, flush=True,
+    )
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    inputs = files.expand_patterns(FLAGS.input_file, "--input_file")
+    outputs = output_paths(FLAGS.output_file, FLAGS.num_output_shards)
+    config = InstanceConfig(
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        masked_lm_prob=FLAGS.masked_lm_prob,
+        short_seq_prob=FLAGS.short_seq_prob,
+        dupe_factor=FLAGS.dupe_factor,
+        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        sentence_order=FLAGS.sentence_order,
+        no_masking=FLAGS.no_masking,
+    )
+    summary = create_pretraining_data(
+        inputs, outputs, FLAGS.vocab_file, FLAGS.do_lower_case, config,
+        random_seed=FLAGS.random_seed, num_workers=FLAGS.num_workers,
+        use_v2_feature_names=FLAGS.use_v2_feature_names, gzip=FLAGS.gzip,
+        unit_bytes=max(1, int(FLAGS.work_unit_mb * (1 << 20))), progress=_progress,
+    )
+    print(file=sys.stderr)
+    print(summary.format())
+    print(f"wrote {len(outputs)} file(s): {', '.join(outputs[:3])}{' ...' if len(outputs) > 3 else ''}")
+
+
+def run() -> None:
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

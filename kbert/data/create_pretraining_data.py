@@ -1,0 +1,219 @@
+"""Text files to pretraining TFRecords: work units over worker processes, merged in unit order.
+
+Each work unit (about `unit_bytes` of whole documents, documents.py) is read, tokenized in one batched
+tensorflow-text call, turned into instances `dupe_factor` times over its shuffled documents, shuffled, and
+serialized, all with random streams seeded from (seed, unit index). The parent writes the units' records in unit
+order, round-robin over the output files. So the bytes written depend on the seed, the input and `unit_bytes`,
+never on `num_workers`, and memory is bounded by the units in flight (two per worker), never by the corpus.
+
+Example:
+
+```python
+summary = create_pretraining_data(
+    ["corpus.txt"], ["train.tfrecord"], "vocab.txt", do_lower_case=True,
+    config=InstanceConfig(max_seq_length=128, max_predictions_per_seq=20), num_workers=4)
+print(summary.format())
+```
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import multiprocessing
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+from kbert.data import documents as documents_lib
+from kbert.data import instances as instances_lib
+from kbert.data.tfrecord_writer import ShardedWriter, encode_instance
+from kbert.data.tokenization import WordpieceTokenizer, load_vocabulary
+
+
+@dataclasses.dataclass
+class Summary:
+    """Totals over all work units, printed at the end of a run."""
+
+    units: int = 0
+    lines: int = 0
+    repaired_lines: int = 0
+    replaced_chars: int = 0
+    documents: int = 0
+    dropped_documents: int = 0
+    instances: int = 0
+    tokens: int = 0
+    unk_tokens: int = 0
+    masked: int = 0
+    random_next: int = 0
+    capacity: int = 0  # instances * max_seq_length
+    seconds: float = 0.0
+
+    def add(self, other: "Summary") -> None:
+        for field in dataclasses.fields(self):
+            if field.name != "seconds":
+                setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+    def format(self) -> str:
+        instances = max(self.instances, 1)
+        tokens = max(self.tokens, 1)
+        lines = [
+            f"documents: {self.documents:,} ({self.dropped_documents:,} without tokens dropped) "
+            f"from {self.lines:,} lines in {self.units:,} work units",
+            f"instances: {self.instances:,} ({self.instances / max(self.seconds, 1e-9):,.0f}/s in "
+            f"{self.seconds:,.1f} s); next_sentence_labels=1: {self.random_next / instances:.1%}",
+            f"tokens: {self.tokens:,}; [UNK] rate {self.unk_tokens / tokens:.3%}; "
+            f"mean fill {self.tokens / max(self.capacity, 1):.1%} of max_seq_length",
+            f"masked share: {self.masked / tokens:.2%} of tokens ({self.masked / instances:.1f} per instance)",
+        ]
+        if self.repaired_lines:
+            lines.append(
+                f"non-UTF-8 input: {self.repaired_lines:,} lines repaired, {self.replaced_chars:,} characters "
+                "replaced by U+FFFD"
+            )
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    vocab_file: str
+    do_lower_case: bool
+    config: instances_lib.InstanceConfig
+    random_seed: int
+    use_v2_feature_names: bool
+
+
+_worker: "_UnitProcessor | None" = None
+
+
+class _UnitProcessor:
+    """Turns one work unit into serialized records; one per process, holding the tokenizer."""
+
+    def __init__(self, job: _Job):
+        self.job = job
+        self.tokenizer = WordpieceTokenizer(job.vocab_file, lower_case=job.do_lower_case)
+        self.ids = instances_lib.SpecialIds(
+            cls_id=self.tokenizer.cls_id,
+            sep_id=self.tokenizer.sep_id,
+            mask_id=self.tokenizer.mask_id,
+            vocab_size=self.tokenizer.vocab_size,
+            is_continuation=self.tokenizer.is_continuation,
+        )
+
+    def __call__(self, unit: documents_lib.WorkUnit) -> tuple[list[bytes], Summary]:
+        config = self.job.config
+        texts, read_stats = documents_lib.read_documents(unit)
+        summary = Summary(
+            units=1, lines=read_stats.lines, repaired_lines=read_stats.repaired_lines,
+            replaced_chars=read_stats.replaced_chars,
+        )
+        docs = self._tokenize(texts)
+        summary.documents = len(docs)
+        summary.dropped_documents = len(texts) - len(docs)
+        rng = instances_lib.InstanceRng(self.job.random_seed, unit.index)
+        rng.py.shuffle(docs)
+        max_predictions = None if config.no_masking else config.max_predictions_per_seq
+        records = []
+        for _ in range(config.dupe_factor):
+            for doc_index in range(len(docs)):
+                for instance in instances_lib.instances_from_document(docs, doc_index, config, self.ids, rng):
+                    records.append(
+                        encode_instance(
+                            instance, config.max_seq_length, max_predictions, self.job.use_v2_feature_names
+                        )
+                    )
+                    self._count(instance, summary)
+        rng.py.shuffle(records)
+        summary.capacity = summary.instances * config.max_seq_length
+        return records, summary
+
+    def _tokenize(self, texts: list[list[str]]) -> list[list[np.ndarray]]:
+        ids, splits = self.tokenizer.tokenize([line for doc in texts for line in doc])
+        docs, line = [], 0
+        for doc in texts:
+            sentences = [ids[splits[j]:splits[j + 1]] for j in range(line, line + len(doc))]
+            line += len(doc)
+            sentences = [s for s in sentences if len(s)]  # lines of only control characters or spaces
+            if sentences:
+                docs.append(sentences)
+        return docs
+
+    def _count(self, instance: instances_lib.Instance, summary: Summary) -> None:
+        summary.instances += 1
+        summary.tokens += len(instance.input_ids)
+        summary.masked += len(instance.masked_positions)
+        summary.random_next += instance.next_sentence_label
+        # [UNK] of the text, before masking replaced some ids.
+        unk = int(np.count_nonzero(instance.input_ids == self.tokenizer.unk_id))
+        unk += int(np.count_nonzero(instance.masked_ids == self.tokenizer.unk_id))
+        unk -= int(np.count_nonzero(instance.input_ids[instance.masked_positions] == self.tokenizer.unk_id))
+        summary.unk_tokens += unk
+
+
+def _init_worker(job: _Job) -> None:
+    global _worker
+    _worker = _UnitProcessor(job)
+
+
+def _process_unit(unit: documents_lib.WorkUnit) -> tuple[list[bytes], Summary]:
+    return _worker(unit)
+
+
+def create_pretraining_data(
+    input_files: Sequence[str],
+    output_files: Sequence[str],
+    vocab_file: str,
+    do_lower_case: bool,
+    config: instances_lib.InstanceConfig,
+    random_seed: int = 12345,
+    num_workers: int = 1,
+    use_v2_feature_names: bool = False,
+    gzip: bool = False,
+    unit_bytes: int = 1 << 20,
+    progress: Callable[[Summary, int], None] | None = None,
+) -> Summary:
+    """Writes pretraining instances of `input_files` to `output_files`; returns the totals.
+
+    Settings and the vocabulary are checked before any work starts. `progress(summary_so_far, total_units)` is
+    called after each work unit.
+    """
+    config.validate()
+    load_vocabulary(vocab_file)  # fail on a bad vocabulary before reading the corpus
+    if num_workers < 1:
+        raise ValueError(f"--num_workers={num_workers} must be at least 1.")
+    start = time.time()
+    units = list(documents_lib.plan_work_units(input_files, unit_bytes))
+    job = _Job(vocab_file, do_lower_case, config, random_seed, use_v2_feature_names)
+    summary = Summary()
+
+    def consume(records: list[bytes], unit_summary: Summary, writer: ShardedWriter) -> None:
+        for record in records:
+            writer.write(record)
+        summary.add(unit_summary)
+        summary.seconds = time.time() - start
+        if progress is not None:
+            progress(summary, len(units))
+
+    with ShardedWriter(output_files, gzip=gzip) as writer:
+        if num_workers == 1:
+            processor = _UnitProcessor(job)
+            for unit in units:
+                consume(*processor(unit), writer)
+        else:
+            # fork shares the imported TensorFlow with the workers (seconds saved per worker); the parent has run
+            # no TensorFlow op yet, so there is no runtime state to inherit.
+            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+            with concurrent.futures.ProcessPoolExecutor(
+                num_workers, mp_context=context, initializer=_init_worker, initargs=(job,)
+            ) as pool:
+                in_flight: collections.deque = collections.deque()
+                for unit in units:
+                    if len(in_flight) >= 2 * num_workers:
+                        consume(*in_flight.popleft().result(), writer)
+                    in_flight.append(pool.submit(_process_unit, unit))
+                while in_flight:
+                    consume(*in_flight.popleft().result(), writer)
+    summary.seconds = time.time() - start
+    return summary

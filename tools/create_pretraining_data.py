@@ -1,0 +1,4 @@
+"""Creates BERT pretraining TFRecords; see kbert/cli/create_pretraining_data.py for the flags."""
+from kbert.cli.create_pretraining_data import run
+
+run()
