@@ -29,7 +29,7 @@ def main(argv: list[str]) -> None:
     # Imported here so `--help` and flag errors come back without loading TensorFlow.
     from kbert.data.validation import InputDataError
     from kbert.training.config import ConfigError, load_experiment
-    from kbert.training.loop import run_experiment
+    from kbert.training.loop import PREEMPTED_EXIT_CODE, Preempted, run_experiment
     from kbert.training.reporting import NonFiniteLossError
     from kbert.training.strategy import StrategyError, make_strategy
 
@@ -42,6 +42,9 @@ def main(argv: list[str]) -> None:
         run_experiment(config, FLAGS.model_dir, strategy, FLAGS.mode)
     except (ConfigError, StrategyError, InputDataError, NonFiniteLossError, FileNotFoundError) as e:
         sys.exit(f"kbert-pretrain: error: {e}")
+    except Preempted as e:
+        print(f"kbert-pretrain: {e}", file=sys.stderr)
+        sys.exit(PREEMPTED_EXIT_CODE)
 
 
 def run() -> None:

@@ -38,8 +38,12 @@ from kbert.training.trainer import PretrainingTrainer
 MODES = ("train", "eval", "train_and_eval")
 
 
-class Preempted(SystemExit):
-    """SIGTERM or a maintenance event arrived; a checkpoint of the current step was written."""
+# The exit status of a preempted run, as TF's PreemptionCheckpointHandler uses: "saved, restart me".
+PREEMPTED_EXIT_CODE = 42
+
+
+class Preempted(RuntimeError):
+    """SIGTERM arrived; a checkpoint of the current step was written. Exit with PREEMPTED_EXIT_CODE."""
 
 
 def learning_rate_schedule(config: ExperimentConfig) -> PolynomialWarmup:
@@ -142,7 +146,7 @@ def train(
     """Trains from the newest checkpoint in `model_dir` (or from scratch) up to `until_step` optimizer steps.
 
     Checkpoints every `train.checkpoint_interval` steps and at the end; stops with NonFiniteLossError before
-    saving non-finite weights; on SIGTERM saves and raises `Preempted` (a SystemExit).
+    saving non-finite weights; on SIGTERM saves and raises `Preempted`.
 
     Returns:
       `{"global_step", "train": last loop's metrics, "sequences_per_second", "restored_from"}`.

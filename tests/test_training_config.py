@@ -1,0 +1,87 @@
+"""The experiment config: YAML files merged in order, overrides, unknown keys named with their source."""
+
+import pytest
+
+from kbert.training.config import ConfigError, ExperimentConfig, load_experiment, parse_override
+from kbert.training.strategy import StrategyError, make_strategy
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_files_merge_in_order_then_override(tmp_path):
+    first = _write(tmp_path, "a.yaml", "train:\n  total_steps: 50\n  global_batch_size: 64\n")
+    second = _write(tmp_path, "b.yaml", "train:\n  global_batch_size: 32\noptimizer:\n  type: lars\n")
+    config = load_experiment([first, second], "train.total_steps=20,model.overrides.num_hidden_layers=1")
+    assert (config.train.total_steps, config.train.global_batch_size, config.optimizer.type) == (20, 32, "lars")
+    assert config.model.bert_config().num_hidden_layers == 1
+    assert config.model.bert_config().hidden_size == 128  # the rest of bert_tiny is kept
+
+
+def test_unknown_key_in_file_is_named_with_the_file(tmp_path):
+    path = _write(tmp_path, "typo.yaml", "train:\n  global_batchsize: 64\n")
+    with pytest.raises(ConfigError) as error:
+        load_experiment([path])
+    message = str(error.value)
+    assert "'train.global_batchsize'" in message and path in message and "train.global_batch_size" in message
+
+
+@pytest.mark.parametrize("override, key", [
+    ("optimzer.type=lamb", "'optimzer'"),
+    ("model.overrides.hiden_size=64", "'model.overrides.hiden_size'"),
+    ("schedule.warmup=10", "'schedule.warmup'"),
+])
+def test_unknown_key_in_override_is_named_with_the_flag(override, key):
+    with pytest.raises(ConfigError, match="--params_override") as error:
+        load_experiment([], override)
+    assert key in str(error.value)
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("optimizer.type=sgd", "optimizer.type='sgd'"),
+    ("train.mixed_precision=fp8", "train.mixed_precision"),
+    ("train.global_batch_size=10,train.gradient_accumulation_steps=4", "gradient_accumulation_steps=4"),
+    ("train.steps_per_loop=3,train.checkpoint_interval=10", "train.checkpoint_interval=10"),
+    ("data.seq_length=1024", "max_position_embeddings"),
+    ("model.bert=bert_gigantic", "bert_gigantic"),
+])
+def test_bad_values_are_named(override, fragment):
+    with pytest.raises(ConfigError) as error:
+        load_experiment([], override)
+    assert fragment in str(error.value)
+
+
+def test_mslt_slot_is_open_for_its_own_config(tmp_path):
+    assert ExperimentConfig().mslt is None
+    path = _write(tmp_path, "mslt.yaml", "mslt:\n  stages: [2, 4]\n")
+    assert load_experiment([path]).mslt.stages == [2, 4]
+
+
+def test_override_syntax():
+    assert parse_override("a.b=1,c.d=x") == {"a": {"b": 1}, "c": {"d": "x"}}
+    with pytest.raises(ConfigError, match="params_override"):
+        parse_override("just words")
+
+
+def test_unreadable_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="missing.yaml"):
+        load_experiment([str(tmp_path / "missing.yaml")])
+
+
+def test_experiment_files_load():
+    import glob
+    import os
+
+    root = os.path.join(os.path.dirname(__file__), "..", "configs", "experiments")
+    for path in sorted(glob.glob(os.path.join(root, "*.yaml"))):
+        load_experiment([path])
+
+
+def test_tpu_strategy_without_tpu_is_one_clear_error():
+    with pytest.raises(StrategyError) as error:
+        make_strategy("tpu")
+    message = str(error.value)
+    assert "--strategy=tpu" in message and "\n" not in message and "--tpu=local" in message
