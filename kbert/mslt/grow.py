@@ -1,0 +1,79 @@
+"""Growing BERT between MSLT stages: build at the stage's depth, carry the trained weights over, freeze.
+
+A stage's model is a fresh `BertPretrainer` of the stage's depth whose backward pass is cut at the input of its
+lowest trained block (`stop_gradient_below`), so the frozen blocks below run forward only: no gradient is
+computed for them nor all-reduced. The cut also covers the embeddings' encoder path; trained embeddings above a
+cut learn only through the MLM output tied to the word table, so only that table is left trainable then.
+
+Example:
+
+```python
+plan = build_plan(mslt_config, bert_config, peak_learning_rate=1e-3)
+model = grow(plan.bert, plan.stages[0])                     # stage 1: fresh weights
+...                                                         # train it
+model = grow(plan.bert, plan.stages[1], previous=model)     # stage 2: blocks 0-2 carried over, 3-5 new
+[v.path for v in model.trainable_variables]                 # only blocks 3-5 and the heads
+```
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import keras
+
+from kbert.modeling import BertConfig, BertPretrainer, load_google_checkpoint
+from kbert.mslt.plan import Stage
+
+
+def freeze(model: BertPretrainer, stage: Stage) -> None:
+    """Sets `trainable` on every sublayer of `model` as `stage` says (blocks, embeddings, pooler and heads)."""
+    for i, block in enumerate(model.encoder.blocks):
+        block.trainable = i in stage.trainable_layers
+    embeddings = model.encoder.embeddings
+    policy = stage.embeddings_policy
+    embeddings.word_embeddings.trainable = policy != "frozen"
+    for layer in (embeddings.position_embeddings, embeddings.token_type_embeddings, embeddings.layer_norm):
+        layer.trainable = policy == "all"
+    for head in (model.encoder.pooler, model.mlm_head, model.nsp_head):
+        head.trainable = stage.train_heads
+
+
+def _copy_weights(target: keras.layers.Layer, source: keras.layers.Layer) -> None:
+    for t, s in zip(target.weights, source.weights, strict=True):
+        t.assign(s)
+
+
+def grow(bert: BertConfig, stage: Stage, previous: Optional[BertPretrainer] = None,
+         new_layer_init: str = "copy") -> BertPretrainer:
+    """The model of `stage`: weights from `previous` (the last stage's model) where shared, new blocks per
+    `new_layer_init` (`copy`: block j starts as `previous` block `stage.source_layer(j)`; `random`: as built),
+    frozen as the stage says.
+
+    Weights are built from the current Keras seed; call `keras.utils.set_random_seed` first for a reproducible
+    model (the runner does, per stage).
+    """
+    model = BertPretrainer(bert.replace(num_hidden_layers=stage.num_layers),
+                           stop_gradient_below=stage.stop_gradient_below)
+    if previous is not None:
+        old_layers = previous.config.num_hidden_layers
+        if old_layers != stage.previous_layers:
+            raise ValueError(f"Stage {stage.number} grows from {stage.previous_layers} layers, but the previous "
+                             f"model has {old_layers}.")
+        pairs = [(model.encoder.embeddings, previous.encoder.embeddings), (model.encoder.pooler,
+                 previous.encoder.pooler), (model.mlm_head, previous.mlm_head), (model.nsp_head, previous.nsp_head)]
+        pairs += [(model.encoder.blocks[i], previous.encoder.blocks[i]) for i in range(old_layers)]
+        if new_layer_init == "copy":
+            pairs += [(model.encoder.blocks[j], previous.encoder.blocks[stage.source_layer(j)])
+                      for j in range(old_layers, stage.num_layers)]
+        for target, source in pairs:
+            _copy_weights(target, source)
+    freeze(model, stage)
+    return model
+
+
+def load_stage_export(bert: BertConfig, num_layers: int, path: str) -> BertPretrainer:
+    """A finished stage's model, read (strictly: every weight, right shapes) from its Google-format export."""
+    model = BertPretrainer(bert.replace(num_hidden_layers=num_layers))
+    load_google_checkpoint(model, path)
+    return model
