@@ -1,0 +1,91 @@
+"""Training-step throughput of kbert's BertPretrainer vs Model Garden's BERT pretrainer, side by side in one run.
+
+    python tools/bench_model.py --model=bert_small --seq_length=128 --batch_size=32
+
+Both train the same config on the same synthetic batch with Adam, each in its own tf.function; rounds alternate
+between the two so machine noise hits both. Prints sequences/s, MFU against a large float32 matmul measured in the
+same run, and the kbert / Model Garden ratio last.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, pretraining_metrics  # noqa: E402
+from model_garden_peer import (measured_peak_flops, model_garden_train_step, synthetic_batch,  # noqa: E402
+                               training_flops_per_sequence)
+
+flags.DEFINE_string("model", "bert_small", "Preset name or bert_config.json path.")
+flags.DEFINE_integer("seq_length", 128, "Sequence length.")
+flags.DEFINE_integer("max_predictions", 20, "Masked positions per sequence.")
+flags.DEFINE_integer("batch_size", 32, "Sequences per step.")
+flags.DEFINE_integer("steps", 5, "Steps per timed round.")
+flags.DEFINE_integer("rounds", 4, "Alternating timed rounds per contestant.")
+flags.DEFINE_bool("jit_compile", False, "XLA-compile both training steps.")
+flags.DEFINE_bool("with_bfloat16", True, "Also time kbert under the mixed_bfloat16 policy (extra row).")
+FLAGS = flags.FLAGS
+
+
+def kbert_train_step(config: BertConfig, jit_compile: bool, policy: str = "float32"):
+    model = BertPretrainer(config, dtype=policy)
+    optimizer = keras.optimizers.Adam(1e-4)
+    optimizer.build(model.trainable_variables)
+
+    @tf.function(jit_compile=jit_compile)
+    def step(batch):
+        with tf.GradientTape() as tape:
+            loss = pretraining_metrics(pretraining_loss_terms(batch, model(batch, training=True)))["loss"]
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return step
+
+
+def timed_round(step, batch, steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        loss = step(batch)
+    float(loss)
+    return time.perf_counter() - start
+
+
+def main(argv):
+    del argv
+    config = BertConfig.load(FLAGS.model)
+    batch = synthetic_batch(config, FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions)
+    contestants = {"model_garden (tf_keras, float32)": model_garden_train_step(config, jit_compile=FLAGS.jit_compile)[0],
+                   "kbert (keras 3, float32)": kbert_train_step(config, FLAGS.jit_compile)}
+    if FLAGS.with_bfloat16:
+        contestants["kbert (keras 3, mixed_bfloat16)"] = kbert_train_step(config, FLAGS.jit_compile, "mixed_bfloat16")
+    for step in contestants.values():  # trace and warm up
+        timed_round(step, batch, 2)
+    times = {name: [] for name in contestants}
+    for _ in range(FLAGS.rounds):
+        for name, step in contestants.items():
+            times[name].append(timed_round(step, batch, FLAGS.steps))
+    peak = measured_peak_flops()
+    flops = training_flops_per_sequence(config, FLAGS.seq_length, FLAGS.max_predictions)
+    print(f"\n{FLAGS.model}, seq {FLAGS.seq_length}, batch {FLAGS.batch_size}, jit_compile={FLAGS.jit_compile}; "
+          f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
+    print(f"{'contestant':36s} {'seq/s':>8s} {'MFU':>7s}")
+    rate = {}
+    for name, ts in times.items():
+        rate[name] = FLAGS.batch_size * FLAGS.steps / statistics.median(ts)
+        print(f"{name:36s} {rate[name]:8.1f} {rate[name] * flops / peak:7.1%}")
+    names = list(contestants)
+    if FLAGS.with_bfloat16:
+        print(f"ratio kbert bf16 / model_garden: {rate[names[2]] / rate[names[0]]:.2f}x")
+    print(f"ratio kbert / model_garden (float32): {rate[names[1]] / rate[names[0]]:.2f}x")
+
+
+if __name__ == "__main__":
+    app.run(main)

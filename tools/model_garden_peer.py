@@ -1,0 +1,92 @@
+"""Model Garden's BERT pretraining (tf_keras `MaskedLMTask`) as the benchmark peer for kbert's model and loop.
+
+Not part of kbert: benchmarks import it to run the peer side by side with kbert in one process.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+from official.nlp.configs import bert as mg_bert
+from official.nlp.configs import encoders as mg_encoders
+from official.nlp.data import pretrain_dataloader
+from official.nlp.tasks import masked_lm
+
+from kbert.modeling import BertConfig
+
+# kbert batch key -> Model Garden input key.
+_MG_NAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
+
+
+def model_garden_task(config: BertConfig) -> masked_lm.MaskedLMTask:
+    encoder = mg_encoders.EncoderConfig(type="bert", bert=mg_encoders.BertEncoderConfig(
+        vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
+        hidden_activation=config.hidden_act, dropout_rate=config.hidden_dropout_prob,
+        attention_dropout_rate=config.attention_probs_dropout_prob,
+        max_position_embeddings=config.max_position_embeddings, type_vocab_size=config.type_vocab_size,
+        initializer_range=config.initializer_range))
+    model_config = mg_bert.PretrainerConfig(encoder=encoder, cls_heads=[mg_bert.ClsHeadConfig(
+        inner_dim=config.hidden_size, num_classes=2, dropout_rate=config.hidden_dropout_prob,
+        name="next_sentence")])
+    data = pretrain_dataloader.BertPretrainDataConfig(use_next_sentence_label=True)
+    return masked_lm.MaskedLMTask(masked_lm.MaskedLMConfig(model=model_config, train_data=data))
+
+
+def model_garden_batch(batch: dict) -> dict:
+    return {_MG_NAMES.get(k, k): v for k, v in batch.items()}
+
+
+def model_garden_train_step(config: BertConfig, learning_rate: float = 1e-4, jit_compile: bool = False):
+    """(step function over a kbert batch dict, model) using Model Garden's own `MaskedLMTask.train_step`."""
+    task = model_garden_task(config)
+    model = task.build_model()
+    metrics = task.build_metrics()
+    optimizer = tf_keras.optimizers.Adam(learning_rate)
+
+    @tf.function(jit_compile=jit_compile)
+    def step(batch):
+        return task.train_step(model_garden_batch(batch), model, optimizer, metrics)["loss"]
+
+    return step, model
+
+
+def synthetic_batch(config: BertConfig, batch_size: int, seq_length: int, max_predictions: int, seed: int = 0):
+    """A full-length batch of random ids in kbert's batch layout (int32, weights float32)."""
+    rng = np.random.default_rng(seed)
+    positions = np.sort(np.stack([rng.choice(np.arange(1, seq_length), max_predictions, replace=False)
+                                  for _ in range(batch_size)]), axis=1)
+    return {
+        "input_ids": tf.constant(rng.integers(1000, config.vocab_size, (batch_size, seq_length)), tf.int32),
+        "input_mask": tf.ones((batch_size, seq_length), tf.int32),
+        "segment_ids": tf.constant(np.repeat([[0] * (seq_length // 2) + [1] * (seq_length - seq_length // 2)],
+                                             batch_size, 0), tf.int32),
+        "masked_lm_positions": tf.constant(positions, tf.int32),
+        "masked_lm_ids": tf.constant(rng.integers(1000, config.vocab_size, (batch_size, max_predictions)), tf.int32),
+        "masked_lm_weights": tf.ones((batch_size, max_predictions), tf.float32),
+        "next_sentence_labels": tf.constant(rng.integers(0, 2, (batch_size, 1)), tf.int32),
+    }
+
+
+def training_flops_per_sequence(config: BertConfig, seq_length: int, max_predictions: int) -> float:
+    """Matmul FLOPs of one forward+backward pass (3x forward) for one sequence; embeddings' gathers excluded."""
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    per_token = layers * (2 * 4 * h * h + 2 * 2 * h * i + 2 * 2 * seq_length * h)
+    head = max_predictions * (2 * h * h + 2 * h * config.vocab_size) + 2 * h * h + 2 * h * 2
+    return 3.0 * (seq_length * per_token + head)
+
+
+def measured_peak_flops(size: int = 2048, repeats: int = 10) -> float:
+    """FLOP/s of a large float32 matmul on this device, the MFU denominator."""
+    a = tf.random.normal((size, size))
+    b = tf.random.normal((size, size))
+    matmul = tf.function(lambda x, y: tf.linalg.matmul(x, y))
+    matmul(a, b).numpy()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        out = matmul(a, b)
+    out.numpy()
+    return 2.0 * size ** 3 * repeats / (time.perf_counter() - start)
