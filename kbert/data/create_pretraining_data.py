@@ -29,7 +29,7 @@ import numpy as np
 
 from kbert.data import documents as documents_lib
 from kbert.data import instances as instances_lib
-from kbert.data.tfrecord_writer import ShardedWriter, encode_instance
+from kbert.data.tfrecord_writer import ShardedWriter, encode_examples
 from kbert.data.tokenization import WordpieceTokenizer, load_vocabulary
 
 
@@ -86,6 +86,8 @@ class _Job:
 
 
 _worker: "_UnitProcessor | None" = None
+# Pairs masked and encoded per NumPy batch: bounds the [N, max_seq_length] temporaries.
+_BATCH_PAIRS = 4096
 
 
 class _UnitProcessor:
@@ -114,19 +116,18 @@ class _UnitProcessor:
         summary.dropped_documents = len(texts) - len(docs)
         rng = instances_lib.InstanceRng(self.job.random_seed, unit.index)
         rng.py.shuffle(docs)
-        max_predictions = None if config.no_masking else config.max_predictions_per_seq
+        pairs = [
+            pair
+            for _ in range(config.dupe_factor)
+            for doc_index in range(len(docs))
+            for pair in instances_lib.pairs_from_document(docs, doc_index, config, rng)
+        ]
+        rng.py.shuffle(pairs)  # Google shuffles the instances; the masks are independent of the order
         records = []
-        for _ in range(config.dupe_factor):
-            for doc_index in range(len(docs)):
-                for instance in instances_lib.instances_from_document(docs, doc_index, config, self.ids, rng):
-                    records.append(
-                        encode_instance(
-                            instance, config.max_seq_length, max_predictions, self.job.use_v2_feature_names
-                        )
-                    )
-                    self._count(instance, summary)
-        rng.py.shuffle(records)
-        summary.capacity = summary.instances * config.max_seq_length
+        for start in range(0, len(pairs), _BATCH_PAIRS):
+            features = instances_lib.mask_and_pad(pairs[start:start + _BATCH_PAIRS], config, self.ids, rng.np)
+            records.extend(encode_examples(features, self.job.use_v2_feature_names))
+            self._count(features, summary)
         return records, summary
 
     def _tokenize(self, texts: list[list[str]]) -> list[list[np.ndarray]]:
@@ -140,16 +141,14 @@ class _UnitProcessor:
                 docs.append(sentences)
         return docs
 
-    def _count(self, instance: instances_lib.Instance, summary: Summary) -> None:
-        summary.instances += 1
-        summary.tokens += len(instance.input_ids)
-        summary.masked += len(instance.masked_positions)
-        summary.random_next += instance.next_sentence_label
-        # [UNK] of the text, before masking replaced some ids.
-        unk = int(np.count_nonzero(instance.input_ids == self.tokenizer.unk_id))
-        unk += int(np.count_nonzero(instance.masked_ids == self.tokenizer.unk_id))
-        unk -= int(np.count_nonzero(instance.input_ids[instance.masked_positions] == self.tokenizer.unk_id))
-        summary.unk_tokens += unk
+    def _count(self, features: dict[str, np.ndarray], summary: Summary) -> None:
+        summary.instances += len(features["input_ids"])
+        summary.capacity += features["input_ids"].size
+        summary.tokens += int(features["input_mask"].sum())
+        summary.unk_tokens += int(np.count_nonzero(features["original_ids"] == self.tokenizer.unk_id))
+        summary.random_next += int(features["next_sentence_labels"].sum())
+        if "masked_lm_weights" in features:
+            summary.masked += int(features["masked_lm_weights"].sum())
 
 
 def _init_worker(job: _Job) -> None:

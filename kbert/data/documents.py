@@ -71,27 +71,31 @@ def read_documents(unit: WorkUnit) -> tuple[list[list[str]], ReadStats]:
     lines separate documents like one blank line does.
     """
     stats = ReadStats()
-    documents: list[list[str]] = [[]]
     with tf.io.gfile.GFile(unit.path, "rb") as f:
         f.seek(unit.start)
-        remaining = unit.end - unit.start
-        while remaining > 0:
-            raw = f.readline()
-            if not raw:
-                break
-            remaining -= len(raw)
-            stats.lines += 1
+        block = f.read(unit.end - unit.start)
+    try:
+        lines = block.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        lines = []
+        for raw in block.split(b"\n"):
             try:
-                text = raw.decode("utf-8")
+                lines.append(raw.decode("utf-8"))
             except UnicodeDecodeError:
                 text = raw.decode("utf-8", errors="replace")
                 stats.repaired_lines += 1
                 stats.replaced_chars += text.count("\ufffd")
-            text = text.strip()
-            if text:
-                documents[-1].append(text)
-            elif documents[-1]:
-                documents.append([])
+                lines.append(text)
+        if lines and not lines[-1]:
+            lines.pop()
+    stats.lines = len(lines)
+    documents: list[list[str]] = [[]]
+    for text in lines:
+        text = text.strip()
+        if text:
+            documents[-1].append(text)
+        elif documents[-1]:
+            documents.append([])
     kept = [d for d in documents if d]
     stats.documents = len(kept)
     return kept, stats

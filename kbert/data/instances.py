@@ -16,9 +16,8 @@ Example:
 
 ```python
 rng = InstanceRng(seed=12345, unit_index=0)
-for doc_index in range(len(documents)):
-    for instance in instances_from_document(documents, doc_index, config, tokenizer_ids, rng):
-        ...
+pairs = [p for i in range(len(documents)) for p in pairs_from_document(documents, i, config, rng)]
+features = mask_and_pad(pairs, config, special_ids, rng.np)
 ```
 """
 
@@ -26,11 +25,19 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 Document = Sequence[np.ndarray]  # one int32 id array per sentence
+
+
+class Pair(NamedTuple):
+    """Segments A and B of one instance, without special tokens; label 1 = random next (NSP) or swapped (SOP)."""
+
+    tokens_a: np.ndarray
+    tokens_b: np.ndarray
+    label: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,17 +79,6 @@ class SpecialIds:
     is_continuation: np.ndarray  # bool [vocab_size]: `##` pieces
 
 
-@dataclasses.dataclass
-class Instance:
-    """One training sequence before padding; `masked_positions` is empty when masking is off."""
-
-    input_ids: np.ndarray  # int32 [n], masks applied
-    segment_ids: np.ndarray  # int32 [n]
-    next_sentence_label: int
-    masked_positions: np.ndarray  # int32 [p], ascending
-    masked_ids: np.ndarray  # int32 [p], the original ids
-
-
 class InstanceRng:
     """The two random streams of one work unit, seeded from (seed, unit index) so no stream depends on a worker.
 
@@ -96,14 +92,16 @@ class InstanceRng:
         self.np = np.random.default_rng(np_seed)
 
 
-def instances_from_document(
+def pairs_from_document(
     documents: Sequence[Document],
     doc_index: int,
     config: InstanceConfig,
-    ids: SpecialIds,
     rng: InstanceRng,
-) -> Iterator[Instance]:
-    """Yields the instances of `documents[doc_index]`, drawing random-next spans from the other `documents`."""
+) -> Iterator[Pair]:
+    """Yields the (A, B, label) pairs of `documents[doc_index]`, random-next spans drawn from the other `documents`.
+
+    Pairs are truncated to fit `max_seq_length` with [CLS] and two [SEP]; `mask_and_pad` turns them into features.
+    """
     document = documents[doc_index]
     max_num_tokens = config.max_seq_length - 3
     target_length = max_num_tokens
@@ -128,7 +126,7 @@ def instances_from_document(
                 if config.sentence_order and rng.py.random() < 0.5:
                     tokens_a, tokens_b, label = tokens_b, tokens_a, 1
             tokens_a, tokens_b = _truncate_pair(tokens_a, tokens_b, max_num_tokens, rng.np)
-            yield _make_instance(tokens_a, tokens_b, label, config, ids, rng.np)
+            yield Pair(tokens_a, tokens_b, label)
             chunk, chunk_length = [], 0
         i += 1
 
@@ -169,56 +167,105 @@ def _cut(tokens: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray
     return tokens[front:len(tokens) - (count - front)]
 
 
-def _make_instance(
-    a: np.ndarray, b: np.ndarray, label: int, config: InstanceConfig, ids: SpecialIds, rng: np.random.Generator
-) -> Instance:
-    n = len(a) + len(b) + 3
-    tokens = np.empty(n, np.int32)
-    tokens[0] = ids.cls_id
-    tokens[1:len(a) + 1] = a
-    tokens[len(a) + 1] = ids.sep_id
-    tokens[len(a) + 2:n - 1] = b
-    tokens[n - 1] = ids.sep_id
-    segments = np.zeros(n, np.int32)
-    segments[len(a) + 2:] = 1
+def mask_and_pad(
+    pairs: Sequence[Pair], config: InstanceConfig, ids: SpecialIds, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """`[CLS] A [SEP] B [SEP]` sequences of a batch of pairs, masked and padded: schema.py's features (v1 names).
+
+    Returns int64 `input_ids`, `input_mask`, `segment_ids` [N, max_seq_length] and `next_sentence_labels` [N, 1];
+    unless `config.no_masking`, also `masked_lm_positions`, `masked_lm_ids` (int64) and `masked_lm_weights`
+    (float32) [N, max_predictions_per_seq], positions ascending and 0-padded. `original_ids` [N, max_seq_length]
+    holds the ids before masking (for statistics; not a file feature).
+    """
+    seq_length = config.max_seq_length
+    len_a = np.array([len(p.tokens_a) for p in pairs], np.int64)
+    len_b = np.array([len(p.tokens_b) for p in pairs], np.int64)
+    lengths = len_a + len_b + 3
+    rows = np.arange(len(pairs))
+    tokens = np.zeros([len(pairs), seq_length], np.int64)
+    for segment, first_column in ((0, np.ones_like(len_a)), (1, len_a + 2)):
+        seg_lengths = len_b if segment else len_a
+        flat = np.concatenate([p[segment] for p in pairs])
+        row_of = np.repeat(rows, seg_lengths)
+        column = np.arange(len(flat)) - np.repeat(np.cumsum(seg_lengths) - seg_lengths, seg_lengths)
+        tokens[row_of, column + np.repeat(first_column, seg_lengths)] = flat
+    tokens[:, 0] = ids.cls_id
+    tokens[rows, len_a + 1] = ids.sep_id
+    tokens[rows, lengths - 1] = ids.sep_id
+    columns = np.arange(seq_length)[None, :]
+    input_mask = (columns < lengths[:, None]).astype(np.int64)
+    segment_ids = ((columns >= (len_a + 2)[:, None]) & (input_mask == 1)).astype(np.int64)
+    features = {
+        "input_ids": tokens,
+        "input_mask": input_mask,
+        "segment_ids": segment_ids,
+        "next_sentence_labels": np.array([[p.label] for p in pairs], np.int64),
+        "original_ids": tokens,
+    }
     if config.no_masking:
-        empty = np.zeros(0, np.int32)
-        return Instance(tokens, segments, label, empty, empty)
-    positions = _choose_masked_positions(tokens, len(a), config, ids, rng)
-    original = tokens[positions]
-    draw = rng.random(len(positions))
-    masked = tokens.copy()
-    masked[positions[draw < 0.8]] = ids.mask_id
-    randomized = positions[draw >= 0.9]
-    masked[randomized] = rng.integers(0, ids.vocab_size, len(randomized), dtype=np.int32)
-    return Instance(masked, segments, label, positions, original)
+        return features
+    candidates = (input_mask == 1) & (columns != 0) & (columns != (len_a + 1)[:, None]) & (
+        columns != (lengths - 1)[:, None]
+    )
+    num_to_predict = np.minimum(
+        config.max_predictions_per_seq, np.maximum(1, np.round(lengths * config.masked_lm_prob).astype(np.int64))
+    )
+    if config.do_whole_word_mask:
+        chosen = _whole_word_choice(tokens, candidates, len_a, num_to_predict, ids, rng)
+    else:
+        # Random keys on the candidates; the `num_to_predict` smallest per row are a uniform sample.
+        keys = np.where(candidates, rng.random(tokens.shape), 2.0)
+        ranks = np.argsort(np.argsort(keys, axis=1), axis=1)
+        chosen = candidates & (ranks < num_to_predict[:, None])
+    return {**features, **_apply_masks(tokens, chosen, config.max_predictions_per_seq, ids, rng)}
 
 
-def _choose_masked_positions(
-    tokens: np.ndarray, len_a: int, config: InstanceConfig, ids: SpecialIds, rng: np.random.Generator
+def _whole_word_choice(
+    tokens: np.ndarray, candidates: np.ndarray, len_a: np.ndarray, num_to_predict: np.ndarray,
+    ids: SpecialIds, rng: np.random.Generator,
 ) -> np.ndarray:
-    n = len(tokens)
-    num_to_predict = min(config.max_predictions_per_seq, max(1, int(round(n * config.masked_lm_prob))))
-    candidates = np.concatenate([np.arange(1, len_a + 1), np.arange(len_a + 2, n - 1)]).astype(np.int32)
-    if not config.do_whole_word_mask:
-        chosen = rng.choice(candidates, size=min(num_to_predict, len(candidates)), replace=False)
-        return np.sort(chosen).astype(np.int32)
-    # A word starts at a piece that is not `##`, or right after [SEP] (a word never spans the two segments).
-    starts = ~ids.is_continuation[tokens[candidates]]
-    starts[0] = True
-    starts[len_a] = True
-    word_starts = np.flatnonzero(starts)
-    word_lengths = np.diff(np.append(word_starts, len(candidates)))
-    chosen_words, count = [], 0
-    for word in rng.permutation(len(word_starts)).tolist():
-        if count >= num_to_predict:
-            break
-        length = int(word_lengths[word])
-        if count + length > num_to_predict:
-            continue  # as Google: skip a word that would overshoot, try shorter ones
-        chosen_words.append(word)
-        count += length
-    if not chosen_words:
-        return np.zeros(0, np.int32)
-    picked = np.concatenate([candidates[word_starts[w]:word_starts[w] + word_lengths[w]] for w in chosen_words])
-    return np.sort(picked).astype(np.int32)
+    """Google's whole-word choice: words in random order, skipping any that would overshoot the budget."""
+    chosen = np.zeros_like(candidates)
+    # A word starts at a piece that is not `##`, or at the first piece of A or B (words never span segments).
+    starts = candidates & ~ids.is_continuation[tokens]
+    starts[:, 1] = True
+    starts[np.arange(len(tokens)), len_a + 2] = True
+    for row in range(len(tokens)):
+        positions = np.flatnonzero(candidates[row])
+        word_starts = np.flatnonzero(starts[row, positions])
+        word_lengths = np.diff(np.append(word_starts, len(positions)))
+        budget, count = int(num_to_predict[row]), 0
+        for word in rng.permutation(len(word_starts)).tolist():
+            if count >= budget:
+                break
+            length = int(word_lengths[word])
+            if count + length > budget:
+                continue
+            chosen[row, positions[word_starts[word]:word_starts[word] + length]] = True
+            count += length
+    return chosen
+
+
+def _apply_masks(
+    tokens: np.ndarray, chosen: np.ndarray, max_predictions: int, ids: SpecialIds, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """80% [MASK], 10% unchanged, 10% a random id at the chosen positions; the prediction features."""
+    count = chosen.sum(axis=1)
+    slot = np.arange(max_predictions)[None, :]
+    valid = slot < count[:, None]
+    # Chosen columns first, in ascending order (a stable sort of "not chosen" keeps the column order).
+    positions = np.argsort(~chosen, axis=1, kind="stable")[:, :max_predictions]
+    positions = np.where(valid, positions, 0)
+    rows = np.broadcast_to(np.arange(len(tokens))[:, None], positions.shape)
+    original = np.where(valid, tokens[rows, positions], 0)
+    draw = rng.random(positions.shape)
+    random_ids = rng.integers(0, ids.vocab_size, positions.shape)
+    replacement = np.where(draw < 0.8, ids.mask_id, np.where(draw < 0.9, original, random_ids))
+    masked = tokens.copy()
+    masked[rows[valid], positions[valid]] = replacement[valid]
+    return {
+        "input_ids": masked,
+        "masked_lm_positions": positions.astype(np.int64),
+        "masked_lm_ids": original.astype(np.int64),
+        "masked_lm_weights": valid.astype(np.float32),
+    }

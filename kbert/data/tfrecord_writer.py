@@ -1,61 +1,102 @@
-"""Encoding pretraining instances as `tf.train.Example` (schema.py's features) and writing them to sharded files.
+"""Serializing batches of pretraining features as `tf.train.Example` records, and sharded, crash-safe writing.
+
+`encode_examples` writes the protobuf wire format with NumPy, a whole batch at a time: per-record
+`tf.train.Example` construction cost more than all of instance creation. Its bytes equal
+`tf.train.Example(...).SerializeToString(deterministic=True)` (keys sorted), which the tests check, so any
+TFRecord reader parses them.
 
 Example:
 
 ```python
 with ShardedWriter(["out-0.tfrecord", "out-1.tfrecord"], gzip=False) as writer:
-    writer.write(encode_instance(instance, seq_length=128, max_predictions=20))
+    for record in encode_examples(features):
+        writer.write(record)
 ```
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from kbert.data import schema
-from kbert.data.instances import Instance
 
 
-def _int64(values: np.ndarray) -> tf.train.Feature:
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=values.tolist()))
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
-def encode_instance(
-    instance: Instance, seq_length: int, max_predictions: int | None, use_v2_feature_names: bool = False
-) -> bytes:
-    """Serializes one instance, 0-padded to `seq_length`; `max_predictions=None` writes an unmasked record.
+def _packed_varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varint bytes of a non-negative int64 [N, L] array, flat, and the byte offsets of the N rows."""
+    values = values.astype(np.uint64)
+    nbytes = np.ones(values.shape, np.int64)
+    for k in range(1, 10):
+        nbytes += values >= (np.uint64(1) << np.uint64(7 * k))
+    flat_values, flat_nbytes = values.ravel(), nbytes.ravel()
+    starts = np.cumsum(flat_nbytes) - flat_nbytes
+    out = np.empty(int(flat_nbytes.sum()), np.uint8)
+    for k in range(int(flat_nbytes.max(initial=1))):
+        has = flat_nbytes > k
+        byte = (flat_values[has] >> np.uint64(7 * k)) & np.uint64(0x7F)
+        more = (flat_nbytes[has] > k + 1).astype(np.uint64) << np.uint64(7)
+        out[starts[has] + k] = (byte | more).astype(np.uint8)
+    row_offsets = np.concatenate([[0], np.cumsum(nbytes.sum(axis=1))])
+    return out, row_offsets
 
-    Features and dtypes are google-research/bert's exactly (schema.py), so Google's, Model Garden's and NVIDIA's
-    readers parse the files.
+
+def encode_examples(features: Mapping[str, np.ndarray], use_v2_feature_names: bool = False) -> list[bytes]:
+    """One serialized `tf.train.Example` per row of the schema.py features in `features` ([N, width] arrays).
+
+    Features not in the schema (e.g. `original_ids`) are ignored; int features must be non-negative.
     """
-    n = len(instance.input_ids)
-    padded = np.zeros([3, seq_length], np.int64)
-    padded[0, :n] = instance.input_ids
-    padded[1, :n] = 1
-    padded[2, :n] = instance.segment_ids
-    name = lambda key: schema.file_name(key, use_v2_feature_names)  # noqa: E731
-    features = {
-        name("input_ids"): _int64(padded[0]),
-        name("input_mask"): _int64(padded[1]),
-        name("segment_ids"): _int64(padded[2]),
-    }
-    if max_predictions is not None:
-        p = len(instance.masked_positions)
-        predictions = np.zeros([2, max_predictions], np.int64)
-        predictions[0, :p] = instance.masked_positions
-        predictions[1, :p] = instance.masked_ids
-        weights = np.zeros([max_predictions], np.float32)
-        weights[:p] = 1.0
-        features["masked_lm_positions"] = _int64(predictions[0])
-        features["masked_lm_ids"] = _int64(predictions[1])
-        features["masked_lm_weights"] = tf.train.Feature(float_list=tf.train.FloatList(value=weights.tolist()))
-    features["next_sentence_labels"] = tf.train.Feature(
-        int64_list=tf.train.Int64List(value=[instance.next_sentence_label])
-    )
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString(deterministic=True)
+    names = [n for n in schema.ALL_FEATURES if n in features]
+    encoded = []  # (file name, per-row payload bytes)
+    for name in names:
+        values = np.asarray(features[name])
+        if name in schema.PREDICTION_FLOAT_FEATURES:
+            raw = values.astype("<f4")
+            payload, offsets = raw.view(np.uint8).ravel(), np.arange(len(raw) + 1) * raw.shape[1] * 4
+            kind = 0x12  # Feature.float_list
+        else:
+            if values.size and values.min() < 0:
+                raise ValueError(f"{name} has negative values; pretraining features are non-negative ids.")
+            payload, offsets = _packed_varints(values)
+            kind = 0x1A  # Feature.int64_list
+        data = payload.tobytes()
+        encoded.append((schema.file_name(name, use_v2_feature_names).encode(), kind, data, offsets.tolist()))
+    encoded.sort(key=lambda item: item[0])  # deterministic serialization orders map keys
+    columns = []
+    for key, kind, data, offsets in encoded:
+        headers: dict[int, bytes] = {}  # payload length -> everything before the payload; few distinct lengths
+        pieces = []
+        for row in range(len(offsets) - 1):
+            start, end = offsets[row], offsets[row + 1]
+            header = headers.get(end - start)
+            if header is None:
+                header = headers[end - start] = _entry_header(key, kind, end - start)
+            pieces.append(header + data[start:end])
+        columns.append(pieces)
+    return [_length_delimited(1, b"".join(entries)) for entries in zip(*columns)]
+
+
+def _length_delimited(field: int, body: bytes) -> bytes:
+    return bytes([field << 3 | 2]) + _varint(len(body)) + body
+
+
+def _entry_header(key: bytes, kind: int, payload_length: int) -> bytes:
+    """Bytes of one `Features.feature` map entry up to its packed payload of `payload_length` bytes."""
+    value_list_length = 1 + len(_varint(payload_length)) + payload_length  # Int64List/FloatList.value, packed
+    feature_length = 1 + len(_varint(value_list_length)) + value_list_length  # Feature.{int64,float}_list
+    entry = _length_delimited(1, key) + b"\x12" + _varint(feature_length)
+    entry += bytes([kind]) + _varint(value_list_length) + b"\x0a" + _varint(payload_length)
+    return b"\x0a" + _varint(len(entry) + payload_length) + entry
 
 
 class ShardedWriter:
