@@ -128,28 +128,34 @@ class LAMB(LayerwiseOptimizer):
         lr = tf.cast(learning_rate, tf.float32)
         m, v = self._momentums[index], self._velocities[index]
 
-        m_t = self.beta_1 * m + (1.0 - self.beta_1) * g
-        v_t = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(g)
-        self.assign(m, m_t)
-        self.assign(v, v_t)
+        # In-place moment updates and scalar-folded bias correction keep the op count (memory passes) low:
+        # m̂ / (√v̂ + ε) = m·(√c2 / c1) / (√v + ε·√c2) with c = 1 − β^t.
+        self.assign_add(m, (g - m) * (1.0 - self.beta_1))
+        self.assign_add(v, (tf.square(g) - v) * (1.0 - self.beta_2))
+        m_scale, epsilon = tf.constant(1.0), tf.constant(self.epsilon)
         if self.bias_correction:
             step = tf.cast(self.iterations + 1, tf.float32)
-            m_t = m_t / _one_minus_power(self.beta_1, step)
-            v_t = v_t / _one_minus_power(self.beta_2, step)
-        update = m_t / (tf.sqrt(v_t) + self.epsilon)
+            root_c2 = tf.sqrt(_one_minus_power(self.beta_2, step))
+            m_scale, epsilon = root_c2 / _one_minus_power(self.beta_1, step), epsilon * root_c2
+        update = (m * m_scale) / (tf.sqrt(v) + epsilon)
 
+        # Decoupled decay shrinks w before the trust ratio: ‖w·(1 − lr·λ)‖ is a scalar rescale of ‖w‖.
+        w_scale = tf.constant(1.0)
         if decay and self.weight_decay_mode == "decoupled":
-            w = w * (1.0 - lr * self.weight_decay)
+            w_scale = 1.0 - lr * self.weight_decay
         elif decay:
             update = update + self.weight_decay * w
 
         ratio = tf.constant(1.0)
         if adapt or self.always_adapt:
             ratio = self._safe_ratio(
-                tf.norm(w), tf.norm(update), 1.0, self.min_trust_ratio, self.max_trust_ratio
+                w_scale * self._norm(w), self._norm(update), 1.0, self.min_trust_ratio, self.max_trust_ratio
             )
         self._record_trust_ratio(index, ratio)
-        self.assign(variable, tf.cast(w - lr * ratio * update, variable.dtype))
+        delta = (lr * ratio) * update
+        if decay and self.weight_decay_mode == "decoupled":
+            delta = delta + (lr * self.weight_decay) * w
+        self.assign_sub(variable, delta)
 
     def get_config(self):
         config = super().get_config()

@@ -99,7 +99,7 @@ class LARS(LayerwiseOptimizer):
     def _trust_ratio(self, index: int, adapt: bool, weights, direction, lr) -> tf.Tensor:
         ratio = tf.constant(1.0)
         if adapt:
-            ratio = self.eeta * self._safe_ratio(tf.norm(weights), tf.norm(direction) + self.epsilon, 1.0)
+            ratio = self.eeta * self._safe_ratio(self._norm(weights), self._norm(direction) + self.epsilon, 1.0)
             if self.larc_clip:
                 ratio = tf.minimum(tf.math.divide_no_nan(ratio, lr), 1.0)
         self._record_trust_ratio(index, ratio)

@@ -164,6 +164,11 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
         return tf.cast(tf.convert_to_tensor(tensor), tf.float32)
 
     @staticmethod
+    def _norm(tensor) -> tf.Tensor:
+        # l2_loss is one fused pass (sum of squares / 2); tf.norm is two.
+        return tf.sqrt(2.0 * tf.nn.l2_loss(tensor))
+
+    @staticmethod
     def _safe_ratio(numerator, denominator, fallback, low: float = 0.0, high: float | None = None) -> tf.Tensor:
         """clip(numerator / denominator, low, high) where both are > 0, else `fallback` (no inf or NaN leaks)."""
         valid = tf.logical_and(numerator > 0, denominator > 0)

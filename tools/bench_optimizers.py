@@ -1,0 +1,120 @@
+"""Time of one optimizer step over BERT-base parameter shapes: kbert LAMB/LARS vs Keras Lamb/AdamW and Model
+Garden's LAMB, with and without XLA, in one run.
+
+    python tools/bench_optimizers.py                 # BERT-base, ~110M parameters
+    python tools/bench_optimizers.py --num_layers=4  # smaller, for a busy machine
+
+Every contestant updates its own copy of the same variables with the same fixed gradients (the backward pass is
+not timed). Rounds alternate between contestants so machine noise hits all of them; the median round is kept.
+Prints ms per step and the ratio to Keras AdamW under the same jit_compile setting.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from kbert.optimizers import LAMB, LARS  # noqa: E402
+
+flags.DEFINE_integer("num_layers", 12, "Transformer layers (BERT-base: 12).")
+flags.DEFINE_integer("hidden_size", 768, "Hidden size (BERT-base: 768).")
+flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size.")
+flags.DEFINE_integer("steps", 3, "Optimizer steps per timed round.")
+flags.DEFINE_integer("rounds", 5, "Alternating timed rounds per contestant.")
+FLAGS = flags.FLAGS
+
+
+def bert_parameter_shapes(num_layers: int, hidden: int, vocab: int) -> dict[str, tuple[int, ...]]:
+    """Google BERT's variable names (slashes as underscores) and shapes."""
+    shapes = {"word_embeddings": (vocab, hidden), "position_embeddings": (512, hidden),
+              "token_type_embeddings": (2, hidden), "embeddings_LayerNorm_gamma": (hidden,),
+              "embeddings_LayerNorm_beta": (hidden,)}
+    dense = {"query": (hidden, hidden), "key": (hidden, hidden), "value": (hidden, hidden),
+             "attention_output": (hidden, hidden), "intermediate": (hidden, 4 * hidden), "output": (4 * hidden, hidden)}
+    for i in range(num_layers):
+        for name, (fan_in, fan_out) in dense.items():
+            shapes[f"layer_{i}_{name}_kernel"] = (fan_in, fan_out)
+            shapes[f"layer_{i}_{name}_bias"] = (fan_out,)
+        for norm in ("attention_LayerNorm", "output_LayerNorm"):
+            shapes[f"layer_{i}_{norm}_gamma"] = (hidden,)
+            shapes[f"layer_{i}_{norm}_beta"] = (hidden,)
+    shapes["pooler_kernel"], shapes["pooler_bias"] = (hidden, hidden), (hidden,)
+    return shapes
+
+
+def contestants():
+    """name -> (optimizer factory, variable factory)."""
+    from official.modeling.optimization import lamb as model_garden_lamb
+
+    exclude = ["LayerNorm", "layer_norm", "bias"]
+    keras_variable = lambda value, name: keras.Variable(value, name=name)  # noqa: E731
+    return {
+        "Keras AdamW": (lambda: keras.optimizers.AdamW(1e-4, weight_decay=0.01), keras_variable),
+        "kbert LAMB": (lambda: LAMB(1e-4), keras_variable),
+        "kbert LARS": (lambda: LARS(1e-4), keras_variable),
+        "Keras Lamb": (lambda: keras.optimizers.Lamb(1e-4), keras_variable),
+        "Model Garden LAMB": (
+            lambda: model_garden_lamb.LAMB(1e-4, weight_decay_rate=0.01, exclude_from_weight_decay=exclude),
+            lambda value, name: tf.Variable(value, name=name),
+        ),
+    }
+
+
+def make_step(make_optimizer, make_variable, values, jit_compile):
+    variables = [make_variable(value, name) for name, value in values.items()]
+    optimizer = make_optimizer()
+
+    @tf.function(jit_compile=jit_compile)
+    def step(grads):
+        optimizer.apply_gradients(zip(grads, variables))
+        return optimizer.iterations
+
+    return step
+
+
+def timed_round(step, grads, steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        iterations = step(grads)
+    int(iterations)
+    return (time.perf_counter() - start) / steps
+
+
+def main(_):
+    shapes = bert_parameter_shapes(FLAGS.num_layers, FLAGS.hidden_size, FLAGS.vocab_size)
+    rng = np.random.default_rng(0)
+    values = {name: rng.normal(0, 0.02, size=shape).astype("float32") for name, shape in shapes.items()}
+    grads = [tf.constant(rng.normal(0, 1e-3, size=shape).astype("float32")) for shape in shapes.values()]
+    print(f"{sum(v.size for v in values.values()) / 1e6:.1f}M parameters in {len(values)} variables; "
+          f"{FLAGS.rounds} rounds x {FLAGS.steps} steps; {os.cpu_count()} CPUs")
+    print(f"{'optimizer':<20}{'jit_compile':>12}{'ms/step':>10}{'vs AdamW':>10}")
+    for jit_compile in (False, True):
+        steps, times = {}, {}
+        for name, (make_optimizer, make_variable) in contestants().items():
+            try:
+                steps[name] = make_step(make_optimizer, make_variable, values, jit_compile)
+                timed_round(steps[name], grads, 1)  # trace, compile, build slots
+                times[name] = []
+            except Exception as error:  # a peer that cannot run in this mode gets a row saying why
+                steps.pop(name, None)
+                print(f"{name:<20}{str(jit_compile):>12}  failed: {type(error).__name__}: {str(error)[:80]}")
+        for _ in range(FLAGS.rounds):
+            for name, step in steps.items():
+                times[name].append(timed_round(step, grads, FLAGS.steps))
+        baseline = statistics.median(times["Keras AdamW"])
+        for name, measured in times.items():
+            ms = statistics.median(measured)
+            print(f"{name:<20}{str(jit_compile):>12}{1e3 * ms:>10.1f}{ms / baseline:>9.2f}x")
+        del steps
+
+
+if __name__ == "__main__":
+    app.run(main)
