@@ -85,7 +85,8 @@ def inspect(
         + (f"max_predictions {first.max_predictions}, masked" if first.masked else "unmasked (for dynamic masking)")
         + f", {'v2' if first.use_v2_feature_names else 'v1'} feature names, compression {first.compression or 'none'}"
     )
-    print(f"max token id {stats.max_id}" + (f" < vocab_size {vocab_size}: ok" if vocab_size else " (no vocab_size given)"))
+    checked = f" < vocab_size {vocab_size}: ok" if vocab_size else " (not checked: no --vocab_size/--vocab_file)"
+    print(f"max token id {stats.max_id}{checked}")
     print(f"\nreal length histogram (mean fill {stats.mean_fill():.1%}):")
     peak = max(count for _, _, count in stats.histogram()) or 1
     for low, high, count in stats.histogram():
