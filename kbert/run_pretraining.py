@@ -28,6 +28,7 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     # Imported here so `--help` and flag errors come back without loading TensorFlow.
     from kbert.data.validation import InputDataError
+    from kbert.mslt import PlanError
     from kbert.training.config import ConfigError, load_experiment
     from kbert.training.loop import PREEMPTED_EXIT_CODE, Preempted, run_experiment
     from kbert.training.reporting import NonFiniteLossError
@@ -39,8 +40,12 @@ def main(argv: list[str]) -> None:
     try:
         config = load_experiment(FLAGS.config_file, FLAGS.params_override)
         strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)
-        run_experiment(config, FLAGS.model_dir, strategy, FLAGS.mode)
-    except (ConfigError, StrategyError, InputDataError, NonFiniteLossError, FileNotFoundError) as e:
+        if config.mslt is not None:
+            from kbert.mslt.runner import run_mslt
+            run_mslt(config, FLAGS.model_dir, strategy, FLAGS.mode)
+        else:
+            run_experiment(config, FLAGS.model_dir, strategy, FLAGS.mode)
+    except (ConfigError, PlanError, StrategyError, InputDataError, NonFiniteLossError, FileNotFoundError) as e:
         sys.exit(f"kbert-pretrain: error: {e}")
     except Preempted as e:
         print(f"kbert-pretrain: {e}", file=sys.stderr)

@@ -141,9 +141,13 @@ def train(
     trainable_variables: Optional[Sequence[keras.Variable]] = None,
     global_step: Optional[tf.Variable] = None,
     until_step: Optional[int] = None,
+    continue_input_from: Optional[str] = None,
     print_fn=print,
 ) -> dict[str, Any]:
     """Trains from the newest checkpoint in `model_dir` (or from scratch) up to `until_step` optimizer steps.
+
+    `continue_input_from`: a training checkpoint whose input position a run without a checkpoint of its own
+    starts from (an MSLT stage continues the data where the previous stage stopped).
 
     Checkpoints every `train.checkpoint_interval` steps and at the end; stops with NonFiniteLossError before
     saving non-finite weights; on SIGTERM saves and raises `Preempted`.
@@ -165,6 +169,9 @@ def train(
     checkpoint = checkpointing.training_checkpoint(
         model, optimizer, global_step, trainer.input.checkpointable if config.data.checkpoint_input else None)
     restored = checkpointing.restore_latest(checkpoint, model_dir)
+    if not restored and continue_input_from and trainer.input.checkpointable is not None \
+            and config.data.checkpoint_input:
+        tf.train.Checkpoint(train_iterator=trainer.input.checkpointable).restore(continue_input_from).expect_partial()
     manager = checkpointing.checkpoint_manager(checkpoint, model_dir, strategy, t.max_checkpoints,
                                                t.checkpoint_interval, global_step)
     chief = strategy.extended.should_checkpoint

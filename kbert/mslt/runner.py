@@ -1,0 +1,192 @@
+"""Runs an MSLT plan: the pretraining loop once per stage, on a model grown for the stage, resumable anywhere.
+
+Layout of `model_dir`:
+
+    mslt_plan.json                  the plan's stage boundaries (a resumed run must have the same)
+    stage_N/checkpoints/ckpt-STEP   kbert training checkpoints of stage N (global steps)
+    stage_N/export/bert_model.ckpt  the finished stage in Google's TF1 format, with bert_config.json
+    stage_N/summary.json            written last: stage N is finished
+    summary.json                    the whole run
+
+Stage boundaries are global steps: a run killed in stage N restarts from `stage_N/checkpoints` with stage N's
+depth, frozen set and optimizer; a stage not started yet grows from the previous stage's export.
+
+Example:
+
+```python
+config = load_experiment(["configs/experiments/bert_tiny_mslt_cpu.yaml"])
+summary = run_mslt(config, "/tmp/mslt", make_strategy("one_device"), mode="train_and_eval")
+summary["stages"][-1]["train"]["masked_lm_accuracy"], summary["eval"]["masked_lm_accuracy"]
+```
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Optional
+
+import keras
+import tensorflow as tf
+
+from kbert.modeling import BertPretrainer, export_google_checkpoint
+from kbert.mslt.grow import grow, load_stage_export
+from kbert.mslt.plan import PlanError, Stage, StagePlan, build_plan
+from kbert.optimizers import PolynomialWarmup
+from kbert.training import checkpointing
+from kbert.training.config import ExperimentConfig
+from kbert.training.loop import MODES, build_optimizer, evaluate, train
+from kbert.training.reporting import write_summary_json
+
+PLAN_FILE = "mslt_plan.json"
+EXPORT = os.path.join("export", "bert_model.ckpt")
+STAGE_DONE = "summary.json"
+
+
+def plan_for(config: ExperimentConfig) -> StagePlan:
+    """The experiment's validated stage plan; the `schedule` section gives the stages' default rates."""
+    if config.mslt is None:
+        raise PlanError("The experiment has no `mslt` section.")
+    if config.train.init_checkpoint:
+        raise PlanError(f"train.init_checkpoint={config.train.init_checkpoint!r}: MSLT grows the model from "
+                        "scratch; remove the init_checkpoint or the mslt section.")
+    s = config.schedule
+    return build_plan(config.mslt, config.model.bert_config(), peak_learning_rate=s.peak_learning_rate,
+                      decay_power=s.power, end_learning_rate=s.end_learning_rate)
+
+
+def stage_schedule(stage: Stage) -> PolynomialWarmup:
+    """Warmup then polynomial decay over the stage's own steps (each stage has a fresh optimizer)."""
+    return PolynomialWarmup(peak_learning_rate=stage.learning_rate, warmup_steps=stage.warmup_steps,
+                            decay_steps=max(stage.steps - stage.warmup_steps, 1),
+                            end_learning_rate=stage.end_learning_rate, power=stage.decay_power)
+
+
+def _stage_layout(plan: StagePlan) -> list[dict]:
+    return [{"stage": s.number, "num_layers": s.num_layers, "trainable_layers": list(s.trainable_layers),
+             "start_step": s.start_step, "end_step": s.end_step} for s in plan.stages]
+
+
+def _check_same_plan(model_dir: str, plan: StagePlan, chief: bool) -> None:
+    """A model_dir holds one plan: resuming with other stage boundaries would mix stages."""
+    path = os.path.join(model_dir, PLAN_FILE)
+    layout = _stage_layout(plan)
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            written = json.load(f)
+        if written != layout:
+            changed = next((f"stage {w.get('stage')}: {w} now {n}" for w, n in zip(written, layout) if w != n),
+                           f"{len(written)} stages now {len(layout)}")
+            raise PlanError(f"--model_dir={model_dir} holds a run of another MSLT plan ({changed}). Resume it with "
+                            "the mslt section it was started with, or train into a new --model_dir.")
+    elif chief:
+        with tf.io.gfile.GFile(path, "w") as f:
+            json.dump(layout, f, indent=2)
+
+
+def _start_stage_session(config: ExperimentConfig, stage: Stage) -> None:
+    """Same Keras names and random state for a stage whether the process ran earlier stages or just resumed:
+    checkpoints key variables by path, and auto-named ones (dropout seed states) count up per process."""
+    keras.backend.clear_session()
+    keras.mixed_precision.set_global_policy(config.train.mixed_precision)
+    keras.utils.set_random_seed(config.train.seed + stage.number)
+
+
+def run_mslt(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strategy, mode: str = "train",
+             print_fn=print) -> dict[str, Any]:
+    """Trains the stages not finished yet in `model_dir`, then evaluates if `mode` says so.
+
+    Returns (and writes as `model_dir/summary.json`): per-stage results, the final eval, wall time.
+
+    Raises:
+      PlanError: a bad plan or a model_dir of another plan, before anything is built.
+    """
+    if mode not in MODES:
+        raise ValueError(f"--mode={mode}: choose one of {', '.join(MODES)}.")
+    plan = plan_for(config)
+    print_fn(plan.describe(), flush=True)
+    chief = strategy.extended.should_checkpoint
+    tf.io.gfile.makedirs(model_dir)
+    _check_same_plan(model_dir, plan, chief)
+    if config.train.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    started = time.time()
+    summary: dict[str, Any] = {"mode": mode, "strategy": type(strategy).__name__,
+                               "replicas": strategy.num_replicas_in_sync, "config": config.as_dict(),
+                               "plan": _stage_layout(plan), "stages": []}
+    model: Optional[BertPretrainer] = None
+    if mode != "eval":
+        for stage in plan.stages:
+            done = os.path.join(model_dir, stage.name, STAGE_DONE)
+            if tf.io.gfile.exists(done):
+                model = None
+                with tf.io.gfile.GFile(done) as f:
+                    summary["stages"].append(json.load(f))
+            else:
+                model, result = _train_stage(config, plan, stage, model_dir, strategy, model, print_fn)
+                summary["stages"].append(result)
+    if mode in ("eval", "train_and_eval"):
+        model, summary["evaluated_checkpoint"] = _latest_model(config, plan, model_dir, strategy, model)
+        summary["eval"] = evaluate(config, strategy, model)
+        e = summary["eval"]
+        print_fn(f"eval | loss {e['loss']:.4f} | mlm_loss {e['masked_lm_loss']:.4f} | "
+                 f"mlm_acc {e['masked_lm_accuracy']:.4f} | nsp_acc {e['next_sentence_accuracy']:.4f} | "
+                 f"{int(e['sequences'])} sequences", flush=True)
+    summary["wall_seconds"] = time.time() - started
+    if chief:
+        write_summary_json(model_dir, summary)
+    return summary
+
+
+def _train_stage(config: ExperimentConfig, plan: StagePlan, stage: Stage, model_dir: str,
+                 strategy: tf.distribute.Strategy, previous: Optional[BertPretrainer],
+                 print_fn) -> tuple[BertPretrainer, dict]:
+    """Builds the stage's model (grown, or as checkpointed), trains its steps, exports it (chief)."""
+    stage_dir = os.path.join(model_dir, stage.name)
+    previous_dir = os.path.join(model_dir, f"stage_{stage.number - 1}")
+    resuming = checkpointing.latest_checkpoint(stage_dir) is not None
+    if resuming or stage.number == 1:
+        previous = None  # the stage's own checkpoint restores every weight
+    elif previous is None:
+        with strategy.scope():
+            previous = load_stage_export(plan.bert, stage.previous_layers, os.path.join(previous_dir, EXPORT))
+    _start_stage_session(config, stage)  # resets the default graph: outside any strategy scope
+    with strategy.scope():
+        model = grow(plan.bert, stage, previous=previous, new_layer_init=plan.new_layer_init)
+        optimizer = build_optimizer(config, learning_rate=stage_schedule(stage))
+        global_step = tf.Variable(stage.start_step, dtype=tf.int64, trainable=False, name="global_step",
+                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    trainable = model.trainable_variables
+    print_fn(f"MSLT stage {stage.number}/{len(plan.stages)}: {stage.num_layers} layers, training blocks "
+             f"{list(stage.trainable_layers)} (backward cut below block {stage.stop_gradient_below}), "
+             f"{len(trainable)} variables, global steps {stage.start_step}-{stage.end_step}"
+             f"{' (resuming)' if resuming else ''}.", flush=True)
+    started = time.time()
+    result = train(config, strategy, stage_dir, model, optimizer, trainable_variables=trainable,
+                   global_step=global_step, until_step=stage.end_step, print_fn=print_fn,
+                   continue_input_from=checkpointing.latest_checkpoint(previous_dir) if stage.number > 1 else None)
+    result = {"stage": stage.number, "num_layers": stage.num_layers, "trainable_layers": list(stage.trainable_layers),
+              "trainable_variables": len(trainable), "trainable_parameters": stage.trainable_parameters(plan.bert),
+              "start_step": stage.start_step, "end_step": stage.end_step, "wall_seconds": time.time() - started,
+              "checkpoint": checkpointing.latest_checkpoint(stage_dir), **result}
+    if strategy.extended.should_checkpoint:
+        result["export"] = export_google_checkpoint(model, os.path.join(stage_dir, EXPORT))
+        write_summary_json(stage_dir, result)
+    return model, result
+
+
+def _latest_model(config: ExperimentConfig, plan: StagePlan, model_dir: str, strategy: tf.distribute.Strategy,
+                  model: Optional[BertPretrainer]) -> tuple[BertPretrainer, str]:
+    """The model to evaluate: the one trained last in this run, else the newest stage checkpoint's."""
+    for stage in reversed(plan.stages):
+        path = checkpointing.latest_checkpoint(os.path.join(model_dir, stage.name))
+        if path:
+            break
+    else:
+        raise FileNotFoundError(f"--mode=eval: no MSLT stage checkpoint under {model_dir}/stage_*/checkpoints.")
+    if model is None:
+        with strategy.scope():
+            model = BertPretrainer(plan.bert.replace(num_hidden_layers=stage.num_layers))
+        checkpointing.load_init_checkpoint(model, path)
+    return model, path
