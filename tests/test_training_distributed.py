@@ -1,0 +1,162 @@
+"""kbert-pretrain end to end, each run in its own process: strategies agree, multi-worker, kill -9 resume, SIGTERM.
+
+Logical CPU devices and TF_CONFIG must be set before TensorFlow starts, hence the subprocesses.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from training_fixtures import write_config, write_shards
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Runs kbert-pretrain after splitting the CPU into N logical devices (argv[1]).
+LAUNCHER = """
+import sys
+import tensorflow as tf
+cpus = int(sys.argv[1])
+if cpus > 1:
+    tf.config.set_logical_device_configuration(
+        tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * cpus)
+sys.argv = ["kbert-pretrain"] + sys.argv[2:]
+from kbert.run_pretraining import run
+run()
+"""
+
+
+def _command(config, model_dir, strategy="one_device", cpus=1, mode="train"):
+    return [sys.executable, "-c", LAUNCHER, str(cpus), f"--config_file={config}", f"--model_dir={model_dir}",
+            f"--strategy={strategy}", f"--mode={mode}"]
+
+
+def _env(**extra):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, **extra)
+    env.pop("TF_CONFIG", None)
+    env.update(extra)
+    return env
+
+
+def _run(command, env=None, expect=0):
+    result = subprocess.run(command, env=env or _env(), capture_output=True, text=True, timeout=900)
+    assert result.returncode == expect, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def _weights(model_dir, step):
+    reader = tf.train.load_checkpoint(os.path.join(model_dir, "checkpoints", f"ckpt-{step}"))
+    names = [n for n in reader.get_variable_to_shape_map() if n.startswith("model/")]
+    assert len(names) > 30  # every block's weights, not just the top-level layers
+    return {n: reader.get_tensor(n) for n in names}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    return write_shards(str(root), "train", shards=2, records_per_shard=48), \
+        write_shards(str(root), "eval", shards=1, records_per_shard=16, seed=1)
+
+
+def test_one_device_and_two_mirrored_replicas_reach_the_same_weights(tmp_path, data):
+    no_dropout = {"bert": "bert_tiny", "overrides": {
+        "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
+        "num_hidden_layers": 2, "max_position_embeddings": 32, "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0}}
+    config = write_config(str(tmp_path / "c.yaml"), data[0], model=no_dropout,
+                          train={"gradient_accumulation_steps": 2, "total_steps": 4})
+    _run(_command(config, tmp_path / "one", "one_device"))
+    result = _run(_command(config, tmp_path / "two", "mirrored", cpus=2))
+    assert json.loads((tmp_path / "two" / "summary.json").read_text())["replicas"] == 2, result.stdout
+    one, two = _weights(tmp_path / "one", 4), _weights(tmp_path / "two", 4)
+    assert one.keys() == two.keys()
+    for name in one:
+        np.testing.assert_allclose(one[name], two[name], rtol=1e-4, atol=2e-5, err_msg=name)
+    start = _weights(tmp_path / "one", 2)
+    assert any(not np.allclose(start[n], one[n]) for n in one)  # training moved the weights
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_two_workers_train_and_only_the_chief_writes(tmp_path, data):
+    config = write_config(str(tmp_path / "c.yaml"), data[0], train={"total_steps": 4})
+    cluster = {"worker": [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]}
+    model_dir = tmp_path / "run"
+    workers = [subprocess.Popen(
+        _command(config, model_dir, "multi_worker_mirrored"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})))
+        for i in range(2)]
+    outputs = [w.communicate(timeout=900) for w in workers]
+    for worker, (out, err) in zip(workers, outputs):
+        assert worker.returncode == 0, out[-3000:] + err[-3000:]
+    assert "step 4/4" in outputs[0][0] and "step 4/4" not in outputs[1][0]  # only the chief reports
+    summary = json.loads((model_dir / "summary.json").read_text())
+    assert summary["replicas"] == 2 and summary["global_step"] == 4
+    assert sorted(os.listdir(model_dir)) == ["checkpoints", "summary.json", "train"]
+    assert len(os.listdir(model_dir / "train")) == 1  # one event file: the chief's
+    assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith("ckpt-4")
+
+
+def _wait_for(path, process, timeout=600):
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        assert process.poll() is None, process.communicate()
+        assert time.time() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def test_kill_9_and_restart_gives_the_uninterrupted_weights(tmp_path, data):
+    # Dropout stays on: its seed states are checkpointed too.
+    config = write_config(str(tmp_path / "c.yaml"), data[0],
+                          train={"total_steps": 60, "steps_per_loop": 1, "checkpoint_interval": 4,
+                                 "max_checkpoints": 100})
+    _run(_command(config, tmp_path / "straight"))
+    command = _command(config, tmp_path / "killed")
+    process = subprocess.Popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(tmp_path / "killed" / "checkpoints" / "checkpoint", process)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL
+    assert not (tmp_path / "killed" / "checkpoints" / "ckpt-60.index").exists()
+    result = _run(command)
+    assert "Resumed from" in result.stdout
+    straight, resumed = _weights(tmp_path / "straight", 60), _weights(tmp_path / "killed", 60)
+    for name in straight:
+        np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)
+
+
+def test_sigterm_saves_and_exits_for_a_restart(tmp_path, data):
+    config = write_config(str(tmp_path / "c.yaml"), data[0],
+                          train={"total_steps": 1000, "steps_per_loop": 1, "checkpoint_interval": 500})
+    command = _command(config, tmp_path / "run")
+    process = subprocess.Popen(command, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 600
+    line = ""
+    while "step 2/1000" not in line:  # training is under way
+        line = process.stdout.readline()
+        assert line or process.poll() is None, process.communicate()
+        assert time.time() < deadline
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 42, out[-2000:] + err[-2000:]
+    assert "SIGTERM: saved" in err and "Traceback" not in err
+    saved = tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints"))
+    assert saved is not None and int(saved.rsplit("-", 1)[1]) >= 2
+
+
+def test_strategy_tpu_without_a_tpu_is_a_one_line_error(tmp_path, data):
+    config = write_config(str(tmp_path / "c.yaml"), data[0])
+    result = _run(_command(config, tmp_path / "run", "tpu"), expect=1)
+    assert "kbert-pretrain: error: --strategy=tpu" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists()
