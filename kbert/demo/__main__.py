@@ -1,0 +1,35 @@
+"""`python -m kbert.demo`: kbert end to end on this machine with no downloads (see kbert/demo/pipeline.py).
+
+    python -m kbert.demo --out=/tmp/kbert_demo --steps=600
+    python -m kbert.demo --text='notes/*.txt' --out=/tmp/my_demo
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("text", [], "Your own text files (comma-separated globs) instead of the docstring corpus; "
+                  "paragraphs separated by blank lines become documents.")
+flags.DEFINE_string("out", None, "Output folder, absent or empty; default runs/demo-<date>-<time>.")
+flags.DEFINE_integer("steps", 600, "Optimizer steps of each pretraining run (full and MSLT).")
+flags.DEFINE_integer("corpus_bytes", 2_000_000, "Size cap of the docstring corpus.")
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    from kbert.demo.pipeline import DemoSettings, run_demo
+
+    out = FLAGS.out or time.strftime("runs/demo-%Y%m%d-%H%M%S")
+    try:
+        run_demo(DemoSettings(out=out, text=FLAGS.text, steps=FLAGS.steps, corpus_bytes=FLAGS.corpus_bytes))
+    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError) as e:
+        sys.exit(f"kbert demo: error: {e}")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,235 @@
+"""The demo pipeline: text -> vocabulary -> TFRecords -> LAMB pretraining and MSLT -> table and plots.
+
+Data steps run in this process through kbert's library; the two pretraining runs are `kbert-pretrain` processes
+started on YAML configs written into the output folder, so each can be rerun by hand with the printed command.
+
+Example:
+
+```python
+result = run_demo(DemoSettings(out="/tmp/demo", steps=300))
+print(result.table)
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Callable, Optional, Sequence
+
+import yaml
+
+from kbert.data import docstring_corpus, files, vocab
+from kbert.data.create_pretraining_data import create_pretraining_data
+from kbert.data.instances import InstanceConfig
+from kbert.demo import history, report, text
+
+
+@dataclasses.dataclass
+class DemoSettings:
+    """What the demo builds and trains; the defaults finish within 15 minutes on 2 CPU cores.
+
+    `text` empty means the docstring corpus of this Python (`source_roots`, default the stdlib and
+    site-packages, capped at `corpus_bytes`). MSLT grows the model from half its depth to all of it in two stages
+    of 40% of `steps` each, then trains every layer for the rest, at a tenth of the peak rate.
+    """
+
+    out: str
+    text: Sequence[str] = ()
+    steps: int = 600
+    corpus_bytes: int = 2_000_000
+    source_roots: Optional[Sequence[str]] = None
+    heldout_every: int = 20
+    vocab_size: int = 8000
+    seq_length: int = 64
+    max_predictions: int = 10
+    dupe_factor: int = 2
+    num_layers: int = 4
+    hidden_size: int = 128
+    num_attention_heads: int = 2
+    batch_size: int = 32
+    learning_rate: float = 5e-3
+    seed: int = 12345
+    num_workers: int = 2
+
+
+@dataclasses.dataclass
+class DemoResult:
+    """The runs, their table, and the files the demo wrote."""
+
+    runs: list[report.RunResult]
+    table: str
+    paths: dict[str, str]
+
+
+def run_demo(settings: DemoSettings, print_fn: Callable[..., None] = print) -> DemoResult:
+    """Runs the whole demo into `settings.out`, which must be absent or empty (an earlier run is never touched).
+
+    Raises:
+      ValueError / FileNotFoundError: bad settings or text, before any training.
+      RuntimeError: a `kbert-pretrain` run failed; the message names its log.
+    """
+    _check_settings(settings)
+    out = os.path.abspath(settings.out)
+    paths = {name: os.path.join(out, name) for name in ("data", "configs", "runs", "logs")}
+    for path in paths.values():
+        os.makedirs(path, exist_ok=True)
+    data = paths["data"]
+    started = time.time()
+
+    documents_source = _prepare_text(settings, data, print_fn)
+    print_fn(f"[2/6] train/held-out split of {documents_source}")
+    split = text.write_split(text.read_documents([documents_source], resplit=bool(settings.text)),
+                             os.path.join(data, "train.txt"), os.path.join(data, "heldout.txt"),
+                             settings.heldout_every)
+    print_fn(f"      {split.train_documents:,} train documents ({split.train_sentences:,} sentences), "
+             f"{split.heldout_documents:,} held-out ({split.heldout_sentences:,} sentences)")
+
+    vocab_file = os.path.join(data, "vocab.txt")
+    print_fn(f"[3/6] learning a WordPiece vocabulary of at most {settings.vocab_size:,} tokens")
+    tokens, _ = vocab.learn_vocabulary([os.path.join(data, "train.txt")], settings.vocab_size, lower_case=True,
+                                       layout="compact")
+    vocab.write_vocabulary(tokens, vocab_file)
+    print_fn(f"      {len(tokens):,} tokens -> {vocab_file}")
+
+    print_fn("[4/6] writing TFRecords")
+    heldout_instances = 0
+    for name, dupe_factor in (("train", settings.dupe_factor), ("heldout", 1)):
+        summary = create_pretraining_data(
+            [os.path.join(data, f"{name}.txt")], [os.path.join(data, f"{name}.tfrecord")], vocab_file, True,
+            InstanceConfig(max_seq_length=settings.seq_length, max_predictions_per_seq=settings.max_predictions,
+                           dupe_factor=dupe_factor),
+            random_seed=settings.seed, num_workers=settings.num_workers)
+        print_fn(f"      {name}: {summary.instances:,} instances -> {os.path.join(data, name + '.tfrecord')}")
+        heldout_instances = summary.instances
+    if heldout_instances == 0:
+        raise ValueError("The held-out text gave no instances; give more text.")
+
+    configs = _write_configs(settings, paths["configs"], data, len(tokens), min(settings.batch_size,
+                                                                                 heldout_instances))
+    runs = []
+    for number, name in ((5, "full"), (6, "mslt")):
+        label = "pretraining a tiny BERT with LAMB" if name == "full" else "MSLT on the same data and steps"
+        print_fn(f"[{number}/6] {label}")
+        runs.append(_pretrain(name, configs[name], paths["runs"], paths["logs"], settings, print_fn))
+
+    table = report.results_table(runs)
+    files_written = {
+        "table": os.path.join(out, "results.md"),
+        "results": os.path.join(out, "results.json"),
+        "loss_vs_step": os.path.join(out, "loss_vs_step.png"),
+        "loss_vs_time": os.path.join(out, "loss_vs_time.png"),
+    }
+    with open(files_written["table"], "w") as f:
+        f.write(table + "\n")
+    with open(files_written["results"], "w") as f:
+        json.dump([dataclasses.asdict(run) for run in runs], f, indent=2)
+    report.plot_losses(runs, files_written["loss_vs_step"], files_written["loss_vs_time"])
+    paths.update(files_written)
+    print_fn("\n" + table + "\n")
+    print_fn(f"Done in {time.time() - started:,.0f} s. Everything is under {out}:")
+    for name in ("data", "configs", "runs", "logs", "table", "results", "loss_vs_step", "loss_vs_time"):
+        print_fn(f"  {name:<13} {paths[name]}")
+    return DemoResult(runs, table, paths)
+
+
+def _check_settings(settings: DemoSettings) -> None:
+    if os.path.isdir(settings.out) and os.listdir(settings.out):
+        raise FileExistsError(f"--out={settings.out} is not empty; give a new folder (an earlier run is kept).")
+    if settings.steps < 3:
+        raise ValueError(f"--steps={settings.steps}: MSLT needs at least 3 steps (two growth stages and a final one).")
+    if settings.num_layers < 2 or settings.num_layers % 2:
+        raise ValueError(f"num_layers={settings.num_layers}: MSLT grows from half the depth; use an even number >= 2.")
+
+
+def _prepare_text(settings: DemoSettings, data: str, print_fn) -> str:
+    """The text the demo reads documents from: the user's files, or a freshly built docstring corpus."""
+    if settings.text:
+        inputs = files.expand_patterns(",".join(settings.text), "--text")
+        print_fn(f"[1/6] using your text: {', '.join(inputs)}")
+        combined = os.path.join(data, "text.txt")
+        with open(combined, "w", encoding="utf-8") as out:
+            for path in inputs:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    out.write(f.read().rstrip("\n") + "\n\n")
+        return combined
+    corpus = os.path.join(data, "docstrings.txt")
+    print_fn(f"[1/6] building the docstring corpus (at most {settings.corpus_bytes:,} bytes) from the installed "
+             "Python packages")
+    stats = docstring_corpus.build_docstring_corpus(corpus, settings.source_roots, max_bytes=settings.corpus_bytes)
+    print_fn(f"      {stats.documents:,} documents, {stats.sentences:,} sentences, {stats.bytes:,} bytes from "
+             f"{stats.files:,} files -> {corpus}")
+    return corpus
+
+
+def _loop_length(steps: int) -> int:
+    return max(1, steps // 30)
+
+
+def mslt_stage_steps(steps: int) -> tuple[int, int, int]:
+    """Steps of the two growth stages and the final all-layer stage: about 40/40/20, in whole loops."""
+    loop = _loop_length(steps)
+    growth = max(loop, (2 * steps // 5) // loop * loop)
+    return growth, growth, steps - 2 * growth
+
+
+def _write_configs(settings: DemoSettings, directory: str, data: str, vocab_size: int,
+                   eval_batch_size: int) -> dict[str, str]:
+    loop = _loop_length(settings.steps)
+    h = settings.hidden_size
+    base = {
+        "model": {"bert": "bert_tiny", "overrides": {
+            "vocab_size": vocab_size, "num_hidden_layers": settings.num_layers, "hidden_size": h,
+            "num_attention_heads": settings.num_attention_heads, "intermediate_size": 4 * h}},
+        "data": {"train_files": os.path.join(data, "train.tfrecord"),
+                 "eval_files": os.path.join(data, "heldout.tfrecord"),
+                 "seq_length": settings.seq_length, "max_predictions": settings.max_predictions},
+        "optimizer": {"type": "lamb", "weight_decay": 0.01, "epsilon": 1e-6},
+        "schedule": {"peak_learning_rate": settings.learning_rate, "warmup_steps": max(1, settings.steps // 10),
+                     "power": 0.5},
+        "train": {"global_batch_size": settings.batch_size, "total_steps": settings.steps, "steps_per_loop": loop,
+                  "summary_interval": loop, "checkpoint_interval": settings.steps // loop * loop,
+                  "max_checkpoints": 1, "seed": settings.seed},
+        "eval": {"global_batch_size": eval_batch_size, "steps": -1},
+    }
+    first, second, final = mslt_stage_steps(settings.steps)
+    mslt = dict(base, mslt={"mode": "mslt", "new_layer_init": "copy",
+                            "stages": [{"num_layers": settings.num_layers // 2, "steps": first},
+                                       {"num_layers": settings.num_layers, "steps": second}],
+                            "final_stage": {"steps": final}})
+    paths = {}
+    for name, config in (("full", base), ("mslt", mslt)):
+        paths[name] = os.path.join(directory, f"{name}.yaml")
+        with open(paths[name], "w") as f:
+            yaml.safe_dump(config, f, sort_keys=False)
+    return paths
+
+
+def _pretrain(name: str, config_file: str, runs_dir: str, logs_dir: str, settings: DemoSettings,
+              print_fn) -> report.RunResult:
+    model_dir = os.path.join(runs_dir, name)
+    log = os.path.join(logs_dir, f"{name}.log")
+    command = [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
+               f"--model_dir={model_dir}", "--mode=train_and_eval"]
+    print_fn("      $ " + " ".join(command[2:]).replace("-m kbert.run_pretraining", "kbert-pretrain"))
+    launched = time.time()
+    with open(log, "w") as log_file:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")))
+        for line in process.stdout:
+            log_file.write(line)
+            if line.startswith(("step ", "eval ", "MSLT", "stage", "  ")) or "error" in line.lower():
+                print_fn("      " + line.rstrip())
+        process.wait()
+    wall = time.time() - launched
+    if process.returncode != 0:
+        raise RuntimeError(f"kbert-pretrain for the {name} run failed (exit {process.returncode}); see {log}.")
+    with open(os.path.join(model_dir, "summary.json")) as f:
+        summary = json.load(f)
+    first, second, _ = mslt_stage_steps(settings.steps)
+    return report.RunResult(name, history.read_loss_curve(model_dir, launched), wall, summary["eval"],
+                            [first, first + second] if name == "mslt" else [])
