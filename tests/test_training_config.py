@@ -85,3 +85,15 @@ def test_tpu_strategy_without_tpu_is_one_clear_error():
         make_strategy("tpu")
     message = str(error.value)
     assert "--strategy=tpu" in message and "\n" not in message and "--tpu=local" in message
+
+
+def test_values_are_typed_by_their_field(tmp_path):
+    path = _write(tmp_path, "t.yaml", "schedule:\n  peak_learning_rate: 1e-4\n  warmup_steps: 10\n"
+                                      "optimizer:\n  global_clipnorm: 1\n")
+    config = load_experiment([path], "schedule.end_learning_rate=1e-6,train.total_steps=20")
+    assert config.schedule.peak_learning_rate == 1e-4 and config.schedule.end_learning_rate == 1e-6
+    assert isinstance(config.optimizer.global_clipnorm, float) and config.train.total_steps == 20
+    with pytest.raises(ConfigError, match="'train.total_steps' must be of type int, got 'many'"):
+        load_experiment([], "train.total_steps=many")
+    with pytest.raises(ConfigError, match="'train.jit_compile' must be of type bool"):
+        load_experiment([], "train.jit_compile=yes please")

@@ -138,9 +138,37 @@ class ExperimentConfig(base_config.Config):
     mslt: Optional[MsltConfig] = None
 
 
-def _check_known_keys(config: params_dict.ParamsDict, values: dict, source: str, prefix: str = "") -> None:
-    """Raises ConfigError naming the first key in `values` that `config` does not have."""
-    known = {k for k in config.as_dict()}
+def _field_type(config: params_dict.ParamsDict, key: str) -> str:
+    """'float', 'int', 'bool', 'str' or '' for a field, from its current value or its annotation."""
+    value = getattr(config, key)
+    if value is not None:
+        return type(value).__name__ if isinstance(value, (bool, int, float, str)) else ""
+    annotation = str(getattr(type(config), "__annotations__", {}).get(key, ""))
+    return next((t for t in ("float", "int", "bool", "str") if t in annotation), "")
+
+
+def _coerce(value: Any, kind: str, path: str, source: str) -> Any:
+    """YAML reads `1e-4` as a string and users write `1` for `1.0`: convert, or name the key and the type."""
+    if value is None or kind == "" or isinstance(value, (dict, list, tuple)):
+        return value
+    try:
+        if kind == "float" and not isinstance(value, bool):
+            return float(value)
+        if kind == "int" and not isinstance(value, bool) and float(value) == int(float(value)):
+            return int(float(value))
+        if kind == "bool" and isinstance(value, bool):
+            return value
+        if kind == "str":
+            return str(value)
+    except (TypeError, ValueError):
+        pass
+    raise ConfigError(f"{source}: config key '{path}' must be of type {kind}, got {value!r}.")
+
+
+def _check_keys_and_types(config: params_dict.ParamsDict, values: dict, source: str, prefix: str = "") -> dict:
+    """`values` with leaf types fixed; raises ConfigError naming the first unknown key or ill-typed value."""
+    known = set(config.as_dict())
+    checked = {}
     for key, value in values.items():
         path = f"{prefix}{key}"
         if key not in known:
@@ -151,7 +179,10 @@ def _check_known_keys(config: params_dict.ParamsDict, values: dict, source: str,
                 f"Known keys{' under ' + prefix.rstrip('.') if prefix else ''}: {', '.join(sorted(known))}.")
         child = getattr(config, key)
         if isinstance(value, dict) and isinstance(child, params_dict.ParamsDict):
-            _check_known_keys(child, value, source, f"{path}.")
+            checked[key] = _check_keys_and_types(child, value, source, f"{path}.")
+        else:
+            checked[key] = _coerce(value, _field_type(config, key), path, source)
+    return checked
 
 
 def _apply(config: ExperimentConfig, values: Any, source: str) -> None:
@@ -159,7 +190,7 @@ def _apply(config: ExperimentConfig, values: Any, source: str) -> None:
         return
     if not isinstance(values, dict):
         raise ConfigError(f"{source}: expected a mapping of config sections, got {type(values).__name__}.")
-    _check_known_keys(config, values, source)
+    values = _check_keys_and_types(config, values, source)
     try:
         config.override(values, is_strict=True)
     except (KeyError, ValueError, TypeError) as e:
