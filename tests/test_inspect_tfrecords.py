@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from kbert.cli.inspect_tfrecords import inspect
+from kbert.data.inspection import inspect_files
 from kbert.data.record_stats import decode
 from kbert.data.validation import InputDataError
 from tfrecord_fixtures import make_instances, write_records, write_vocab
@@ -27,7 +27,7 @@ def corpus(tmp_path):
 
 def test_report_numbers_match_the_records(corpus, capsys):
     tmp_path, vocab, instances = corpus
-    stats = inspect(str(tmp_path / "part-*.tfrecord"), SEQ, PRED, vocab, len(vocab), None, num_examples=2)
+    stats = inspect_files(str(tmp_path / "part-*.tfrecord"), SEQ, PRED, vocab, len(vocab), None, num_examples=2)
     out = capsys.readouterr().out
 
     lengths = np.array([sum(inst["input_mask"]) for inst in instances])
@@ -56,7 +56,7 @@ def test_decode_glues_word_pieces():
 def test_settings_mismatch_is_an_error_naming_the_file(corpus):
     tmp_path, vocab, _ = corpus
     with pytest.raises(InputDataError, match="part-0.tfrecord.*max_seq_length=32.*seq_length=64"):
-        inspect(str(tmp_path / "part-*.tfrecord"), 64, PRED, vocab, len(vocab), None, 0)
+        inspect_files(str(tmp_path / "part-*.tfrecord"), 64, PRED, vocab, len(vocab), None, 0)
 
 
 def test_tool_exits_1_naming_a_truncated_file(corpus):

@@ -1,12 +1,16 @@
 """kbert.data.pretraining_dataset: shapes, round trip, sharding, checkpointing, Model Garden interop."""
 
+import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from kbert.data import pretraining_dataset
+from kbert.data.validation import validate_file
 from tfrecord_fixtures import make_instances, write_records, write_vocab
 
 SEQ, PRED = 32, 5
@@ -150,17 +154,15 @@ def model_garden_corpus(tmp_path, vocab) -> str:
 
 
 def write_with_model_garden(tmp_path, vocab, v2: bool, gzip_compressed: bool) -> str:
-    from official.nlp.data import create_pretraining_data as mg
-    from official.nlp.tools import tokenization
-
-    tokenizer = tokenization.FullTokenizer(str(tmp_path / "vocab.txt"), do_lower_case=True)
-    instances = mg.create_training_instances(
-        [model_garden_corpus(tmp_path, vocab)], tokenizer, mg.get_processor_text_fn(False, True),
-        max_seq_length=SEQ, dupe_factor=2, short_seq_prob=0.1, masked_lm_prob=0.15,
-        max_predictions_per_seq=PRED, rng=random.Random(12345),
-    )
+    """Runs Model Garden's create_pretraining_data tool (a subprocess: its absl flags would clash with others)."""
     output = str(tmp_path / "mg.tfrecord")
-    mg.write_instance_to_example_files(instances, tokenizer, SEQ, PRED, [output], gzip_compressed, v2)
+    command = [
+        sys.executable, "-m", "official.nlp.data.create_pretraining_data",
+        f"--input_file={model_garden_corpus(tmp_path, vocab)}", f"--output_file={output}",
+        f"--vocab_file={tmp_path / 'vocab.txt'}", f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}",
+        "--dupe_factor=2", f"--gzip_compress={gzip_compressed}", f"--use_v2_feature_names={v2}",
+    ]
+    subprocess.run(command, check=True, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     return output
 
 
@@ -169,6 +171,8 @@ def test_matches_model_garden_loader_on_model_garden_files(tmp_path, vocab, v2, 
     from official.nlp.data import pretrain_dataloader
 
     path = write_with_model_garden(tmp_path, vocab, v2, gzip_compressed)
+    layout = validate_file(path, SEQ, PRED)
+    assert (layout.use_v2_feature_names, layout.compression) == (v2, "GZIP" if gzip_compressed else "")
     ours = all_examples(
         pretraining_dataset(path, SEQ, PRED, 4, is_training=False, vocab_size=len(vocab))
     )
