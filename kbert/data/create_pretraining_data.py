@@ -201,9 +201,10 @@ def create_pretraining_data(
             for unit in units:
                 consume(*processor(unit), writer)
         else:
-            # fork shares the imported TensorFlow with the workers (seconds saved per worker); the parent has run
-            # no TensorFlow op yet, so there is no runtime state to inherit.
-            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+            # Workers fork from a fresh server that has imported TensorFlow but run no op: cheap to start (no import
+            # per worker) and safe even when this process has used TensorFlow (a plain fork then deadlocks).
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload([__name__])
             with concurrent.futures.ProcessPoolExecutor(
                 num_workers, mp_context=context, initializer=_init_worker, initargs=(job,)
             ) as pool:

@@ -132,5 +132,5 @@ class ShardedWriter:
         for temp, path in zip(self._temp, self.paths):
             if exc_type is None:
                 tf.io.gfile.rename(temp, path, overwrite=True)
-            else:
+            elif tf.io.gfile.exists(temp):
                 tf.io.gfile.remove(temp)

@@ -1,0 +1,325 @@
+"""Pretraining-data creation: the algorithm's statistics, the file format against Model Garden, determinism, bad input.
+
+The corpus is synthetic so instances can be decoded back to where they came from: sentence s of document d is made
+of the word `w{d * 20 + s}` (plus `##s` pieces in the whole-word tests), so every token names its document and
+its sentence.
+"""
+
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert.data import schema
+from kbert.data.create_pretraining_data import create_pretraining_data
+from kbert.data.instances import InstanceConfig
+from kbert.data.tfrecord_writer import ShardedWriter, encode_examples
+from kbert.data.tokenization import VocabularyError, WordpieceTokenizer
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NUM_DOCS, SENTENCES = 20, 20
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = [f"w{i}" for i in range(NUM_DOCS * SENTENCES)]
+VOCAB = SPECIAL + WORDS + ["##s", "x", "."]
+WORD0 = len(SPECIAL)  # id of w0
+
+
+def _sentence(doc, s, rng, plural=False):
+    word = f"w{doc * SENTENCES + s}"
+    words = [word + ("s" if plural and rng.random() < 0.5 else "") for _ in range(rng.integers(2, 9))]
+    return " ".join(words)
+
+
+def _write_corpus(path, num_docs=NUM_DOCS, plural=False, seed=0):
+    rng = np.random.default_rng(seed)
+    docs = []
+    for d in range(num_docs):
+        n = int(rng.integers(3, SENTENCES + 1))
+        docs.append("\n".join(_sentence(d % NUM_DOCS, s, rng, plural) for s in range(n)))
+    path.write_text("\n\n".join(docs) + "\n")
+    return path
+
+
+@pytest.fixture
+def vocab_file(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(VOCAB) + "\n")
+    return str(path)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    return str(_write_corpus(tmp_path / "corpus.txt"))
+
+
+def _read(path, seq_length, max_predictions, with_predictions=True, v2=False, compression=""):
+    spec = schema.feature_spec(seq_length, max_predictions, v2, with_predictions)
+    dataset = tf.data.TFRecordDataset(path, compression_type=compression).batch(100_000)
+    batch = next(iter(dataset.map(lambda r: tf.io.parse_example(r, spec))))
+    return {k: v.numpy() for k, v in batch.items()}
+
+
+def _create(corpus, vocab_file, out, **kwargs):
+    options = dict(max_seq_length=64, max_predictions_per_seq=20, dupe_factor=5)
+    run_options = {k: kwargs.pop(k) for k in ("num_workers", "use_v2_feature_names", "gzip", "unit_bytes",
+                                              "random_seed") if k in kwargs}
+    options.update(kwargs)
+    outputs = [str(out)] if not isinstance(out, list) else [str(o) for o in out]
+    return create_pretraining_data([corpus], outputs, vocab_file, True, InstanceConfig(**options), **run_options)
+
+
+def _originals(f):
+    """Ids before masking: masked_lm_ids put back at masked_lm_positions."""
+    ids = f["input_ids"].copy()
+    rows, slots = np.nonzero(f["masked_lm_weights"])
+    ids[rows, f["masked_lm_positions"][rows, slots]] = f["masked_lm_ids"][rows, slots]
+    return ids
+
+
+def _sep_positions(f):
+    length = f["input_mask"].sum(1)
+    first_sep = (f["segment_ids"] == 1).argmax(1) - 1
+    return first_sep, length - 1
+
+
+def test_masking_statistics_and_special_tokens(corpus, vocab_file, tmp_path):
+    out = tmp_path / "out.tfrecord"
+    summary = _create(corpus, vocab_file, out, max_predictions_per_seq=64, dupe_factor=20)
+    f = _read(str(out), 64, 64)
+    n = len(f["input_ids"])
+    assert n == summary.instances > 1000
+    weights = f["masked_lm_weights"]
+    lengths = f["input_mask"].sum(1)
+    # round(len * 0.15) per instance, exactly (max_predictions does not bind here).
+    np.testing.assert_array_equal(weights.sum(1), np.maximum(1, np.round(lengths * 0.15)))
+    assert abs(weights.sum() / lengths.sum() - 0.15) < 0.005
+    rows, slots = np.nonzero(weights)
+    positions = f["masked_lm_positions"][rows, slots]
+    current = f["input_ids"][rows, positions]
+    original = f["masked_lm_ids"][rows, slots]
+    mask_share = np.mean(current == VOCAB.index("[MASK]"))
+    same_share = np.mean(current == original)
+    assert abs(mask_share - 0.8) < 0.015 and abs(same_share - 0.1 - 0.1 / len(VOCAB)) < 0.01
+    assert abs(1 - mask_share - same_share - 0.1 * (1 - 1 / len(VOCAB))) < 0.01
+    # Positions ascending within the real ones; padding all zeros.
+    pos = np.where(weights > 0, f["masked_lm_positions"], 10**6)
+    assert (np.diff(np.sort(pos, 1), axis=1) >= 0).all() and (np.sort(pos, 1) == pos).all()
+    assert (f["masked_lm_positions"][weights == 0] == 0).all() and (f["masked_lm_ids"][weights == 0] == 0).all()
+    # Never [CLS] or [SEP]: they sit where they belong and are never prediction targets.
+    first_sep, last_sep = _sep_positions(f)
+    all_rows = np.arange(n)
+    assert (f["input_ids"][:, 0] == 2).all()
+    assert (f["input_ids"][all_rows, first_sep] == 3).all() and (f["input_ids"][all_rows, last_sep] == 3).all()
+    assert (positions != 0).all()
+    assert (positions != first_sep[rows]).all() and (positions != last_sep[rows]).all()
+    assert not np.isin(original, [0, 2, 3]).any()
+    # Layout: 1 on real tokens, segment 1 exactly on `B [SEP]`, padding 0.
+    columns = np.arange(64)[None]
+    np.testing.assert_array_equal(f["input_mask"], (columns < lengths[:, None]).astype(np.int64))
+    np.testing.assert_array_equal(
+        f["segment_ids"], ((columns > first_sep[:, None]) & (columns < lengths[:, None])).astype(np.int64)
+    )
+    assert (f["input_ids"][f["input_mask"] == 0] == 0).all()
+    assert summary.masked == weights.sum() and summary.tokens == lengths.sum()
+
+
+def _doc_and_sentence(ids):
+    words = ids[(ids >= WORD0) & (ids < WORD0 + len(WORDS))] - WORD0
+    return words // SENTENCES, words % SENTENCES
+
+
+def _check_segments(f, sentence_order):
+    first_sep, last_sep = _sep_positions(f)
+    labels = f["next_sentence_labels"][:, 0]
+    multi_sentence_a = np.zeros(len(labels), bool)
+    for row in range(len(labels)):
+        doc_a, sent_a = _doc_and_sentence(f["input_ids"][row, 1:first_sep[row]])
+        doc_b, sent_b = _doc_and_sentence(f["input_ids"][row, first_sep[row] + 1:last_sep[row]])
+        assert len(set(doc_a)) == 1 and len(set(doc_b)) == 1  # A and B are each one document's text
+        same_document = doc_a[0] == doc_b[0]
+        first_segment = sent_a
+        if labels[row] == 0:
+            assert same_document and sent_a.max() < sent_b.min()  # B is the actual next
+        elif sentence_order and same_document:
+            assert sent_b.max() < sent_a.min()  # swapped
+            first_segment = sent_b
+        else:
+            assert not same_document  # random next from another document
+        multi_sentence_a[row] = len(set(first_segment)) > 1
+        if sentence_order and not same_document:
+            assert not multi_sentence_a[row]  # as ALBERT: only a one-sentence chunk takes a random next
+    return labels, multi_sentence_a
+
+
+def test_next_sentence_labels_are_balanced_and_correct(corpus, vocab_file, tmp_path):
+    out = tmp_path / "nsp.tfrecord"
+    summary = _create(corpus, vocab_file, out, no_masking=True, dupe_factor=20)
+    f = _read(str(out), 64, 20, with_predictions=False)
+    labels, multi_sentence_a = _check_segments(f, sentence_order=False)
+    # A chunk of two or more sentences (seen as A holding two sentences) flips a fair coin; a one-sentence chunk
+    # always takes a random next, which lifts the overall rate a little above 0.5, as in Google's script.
+    fair = labels[multi_sentence_a]
+    assert len(fair) > 300 and abs(fair.mean() - 0.5) < 3.5 * np.sqrt(0.25 / len(fair))
+    assert 0.5 <= labels.mean() < 0.6
+    assert summary.random_next == labels.sum()
+
+
+def test_sentence_order_swaps_half(corpus, vocab_file, tmp_path):
+    out = tmp_path / "sop.tfrecord"
+    _create(corpus, vocab_file, out, no_masking=True, sentence_order=True, dupe_factor=20)
+    labels, multi_sentence_a = _check_segments(_read(str(out), 64, 20, with_predictions=False), sentence_order=True)
+    fair = labels[multi_sentence_a]
+    assert len(fair) > 300 and abs(fair.mean() - 0.5) < 3.5 * np.sqrt(0.25 / len(fair))
+
+
+def test_whole_word_masking_masks_whole_words(tmp_path, vocab_file):
+    corpus = str(_write_corpus(tmp_path / "plural.txt", plural=True))
+    out = tmp_path / "wwm.tfrecord"
+    _create(corpus, vocab_file, out, do_whole_word_mask=True, dupe_factor=10)
+    f = _read(str(out), 64, 20)
+    original = _originals(f)
+    masked = np.zeros_like(original, dtype=bool)
+    rows, slots = np.nonzero(f["masked_lm_weights"])
+    masked[rows, f["masked_lm_positions"][rows, slots]] = True
+    # A `##s` that truncation left at the start of a segment is a word of its own.
+    continuation = (original == VOCAB.index("##s")) & ~np.isin(np.roll(original, 1, axis=1), [2, 3])
+    assert continuation.sum() > 1000 and masked[:, 1:][continuation[:, 1:]].sum() > 100
+    # A `##s` is masked exactly when the piece before it is.
+    np.testing.assert_array_equal(masked[:, 1:][continuation[:, 1:]], masked[:, :-1][continuation[:, 1:]])
+
+
+def test_model_garden_loader_reads_our_files(corpus, vocab_file, tmp_path):
+    from official.nlp.data import pretrain_dataloader
+
+    for v2 in (False, True):
+        out = tmp_path / f"mg-{v2}.tfrecord"
+        _create(corpus, vocab_file, out, use_v2_feature_names=v2)
+        ours = _read(str(out), 64, 20, v2=v2)
+        config = pretrain_dataloader.BertPretrainDataConfig(
+            input_path=str(out), global_batch_size=8, is_training=False, seq_length=64,
+            max_predictions_per_seq=20, use_v2_feature_names=v2,
+        )
+        batch = next(iter(pretrain_dataloader.BertPretrainDataLoader(config).load()))
+        np.testing.assert_array_equal(batch["input_word_ids"].numpy(), ours[schema.file_name("input_ids", v2)][:8])
+        np.testing.assert_array_equal(batch["input_type_ids"].numpy(), ours[schema.file_name("segment_ids", v2)][:8])
+        np.testing.assert_array_equal(batch["masked_lm_ids"].numpy(), ours["masked_lm_ids"][:8])
+        np.testing.assert_array_equal(batch["next_sentence_labels"].numpy(), ours["next_sentence_labels"][:8])
+
+
+def test_we_read_model_garden_files(corpus, vocab_file, tmp_path):
+    out = tmp_path / "mg.tfrecord"
+    subprocess.run(
+        [sys.executable, "-m", "official.nlp.data.create_pretraining_data", f"--input_file={corpus}",
+         f"--output_file={out}", f"--vocab_file={vocab_file}", "--max_seq_length=64",
+         "--max_predictions_per_seq=20", "--dupe_factor=1"],
+        check=True, capture_output=True,
+    )
+    f = _read(str(out), 64, 20)
+    assert len(f["input_ids"]) > 50 and (f["input_ids"][:, 0] == 2).all()
+    assert set(np.unique(f["next_sentence_labels"])) == {0, 1}
+
+
+def test_encoding_equals_protobuf_deterministic_serialization():
+    rng = np.random.default_rng(0)
+    features = {
+        "input_ids": rng.integers(0, 2**40, [5, 7]) * (rng.random([5, 7]) < 0.7),
+        "input_mask": rng.integers(0, 2, [5, 7]),
+        "segment_ids": rng.integers(0, 2, [5, 7]),
+        "masked_lm_positions": rng.integers(0, 300, [5, 3]),
+        "masked_lm_ids": rng.integers(0, 70_000, [5, 3]),
+        "masked_lm_weights": rng.random([5, 3]).astype(np.float32),
+        "next_sentence_labels": rng.integers(0, 2, [5, 1]),
+    }
+    for v2 in (False, True):
+        for row, record in enumerate(encode_examples(features, v2)):
+            example = tf.train.Example()
+            for name, values in features.items():
+                target = example.features.feature[schema.file_name(name, v2)]
+                if values.dtype == np.float32:
+                    target.float_list.value.extend(values[row].tolist())
+                else:
+                    target.int64_list.value.extend(values[row].tolist())
+            assert record == example.SerializeToString(deterministic=True)
+
+
+def test_output_identical_for_any_worker_count(corpus, vocab_file, tmp_path):
+    digests = []
+    for workers in (1, 2):
+        outs = [tmp_path / f"w{workers}-{i}.tfrecord" for i in range(2)]
+        summary = _create(corpus, vocab_file, outs, num_workers=workers, unit_bytes=512, dupe_factor=2)
+        assert summary.units > 3
+        digests.append([o.read_bytes() for o in outs])
+    assert digests[0] == digests[1]
+    counts = [len(_read(str(o), 64, 20)["input_ids"]) for o in outs]
+    assert abs(counts[0] - counts[1]) <= 1  # round-robin over the shards
+    other_seed = tmp_path / "seed.tfrecord"
+    _create(corpus, vocab_file, other_seed, dupe_factor=2, random_seed=7, unit_bytes=512)
+    assert other_seed.read_bytes() != b"".join(digests[0])
+
+
+def test_gzip_and_unmasked_records(corpus, vocab_file, tmp_path):
+    out = tmp_path / "z.tfrecord.gz"
+    _create(corpus, vocab_file, out, gzip=True, no_masking=True, dupe_factor=1)
+    f = _read(str(out), 64, 20, with_predictions=False, compression="GZIP")
+    assert set(f) == {"input_ids", "input_mask", "segment_ids", "next_sentence_labels"}
+    assert (f["input_ids"] != VOCAB.index("[MASK]")).all()
+    record = next(iter(tf.data.TFRecordDataset(str(out), compression_type="GZIP"))).numpy()
+    assert set(tf.train.Example.FromString(record).features.feature) == set(f)
+
+
+def test_bad_text_is_repaired_and_counted(vocab_file, tmp_path):
+    corpus = tmp_path / "bad.txt"
+    huge = " ".join(["w1"] * 350_000)  # a 1 MB line
+    corpus.write_bytes(
+        b"w0 w0 \xff\xfe w0\nw1 w1\n\n\n\n"  # non-UTF-8 bytes; runs of blank lines
+        b"w20 w20\n\n"  # a one-sentence document
+        b"\x01\x02\n\n"  # a document without any token
+        + huge.encode() + b"\nw2 w2\n\n" + b"w40 w41\nw42\n"
+    )
+    out = tmp_path / "bad.tfrecord"
+    summary = _create(str(corpus), vocab_file, out, dupe_factor=3)
+    assert summary.repaired_lines == 1 and summary.replaced_chars == 2
+    assert summary.documents == 4 and summary.dropped_documents == 1
+    f = _read(str(out), 64, 20)
+    assert len(f["input_ids"]) == summary.instances > 0
+    assert (f["input_mask"].sum(1) <= 64).all()
+    assert VOCAB.index("[UNK]") in f["input_ids"] or VOCAB.index("[UNK]") in f["masked_lm_ids"]
+    assert summary.unk_tokens > 0
+
+
+def test_vocabulary_without_special_tokens_is_a_clear_error(corpus, tmp_path):
+    bad = tmp_path / "nospecial.txt"
+    bad.write_text("[PAD]\n[UNK]\nhello\n")
+    out = tmp_path / "never.tfrecord"
+    with pytest.raises(VocabularyError, match=r"nospecial\.txt.*\[CLS\], \[SEP\], \[MASK\]"):
+        _create(corpus, str(bad), out)
+    with pytest.raises(FileNotFoundError, match="--vocab_file"):
+        WordpieceTokenizer(str(tmp_path / "missing.txt"))
+    assert not out.exists() and not (tmp_path / "never.tfrecord.incomplete").exists()
+
+
+def test_crash_leaves_no_finished_looking_file(tmp_path):
+    path = tmp_path / "part.tfrecord"
+    with pytest.raises(RuntimeError):
+        with ShardedWriter([str(path)]) as writer:
+            writer.write(b"x")
+            raise RuntimeError("worker died")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_missing_input_names_flag_and_pattern(vocab_file, tmp_path, corpus):
+    def cli(*args):
+        return subprocess.run([sys.executable, "tools/create_pretraining_data.py", *args],
+                              capture_output=True, text=True, cwd=ROOT)
+
+    missing = cli(f"--input_file={tmp_path}/nothing-*.txt", f"--output_file={tmp_path}/o.tfrecord",
+                  f"--vocab_file={vocab_file}")
+    assert missing.returncode != 0 and "--input_file" in missing.stderr and "nothing-*.txt" in missing.stderr
+    ok = cli(f"--input_file={corpus}", f"--output_file={tmp_path}/o", "--num_output_shards=2",
+             f"--vocab_file={vocab_file}", "--max_seq_length=64", "--dupe_factor=1", "--num_workers=2")
+    assert ok.returncode == 0, ok.stderr
+    assert "instances:" in ok.stdout and "[UNK] rate" in ok.stdout and "masked share" in ok.stdout
+    assert sorted(p.name for p in tmp_path.glob("o-*")) == ["o-00000-of-00002", "o-00001-of-00002"]
