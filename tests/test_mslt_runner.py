@@ -1,0 +1,138 @@
+"""MSLT end to end: stages train, freeze and export; kill -9 mid-stage resumes in that stage; bad plans stop early."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert.mslt import PlanError
+from kbert.mslt.runner import run_mslt
+from kbert.training.config import load_experiment
+from kbert.training.strategy import make_strategy
+from training_fixtures import write_config, write_shards
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {
+    "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
+    "num_hidden_layers": 4, "max_position_embeddings": 32}}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    return write_shards(str(root), "train", shards=2, records_per_shard=48), \
+        write_shards(str(root), "eval", shards=1, records_per_shard=16, seed=1)
+
+
+def mslt_config(path, data, mslt, model=FOUR_LAYERS, **train):
+    config = write_config(str(path), data[0], data[1], model=model, train=train)
+    import yaml
+    values = yaml.safe_load(open(config))
+    values["mslt"] = mslt
+    with open(config, "w") as f:
+        yaml.safe_dump(values, f)
+    return config
+
+
+def export(model_dir, stage):
+    reader = tf.train.load_checkpoint(os.path.join(model_dir, f"stage_{stage}", "export", "bert_model.ckpt"))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def test_stages_train_only_their_layers_and_export(tmp_path, data):
+    mslt = {"stages": [{"num_layers": 2, "steps": 4}, {"num_layers": 4, "steps": 4}], "final_stage": {"steps": 2}}
+    config = load_experiment([mslt_config(tmp_path / "c.yaml", data, mslt, deterministic=False)])
+    lines = []
+    summary = run_mslt(config, str(tmp_path / "run"), make_strategy("one_device"), "train_and_eval",
+                       print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
+    assert lines[0].startswith("MSLT plan: mode mslt") and "MSLT stage 2/3: 4 layers, training blocks [2, 3]" in \
+        "\n".join(lines)
+    assert [(s["stage"], s["global_step"], s["trainable_variables"]) for s in summary["stages"]] == [
+        (1, 4, 46), (2, 8, 16 * 2 + 9), (3, 10, 78)]
+    assert 0 <= summary["eval"]["masked_lm_accuracy"] <= 1
+
+    one, two, three = export(tmp_path / "run", 1), export(tmp_path / "run", 2), export(tmp_path / "run", 3)
+    frozen = [n for n in one if n.startswith(("bert/embeddings/", "bert/encoder/layer_0/", "bert/encoder/layer_1/"))]
+    assert len(frozen) == 5 + 2 * 16
+    for name in frozen:  # bit-identical across stage 2
+        np.testing.assert_array_equal(one[name], two[name], err_msg=name)
+    trained = [n for n in two if n.startswith(("bert/encoder/layer_2/", "bert/encoder/layer_3/", "cls/"))
+               and n.endswith(("kernel", "output_weights"))]
+    for name in trained:  # new layers moved away from their copies of layers 0-1; heads moved
+        source = name.replace("layer_2/", "layer_0/").replace("layer_3/", "layer_1/")
+        assert not np.array_equal(one[source], two[name]), name
+    for name in frozen:  # the final stage trains everything
+        assert name.endswith("beta") or not np.array_equal(two[name], three[name]), name
+
+    # Done: the same command again trains nothing; another plan in the same model_dir is refused.
+    again = run_mslt(config, str(tmp_path / "run"), make_strategy("one_device"), "train", print_fn=lambda *a, **k: 0)
+    assert [s["global_step"] for s in again["stages"]] == [4, 8, 10]
+    mslt["stages"][0]["steps"] = 6
+    other = load_experiment([mslt_config(tmp_path / "c2.yaml", data, mslt)])
+    with pytest.raises(PlanError, match="holds a run of another MSLT plan"):
+        run_mslt(other, str(tmp_path / "run"), make_strategy("one_device"))
+
+
+def _command(config, model_dir):
+    return [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config}", f"--model_dir={model_dir}",
+            "--strategy=one_device"]
+
+
+def _env():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    env.pop("TF_CONFIG", None)
+    return env
+
+
+def _run(command, expect=0):
+    result = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=900)
+    assert result.returncode == expect, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def _weights(model_dir, stage, step):
+    path = os.path.join(model_dir, f"stage_{stage}", "checkpoints", f"ckpt-{step}")
+    reader = tf.train.load_checkpoint(path)
+    return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map() if n.startswith("model/")}
+
+
+def test_kill_9_mid_stage_resumes_in_that_stage(tmp_path, data):
+    mslt = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 60}], "final_stage": {"steps": 0}}
+    two_layers = {"bert": "bert_tiny", "overrides": dict(FOUR_LAYERS["overrides"], num_hidden_layers=2)}
+    config = mslt_config(tmp_path / "c.yaml", data, mslt, model=two_layers, steps_per_loop=1,
+                         checkpoint_interval=4, max_checkpoints=100)
+    _run(_command(config, tmp_path / "straight"))
+    command = _command(config, tmp_path / "killed")
+    process = subprocess.Popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first_save = tmp_path / "killed" / "stage_2" / "checkpoints" / "checkpoint"
+    deadline = time.time() + 600
+    while not first_save.exists():
+        assert process.poll() is None and time.time() < deadline
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL
+    assert not (tmp_path / "killed" / "stage_2" / "summary.json").exists()  # killed inside stage 2
+    result = _run(command)
+    assert "MSLT stage 1/2" not in result.stdout  # stage 1 is done and not rebuilt
+    assert "MSLT stage 2/2: 2 layers, training blocks [1]" in result.stdout and "(resuming)" in result.stdout
+    assert "Resumed from" in result.stdout and "stage_2/checkpoints/ckpt-" in result.stdout
+    straight, resumed = _weights(tmp_path / "straight", 2, 62), _weights(tmp_path / "killed", 2, 62)
+    assert straight.keys() == resumed.keys() and len(straight) > 30
+    for name in straight:
+        np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)
+
+
+def test_a_bad_plan_is_a_one_line_error_before_training(tmp_path, data):
+    mslt = {"stages": [{"num_layers": 2, "steps": 4}, {"num_layers": 2, "steps": 4}]}
+    config = mslt_config(tmp_path / "c.yaml", data, mslt)
+    result = _run(_command(config, tmp_path / "run"), expect=1)
+    assert result.stderr.strip().splitlines()[-1] == (
+        "kbert-pretrain: error: mslt.stages[1] (stage 2).num_layers=2: must be greater than the previous "
+        "stage's 2: each stage grows the model.")
+    assert not (tmp_path / "run").exists()
