@@ -122,7 +122,7 @@ class _UnitProcessor:
             for doc_index in range(len(docs))
             for pair in instances_lib.pairs_from_document(docs, doc_index, config, rng)
         ]
-        rng.py.shuffle(pairs)  # Google shuffles the instances; the masks are independent of the order
+        pairs = [pairs[i] for i in rng.np.permutation(len(pairs))]  # Google shuffles the instances
         records = []
         for start in range(0, len(pairs), _BATCH_PAIRS):
             features = instances_lib.mask_and_pad(pairs[start:start + _BATCH_PAIRS], config, self.ids, rng.np)

@@ -106,7 +106,7 @@ def pairs_from_document(
     max_num_tokens = config.max_seq_length - 3
     target_length = max_num_tokens
     if rng.py.random() < config.short_seq_prob:
-        target_length = rng.py.randint(2, max_num_tokens)
+        target_length = _randint(rng.py, 2, max_num_tokens)
     chunk: list[np.ndarray] = []
     chunk_length = 0
     i = 0
@@ -114,7 +114,7 @@ def pairs_from_document(
         chunk.append(document[i])
         chunk_length += len(document[i])
         if i == len(document) - 1 or chunk_length >= target_length:
-            a_end = rng.py.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            a_end = _randint(rng.py, 1, len(chunk) - 1) if len(chunk) >= 2 else 1
             tokens_a = np.concatenate(chunk[:a_end])
             if len(chunk) == 1 or (not config.sentence_order and rng.py.random() < 0.5):
                 label = 1
@@ -131,15 +131,20 @@ def pairs_from_document(
         i += 1
 
 
+def _randint(rng: random.Random, low: int, high: int) -> int:
+    """Uniform in [low, high]; `random.Random.randint` costs several times more and is called per instance."""
+    return low + int(rng.random() * (high - low + 1))
+
+
 def _random_span(documents: Sequence[Document], doc_index: int, target_length: int, rng: random.Random) -> np.ndarray:
     # Ten tries for another document, as Google; a unit with one document falls back to the same one.
     for _ in range(10):
-        random_index = rng.randint(0, len(documents) - 1)
+        random_index = _randint(rng, 0, len(documents) - 1)
         if random_index != doc_index:
             break
     document = documents[random_index]
     span, length = [], 0
-    for sentence in document[rng.randint(0, len(document) - 1):]:
+    for sentence in document[_randint(rng, 0, len(document) - 1):]:
         span.append(sentence)
         length += len(sentence)
         if length >= target_length:

@@ -36,13 +36,16 @@ def _varint(value: int) -> bytes:
 def _packed_varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Varint bytes of a non-negative int64 [N, L] array, flat, and the byte offsets of the N rows."""
     values = values.astype(np.uint64)
+    widest = int(values.max(initial=0)).bit_length() // 7 + 1
+    if widest == 1:  # ids below 128, masks, labels: one byte each
+        return values.astype(np.uint8).ravel(), np.arange(len(values) + 1) * values.shape[1]
     nbytes = np.ones(values.shape, np.int64)
-    for k in range(1, 10):
+    for k in range(1, widest):
         nbytes += values >= (np.uint64(1) << np.uint64(7 * k))
     flat_values, flat_nbytes = values.ravel(), nbytes.ravel()
     starts = np.cumsum(flat_nbytes) - flat_nbytes
     out = np.empty(int(flat_nbytes.sum()), np.uint8)
-    for k in range(int(flat_nbytes.max(initial=1))):
+    for k in range(widest):
         has = flat_nbytes > k
         byte = (flat_values[has] >> np.uint64(7 * k)) & np.uint64(0x7F)
         more = (flat_nbytes[has] > k + 1).astype(np.uint64) << np.uint64(7)
