@@ -90,7 +90,7 @@ def test_masking_statistics_and_special_tokens(corpus, vocab_file, tmp_path):
     summary = _create(corpus, vocab_file, out, max_predictions_per_seq=64, dupe_factor=20)
     f = _read(str(out), 64, 64)
     n = len(f["input_ids"])
-    assert n == summary.instances > 1000
+    assert n == summary.instances > 900
     weights = f["masked_lm_weights"]
     lengths = f["input_mask"].sum(1)
     # round(len * 0.15) per instance, exactly (max_predictions does not bind here).
