@@ -2,7 +2,8 @@
 
 Keras 3 models keep sub-layers in tracked lists that `tf.train.Checkpoint(model=model)` does not follow (a
 `BertPretrainer`'s transformer blocks and dropout seed states would be silently left out), so the checkpoint
-holds every variable keyed by its `variable.path` instead: complete, and readable by a model of another depth.
+holds every weight keyed by its `variable.path` instead: complete, and readable by a model of another depth.
+Dropout seed states are numbered per process (`seed_generator_26/...`), so they are saved by position.
 
 Example:
 
@@ -45,7 +46,9 @@ def training_checkpoint(
     iterator: Optional[Iterable] = None,
 ) -> tf.train.Checkpoint:
     """A checkpoint of all model and optimizer variables, the step and (optionally) the input iterator."""
-    items = {MODEL_KEY: variables_by_path(model.variables), "global_step": global_step}
+    weights = {id(v) for v in model.weights}
+    seed_states = [v.value for v in model.variables if id(v) not in weights]
+    items = {MODEL_KEY: variables_by_path(model.weights), "seed_states": seed_states, "global_step": global_step}
     if optimizer is not None:
         items["optimizer"] = variables_by_path(optimizer.variables)
     if iterator is not None:
@@ -110,7 +113,7 @@ def load_init_checkpoint(model: keras.Model, path: str) -> str:
     if google:
         load_google_checkpoint(model, resolved)
         return "google"
-    weights = tf.train.Checkpoint(**{MODEL_KEY: variables_by_path(model.variables)})
+    weights = tf.train.Checkpoint(**{MODEL_KEY: variables_by_path(model.weights)})
     try:
         weights.restore(resolved).expect_partial().assert_existing_objects_matched()
     except AssertionError as e:

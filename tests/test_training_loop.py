@@ -1,0 +1,148 @@
+"""The training loop in-process on one CPU: eval numbers, init checkpoints, the NaN guard, precision policies."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert.data import schema
+from kbert.modeling import BertPretrainer, export_google_checkpoint
+from kbert.training.config import load_experiment
+from kbert.training.loop import run_experiment
+from kbert.training.reporting import NonFiniteLossError
+from kbert.training.strategy import make_strategy
+from training_fixtures import MAX_PREDICTIONS, SEQ_LENGTH, write_config, write_shards
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    return write_shards(str(root), "train", shards=2, records_per_shard=24), \
+        write_shards(str(root), "eval", shards=1, records_per_shard=16, seed=1)
+
+
+@pytest.fixture(autouse=True)
+def float32_policy():
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _experiment(tmp_path, data, override="", **sections):
+    path = write_config(str(tmp_path / "c.yaml"), data[0], data[1], **sections)
+    return load_experiment([path], override)
+
+
+def _google_checkpoint(config, directory):
+    keras.utils.set_random_seed(7)
+    model = BertPretrainer(config.model.bert_config())
+    return model, export_google_checkpoint(model, os.path.join(directory, "bert_model.ckpt"))
+
+
+def _log_softmax(logits):
+    logits = logits - logits.max(-1, keepdims=True)
+    return logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+
+
+def test_eval_matches_a_direct_float64_computation(tmp_path, data):
+    config = _experiment(tmp_path, data)
+    model, checkpoint = _google_checkpoint(config, str(tmp_path / "google"))
+    config.override({"train": {"init_checkpoint": checkpoint}})
+    summary = run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"), mode="eval",
+                             print_fn=lambda *a, **k: None)
+
+    records = list(tf.data.TFRecordDataset(tf.io.gfile.glob(data[1])).batch(100))[0]
+    parsed = tf.io.parse_example(records, schema.feature_spec(SEQ_LENGTH, MAX_PREDICTIONS))
+    batch = {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()}
+    outputs = model(batch, training=False)
+    mlm = _log_softmax(np.asarray(outputs["mlm_logits"], np.float64))
+    nsp = _log_softmax(np.asarray(outputs["nsp_logits"], np.float64))
+    ids, weights = batch["masked_lm_ids"].numpy(), batch["masked_lm_weights"].numpy().astype(np.float64)
+    labels = batch["next_sentence_labels"].numpy()[:, 0]
+    mlm_ce = -np.take_along_axis(mlm, ids[..., None], -1)[..., 0]
+    nsp_ce = -nsp[np.arange(len(labels)), labels]
+    expected = {
+        "masked_lm_loss": (weights * mlm_ce).sum() / (weights.sum() + 1e-5),
+        "masked_lm_accuracy": (weights * (mlm.argmax(-1) == ids)).sum() / weights.sum(),
+        "next_sentence_loss": nsp_ce.mean(),
+        "next_sentence_accuracy": (nsp.argmax(-1) == labels).mean(),
+    }
+    expected["loss"] = expected["masked_lm_loss"] + expected["next_sentence_loss"]
+    for name, value in expected.items():
+        assert summary["eval"][name] == pytest.approx(value, rel=1e-5, abs=1e-6), name
+    assert summary["eval"]["sequences"] == 16
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["eval"]["loss"] == pytest.approx(
+        expected["loss"], rel=1e-5)
+
+
+def _model_weights(model_dir):
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints")))
+    return reader
+
+
+def test_train_starts_from_a_google_tf1_checkpoint(tmp_path, data):
+    # A learning rate of ~0 keeps the weights where the Google checkpoint put them.
+    config = _experiment(tmp_path, data, "schedule.peak_learning_rate=1e-12,train.total_steps=2")
+    model, checkpoint = _google_checkpoint(config, str(tmp_path / "google"))
+    config.override({"train": {"init_checkpoint": checkpoint}})
+    printed = []
+    run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda s, **k: printed.append(s))
+    assert any("from google checkpoint" in line for line in printed)
+    reader = _model_weights(str(tmp_path / "run"))
+    for variable in model.weights:
+        key = f"model/{variable.path.replace('/', '.S')}/.ATTRIBUTES/VARIABLE_VALUE"
+        np.testing.assert_allclose(reader.get_tensor(key), variable.numpy(), atol=1e-6, err_msg=variable.path)
+
+
+def test_phase_two_starts_from_phase_one_weights_with_a_fresh_optimizer(tmp_path, data):
+    phase1 = _experiment(tmp_path, data, "train.total_steps=2")
+    run_experiment(phase1, str(tmp_path / "phase1"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    phase2 = _experiment(tmp_path, data, f"train.total_steps=2,schedule.peak_learning_rate=1e-12,"
+                                          f"train.init_checkpoint={tmp_path / 'phase1'}")
+    summary = run_experiment(phase2, str(tmp_path / "phase2"), make_strategy("one_device"),
+                             print_fn=lambda *a, **k: None)
+    assert summary["global_step"] == 2 and summary["restored_from"] is None
+    first, second = _model_weights(str(tmp_path / "phase1")), _model_weights(str(tmp_path / "phase2"))
+    for name in first.get_variable_to_shape_map():
+        if name.startswith("model/"):
+            np.testing.assert_allclose(first.get_tensor(name), second.get_tensor(name), atol=1e-6, err_msg=name)
+
+
+def test_init_checkpoint_of_another_size_is_refused(tmp_path, data):
+    config = _experiment(tmp_path, data, "train.total_steps=2")
+    run_experiment(config, str(tmp_path / "small"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    bigger = _experiment(tmp_path, data, f"model.overrides.num_hidden_layers=3,train.init_checkpoint={tmp_path / 'small'}")
+    with pytest.raises(ValueError, match="init_checkpoint"):
+        run_experiment(bigger, str(tmp_path / "big"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+
+
+def test_non_finite_loss_stops_with_the_step_and_never_saves_bad_weights(tmp_path, data):
+    config = _experiment(tmp_path, data, "schedule.peak_learning_rate=1e12,schedule.warmup_steps=0,"
+                                         "train.total_steps=20,train.steps_per_loop=1,train.checkpoint_interval=1,"
+                                         "train.max_checkpoints=100")
+    with pytest.raises(NonFiniteLossError, match=r"Non-finite loss at step \d+ \(.*loss=(nan|inf)") as error:
+        run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    bad_step = int(str(error.value).split("step ")[1].split(" ")[0])
+    directory = str(tmp_path / "run" / "checkpoints")
+    saved = tf.train.get_checkpoint_state(directory)
+    steps = [int(p.rsplit("-", 1)[1]) for p in (saved.all_model_checkpoint_paths if saved else [])]
+    assert all(step < bad_step for step in steps)
+    for step in steps:
+        reader = tf.train.load_checkpoint(os.path.join(directory, f"ckpt-{step}"))
+        for name in reader.get_variable_to_shape_map():
+            if name.startswith("model/"):
+                assert np.isfinite(reader.get_tensor(name)).all(), (step, name)
+    assert not (tmp_path / "run" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_trains(tmp_path, data, policy):
+    config = _experiment(tmp_path, data, f"train.mixed_precision={policy},train.total_steps=2")
+    summary = run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"),
+                             print_fn=lambda *a, **k: None)
+    assert np.isfinite(summary["train"]["loss"]) and summary["global_step"] == 2
+    reader = _model_weights(str(tmp_path / "run"))
+    kernels = [n for n in reader.get_variable_to_shape_map() if n.startswith("model/") and "kernel" in n]
+    assert kernels and all(reader.get_tensor(n).dtype == np.float32 for n in kernels)  # float32 master weights
