@@ -187,3 +187,53 @@ def test_matches_model_garden_loader_on_model_garden_files(tmp_path, vocab, v2, 
         assert {names.get(k, k) for k in a} == set(b)
         for name in a:
             assert a[name] == b[names.get(name, name)], name
+
+
+def text_corpus(tmp_path, vocab) -> tuple[str, str]:
+    """Sentences of words and word-plus-piece words (`w3p5` tokenizes to `w3 ##p5`); returns (path, all text)."""
+    rng = random.Random(1)
+    words = [t for t in vocab if t.startswith("w")]
+    pieces = [t[2:] for t in vocab if t.startswith("##")]
+    lines = []
+    for _ in range(16):
+        for _ in range(rng.randint(2, 6)):
+            lines.append(" ".join(
+                rng.choice(words) + (rng.choice(pieces) if rng.random() < 0.3 else "") for _ in range(rng.randint(3, 12))
+            ))
+        lines.append("")
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(lines))
+    return str(path), " ".join(line for line in lines if line)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_round_trip_text_through_create_pretraining_data(tmp_path, vocab, dynamic):
+    corpus, text = text_corpus(tmp_path, vocab)
+    output = str(tmp_path / "instances.tfrecord")
+    subprocess.run(
+        [sys.executable, os.path.join(os.path.dirname(os.path.dirname(__file__)), "tools", "create_pretraining_data.py"),
+         f"--input_file={corpus}", f"--output_file={output}", f"--vocab_file={tmp_path / 'vocab.txt'}",
+         f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}", "--dupe_factor=2",
+         f"--no_masking={dynamic}"],
+        check=True, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
+    examples = all_examples(pretraining_dataset(
+        output, SEQ, PRED, 4, is_training=False, dynamic_masking=dynamic, vocab_file=str(tmp_path / "vocab.txt"),
+    ))
+    assert len(examples) >= 40
+    for example in examples:
+        ids = list(example["input_ids"])
+        for position, label, weight in zip(
+            example["masked_lm_positions"], example["masked_lm_ids"], example["masked_lm_weights"]
+        ):
+            if weight:
+                ids[position] = label
+        sep = vocab.index("[SEP]")
+        assert ids[0] == vocab.index("[CLS]") and ids.count(sep) == 2
+        end_a = ids.index(sep)
+        end_b = ids.index(sep, end_a + 1)
+        # Both segments are runs of corpus text, restored exactly; truncation may cut a word at either end.
+        for segment in (ids[1:end_a], ids[end_a + 1 : end_b]):
+            words = decode(segment, vocab).removeprefix("##")
+            assert words and words in text
+        assert int(sum(example["masked_lm_weights"])) >= 1

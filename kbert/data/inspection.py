@@ -3,8 +3,9 @@
 Example:
 
 ```python
-stats = inspect_files("data/train-*.tfrecord", 128, 20, vocab=read_vocab("vocab.txt"), vocab_size=None,
-                      max_records=None, num_examples=3)
+from kbert.data.dynamic_masking import read_vocab
+stats = inspect_files("data/train-*.tfrecord", 128, 20, vocab=read_vocab("vocab.txt"))
+stats.records, stats.nsp_share_random()
 ```
 """
 
@@ -32,12 +33,12 @@ def format_example(arrays: dict, row: int, vocab: list[str]) -> str:
 
 def inspect_files(
     patterns: str,
-    seq_length: int | None,
-    max_predictions: int | None,
-    vocab: list[str] | None,
-    vocab_size: int | None,
-    max_records: int | None,
-    num_examples: int,
+    seq_length: int | None = None,
+    max_predictions: int | None = None,
+    vocab: list[str] | None = None,
+    vocab_size: int | None = None,
+    max_records: int | None = None,
+    num_examples: int = 3,
 ) -> RecordStats:
     """Checks every file and prints the report; raises `validation.InputDataError` on the first bad file."""
     paths = validation.match_files(patterns, "--input_file")
