@@ -237,3 +237,31 @@ def test_round_trip_text_through_create_pretraining_data(tmp_path, vocab, dynami
             words = decode(segment, vocab).removeprefix("##")
             assert words and words in text
         assert int(sum(example["masked_lm_weights"])) >= 1
+
+
+DISTRIBUTED_SCRIPT = """
+import sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from kbert.data import pretraining_dataset
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+dataset = strategy.distribute_datasets_from_function(
+    lambda ctx: pretraining_dataset(sys.argv[1], 32, 5, 8, ctx, is_training=False))
+batch = next(iter(dataset))
+for replica in strategy.experimental_local_results(batch["input_ids"]):
+    print(replica.device.split(":")[-1], replica.shape[0], replica.numpy()[:, 1].tolist())
+"""
+
+
+def test_two_replicas_get_their_own_per_replica_batches(tmp_path, vocab):
+    instances = make_instances(16, SEQ, PRED, len(vocab), seed=9)
+    path = write_records(tmp_path / "a.tfrecord", instances)
+    result = subprocess.run(
+        [sys.executable, "-c", DISTRIBUTED_SCRIPT, path], check=True, capture_output=True, text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
+    lines = result.stdout.strip().splitlines()
+    assert [line.split()[:2] for line in lines] == [["0", "4"], ["1", "4"]]  # 8 global / 2 replicas
+    first_ids = [inst["input_ids"][1] for inst in instances[:8]]
+    assert lines[0].split(" ", 2)[2] + lines[1].split(" ", 2)[2] == str(first_ids[:4]) + str(first_ids[4:])
