@@ -41,6 +41,19 @@ def _all_finite(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
     return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
 
 
+def poison_unless_finite_everywhere(grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
+    """In a replica context: NaN gradients on every replica if any replica has a non-finite one.
+
+    Keras's `LossScaleOptimizer` decides from replica 0's gradients alone; after this every replica agrees, so a
+    step is skipped everywhere (and the loss scale lowered) when one replica overflows. Costs one scalar
+    all-reduce per optimizer step.
+    """
+    context = tf.distribute.get_replica_context()
+    bad = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(_all_finite(grads), tf.float32))
+    factor = tf.where(bad > 0, tf.constant(np.nan, tf.float32), 1.0)
+    return [g * tf.cast(factor, g.dtype) for g in grads]
+
+
 class PretrainingTrainer(orbit.AbstractTrainer):
     """Runs optimizer steps of BERT pretraining under any `tf.distribute` strategy.
 
@@ -144,19 +157,12 @@ class PretrainingTrainer(orbit.AbstractTrainer):
             for accumulator in self._accumulators:
                 accumulator.assign(tf.zeros_like(accumulator))
         if self._loss_scaling:
-            grads = self._poison_unless_finite_everywhere(grads)
+            grads = poison_unless_finite_everywhere(grads)
             unscale = 1.0 / self.optimizer.dynamic_scale
         else:
             unscale = 1.0
         self._sums["grad_sq_sum"].assign_add(tf.square(tf.linalg.global_norm(grads) * unscale))
         self.optimizer.apply_gradients(zip(grads, self.train_variables))
-
-    def _poison_unless_finite_everywhere(self, grads):
-        """NaN on every replica if any replica has a non-finite gradient, so the loss scaler skips everywhere."""
-        context = tf.distribute.get_replica_context()
-        bad = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(_all_finite(grads), tf.float32))
-        factor = tf.where(bad > 0, tf.constant(np.nan, tf.float32), 1.0)
-        return [g * tf.cast(factor, g.dtype) for g in grads]
 
     def _reset(self):
         for variable in self._sums.values():
