@@ -75,7 +75,7 @@ def read_records(path: str, compression: str = "", limit: int | None = None) -> 
             yield record
             index += 1
     except tf.errors.DataLossError as error:
-        reason = error.message.split("}}")[-1].split("[Op:")[0].strip()
+        reason = error.message.split("}}")[-1].split("[Op:")[0].replace("'", "").strip()
         raise InputDataError(
             f"{path}: corrupt or truncated TFRecord after {index} good records ({reason}). The file was cut short "
             "or damaged (an interrupted copy or write, or a different compression than "
