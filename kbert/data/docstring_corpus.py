@@ -24,7 +24,8 @@ import os
 import re
 import sysconfig
 import unicodedata
-from typing import Callable, Iterator, Sequence
+import warnings
+from typing import BinaryIO, Callable, Iterator, Sequence
 
 # Directories that are never library prose: tests are full of throwaway docstrings, and a stdlib tree may contain
 # the site-packages tree, which would otherwise be read twice.
@@ -103,7 +104,10 @@ def docstrings_in_source(source: bytes) -> list[str]:
     Raises `SyntaxError` or `ValueError` when the bytes are not Python source (binary data, another encoding than
     the one declared, null bytes, Python 2 syntax).
     """
-    tree = ast.parse(source)
+    with warnings.catch_warnings():
+        # Invalid escape sequences in old sources warn (SyntaxWarning from 3.12) but parse; they are not our news.
+        warnings.simplefilter("ignore")
+        tree = ast.parse(source)
     found: list[str] = []
 
     def visit(node: ast.AST) -> None:
@@ -234,7 +238,8 @@ def build_docstring_corpus(
     return stats
 
 
-def _write_documents(out, roots, max_bytes, min_words, progress, stats: CorpusStats) -> None:
+def _write_documents(out: BinaryIO, roots: Sequence[str], max_bytes: int | None, min_words: int,
+                     progress: Callable[[CorpusStats], None] | None, stats: CorpusStats) -> None:
     for path in iter_source_files(roots):
         for document in _file_documents(path, min_words, stats):
             data = ("\n".join(document) + "\n\n").encode("utf-8")
