@@ -146,3 +146,20 @@ def test_callback_rejects_a_non_layerwise_optimizer(tmp_path):
     model.compile(keras.optimizers.Adam(), "mse")
     with pytest.raises(ValueError, match="kbert LAMB or LARS"):
         model.fit(x, y, verbose=0, callbacks=[TrustRatioCallback(str(tmp_path))])
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_tf_train_checkpoint_restores_optimizer_state(tmp_path, name):
+    x, y = _data()
+    model, optimizer = _model(), OPTIMIZERS[name]()
+    model.compile(optimizer, "mse")
+    model.fit(x, y, batch_size=8, shuffle=False, verbose=0)
+    path = tf.train.Checkpoint(model=model, optimizer=optimizer).save(str(tmp_path / "ckpt"))
+
+    restored_model, restored = _model(seed=1), OPTIMIZERS[name]()
+    restored.build(restored_model.trainable_variables)
+    tf.train.Checkpoint(model=restored_model, optimizer=restored).restore(path).assert_existing_objects_matched()
+    assert int(restored.iterations) == 4
+    for a, b in zip(restored.variables, optimizer.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert [float(v) for v in restored.trust_ratios.values()] == [float(v) for v in optimizer.trust_ratios.values()]

@@ -29,6 +29,7 @@ flags.DEFINE_integer("hidden_size", 768, "Hidden size (BERT-base: 768).")
 flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size.")
 flags.DEFINE_integer("steps", 3, "Optimizer steps per timed round.")
 flags.DEFINE_integer("rounds", 5, "Alternating timed rounds per contestant.")
+flags.DEFINE_list("jit_compile", ["false", "true"], "jit_compile settings to time (XLA on CPU compiles slowly).")
 FLAGS = flags.FLAGS
 
 
@@ -96,7 +97,7 @@ def main(_):
     print(f"{sum(v.size for v in values.values()) / 1e6:.1f}M parameters in {len(values)} variables; "
           f"{FLAGS.rounds} rounds x {FLAGS.steps} steps; {os.cpu_count()} CPUs")
     print(f"{'optimizer':<20}{'jit_compile':>12}{'ms/step':>10}{'vs AdamW':>10}")
-    for jit_compile in (False, True):
+    for jit_compile in [value.lower() == "true" for value in FLAGS.jit_compile]:
         steps, times = {}, {}
         for name, (make_optimizer, make_variable) in contestants().items():
             try:
