@@ -98,6 +98,7 @@ class DynamicMasker:
         return tf.RaggedTensor.from_row_lengths(words, words_per_row), tokens.with_flat_values(word_index)
 
     def __call__(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The batch with `input_ids` masked and `masked_lm_positions/ids/weights` [B, max_predictions] added."""
         input_ids = batch["input_ids"]
         seq_length = input_ids.shape[1]
         lengths = tf.reduce_sum(batch["input_mask"], axis=1)
