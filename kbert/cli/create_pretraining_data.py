@@ -80,6 +80,8 @@ def main(argv: list[str]) -> None:
         random_seed=FLAGS.random_seed, num_workers=FLAGS.num_workers,
         use_v2_feature_names=FLAGS.use_v2_feature_names, gzip=FLAGS.gzip,
         unit_bytes=max(1, int(FLAGS.work_unit_mb * (1 << 20))), progress=_progress,
+        # This process has run no TensorFlow op, so workers can fork from it and skip importing TensorFlow again.
+        start_method="fork",
     )
     print(file=sys.stderr)
     print(summary.format())

@@ -172,16 +172,22 @@ def create_pretraining_data(
     gzip: bool = False,
     unit_bytes: int = 1 << 20,
     progress: Callable[[Summary, int], None] | None = None,
+    start_method: str = "forkserver",
 ) -> Summary:
     """Writes pretraining instances of `input_files` to `output_files`; returns the totals.
 
     Settings and the vocabulary are checked before any work starts. `progress(summary_so_far, total_units)` is
-    called after each work unit.
+    called after each work unit. Workers start with `start_method`: "forkserver" (default) forks them from a fresh
+    server that imported TensorFlow but ran no op, safe whatever this process did; "fork" saves that server's
+    TensorFlow import (seconds) but deadlocks if this process has already run a TensorFlow op, so only a fresh
+    process (the command-line tool) may use it.
     """
     config.validate()
     load_vocabulary(vocab_file)  # fail on a bad vocabulary before reading the corpus
     if num_workers < 1:
         raise ValueError(f"--num_workers={num_workers} must be at least 1.")
+    if start_method not in ("fork", "forkserver", "spawn"):
+        raise ValueError(f"start_method={start_method!r}: use 'forkserver', 'fork' or 'spawn'.")
     start = time.time()
     units = list(documents_lib.plan_work_units(input_files, unit_bytes))
     job = _Job(vocab_file, do_lower_case, config, random_seed, use_v2_feature_names)
@@ -195,23 +201,23 @@ def create_pretraining_data(
         if progress is not None:
             progress(summary, len(units))
 
-    with ShardedWriter(output_files, gzip=gzip) as writer:
-        if num_workers == 1:
-            processor = _UnitProcessor(job)
+    if num_workers == 1:
+        processor = _UnitProcessor(job)
+        with ShardedWriter(output_files, gzip=gzip) as writer:
             for unit in units:
                 consume(*processor(unit), writer)
-        else:
-            # Workers fork from a fresh server that has imported TensorFlow but run no op: cheap to start (no import
-            # per worker) and safe even when this process has used TensorFlow (a plain fork then deadlocks).
-            context = multiprocessing.get_context("forkserver")
+    else:
+        context = multiprocessing.get_context(start_method)
+        if start_method == "forkserver":
             context.set_forkserver_preload([__name__])
-            with concurrent.futures.ProcessPoolExecutor(
-                num_workers, mp_context=context, initializer=_init_worker, initargs=(job,)
-            ) as pool:
-                in_flight: collections.deque = collections.deque()
-                for unit in units:
-                    if len(in_flight) >= 2 * num_workers:
-                        consume(*in_flight.popleft().result(), writer)
+        with concurrent.futures.ProcessPoolExecutor(
+            num_workers, mp_context=context, initializer=_init_worker, initargs=(job,)
+        ) as pool:
+            # The first window is submitted, so the workers started, before any output file is opened.
+            in_flight = collections.deque(pool.submit(_process_unit, u) for u in units[:2 * num_workers])
+            with ShardedWriter(output_files, gzip=gzip) as writer:
+                for unit in units[2 * num_workers:]:
+                    consume(*in_flight.popleft().result(), writer)
                     in_flight.append(pool.submit(_process_unit, unit))
                 while in_flight:
                     consume(*in_flight.popleft().result(), writer)
