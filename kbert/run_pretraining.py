@@ -29,6 +29,7 @@ def main(argv: list[str]) -> None:
     # Imported here so `--help` and flag errors come back without loading TensorFlow.
     from kbert.data.validation import InputDataError
     from kbert.mslt import PlanError
+    from kbert.training.checkpointing import CheckpointMismatchError
     from kbert.training.config import ConfigError, load_experiment
     from kbert.training.loop import PREEMPTED_EXIT_CODE, Preempted, run_experiment
     from kbert.training.reporting import NonFiniteLossError
@@ -45,7 +46,8 @@ def main(argv: list[str]) -> None:
             run_mslt(config, FLAGS.model_dir, strategy, FLAGS.mode)
         else:
             run_experiment(config, FLAGS.model_dir, strategy, FLAGS.mode)
-    except (ConfigError, PlanError, StrategyError, InputDataError, NonFiniteLossError, FileNotFoundError) as e:
+    except (ConfigError, PlanError, StrategyError, InputDataError, NonFiniteLossError, CheckpointMismatchError,
+            FileNotFoundError) as e:
         sys.exit(f"kbert-pretrain: error: {e}")
     except Preempted as e:
         print(f"kbert-pretrain: {e}", file=sys.stderr)

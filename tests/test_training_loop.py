@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from kbert.data import schema
 from kbert.modeling import BertPretrainer, export_google_checkpoint
+from kbert.training.checkpointing import CheckpointMismatchError
 from kbert.training.config import load_experiment
 from kbert.training.loop import run_experiment
 from kbert.training.reporting import NonFiniteLossError
@@ -146,3 +147,33 @@ def test_mixed_precision_trains(tmp_path, data, policy):
     reader = _model_weights(str(tmp_path / "run"))
     kernels = [n for n in reader.get_variable_to_shape_map() if n.startswith("model/") and "kernel" in n]
     assert kernels and all(reader.get_tensor(n).dtype == np.float32 for n in kernels)  # float32 master weights
+
+
+def test_model_dir_of_another_model_is_refused_by_name(tmp_path, data):
+    config = _experiment(tmp_path, data, "train.total_steps=2")
+    run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    bigger = _experiment(tmp_path, data, "model.overrides.num_hidden_layers=3,train.total_steps=4")
+    with pytest.raises(CheckpointMismatchError, match="--model_dir=.*another model"):
+        run_experiment(bigger, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+
+
+def test_outputs_console_tensorboard_and_summary_json(tmp_path, data):
+    config = _experiment(tmp_path, data, "train.total_steps=4")
+    printed = []
+    run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"), mode="train_and_eval",
+                   print_fn=lambda s, **k: printed.append(s))
+    progress = [line for line in printed if line.startswith("step ")]
+    assert len(progress) == 2 and progress[-1].startswith("step 4/4 | loss ")
+    for field in ("mlm_acc", "nsp_acc", "lr", "seq/s", "ETA"):
+        assert field in progress[-1]
+    assert any(line.startswith("eval | loss ") for line in printed)
+    tags = set()
+    for events in tf.io.gfile.glob(str(tmp_path / "run" / "train" / "events.*")):
+        for event in tf.compat.v1.train.summary_iterator(events):
+            tags.update(value.tag for value in event.summary.value)
+    for tag in ("loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_accuracy", "learning_rate",
+                "gradient_norm", "sequences_per_second", "trust_ratio/all"):
+        assert tag in tags, tag
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["global_step"] == 4 and summary["replicas"] == 1 and summary["train"]["loss"] > 0
+    assert summary["eval"]["sequences"] == 16 and summary["config"]["train"]["total_steps"] == 4

@@ -77,11 +77,25 @@ def latest_checkpoint(model_dir: str) -> Optional[str]:
     return tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
 
 
+class CheckpointMismatchError(ValueError):
+    """The checkpoint in `--model_dir` was written for another model or optimizer."""
+
+
 def restore_latest(checkpoint: tf.train.Checkpoint, model_dir: str) -> Optional[str]:
-    """Restores the newest checkpoint of `model_dir` (every worker reads the chief's); returns its path."""
+    """Restores the newest checkpoint of `model_dir` (every worker reads the chief's); returns its path.
+
+    Raises:
+      CheckpointMismatchError: the checkpoint lacks some of the variables (another model size or optimizer).
+    """
     path = latest_checkpoint(model_dir)
     if path:
-        checkpoint.restore(path).assert_existing_objects_matched()
+        try:
+            checkpoint.restore(path).assert_existing_objects_matched()
+        except AssertionError as e:
+            raise CheckpointMismatchError(
+                f"--model_dir={model_dir}: {path} was written by another model or optimizer than this config's "
+                f"({str(e).splitlines()[0][:200]}). Resume with the config that wrote it, or use a new "
+                "--model_dir (train.init_checkpoint loads weights only).") from None
     return path
 
 
