@@ -1,0 +1,231 @@
+"""MSLT vs full training of the same BERT on the same data for the same number of steps, side by side in one run.
+
+    python tools/bench_mslt.py --total_steps=200 --work_dir=/tmp/kbert_bench_mslt
+
+Makes pretraining TFRecords from a text corpus (95% of the documents train, 5% held out) with kbert's
+create_pretraining_data, then runs `kbert-pretrain` twice, one process after the other: full training of all
+layers, and MSLT (stages of `--stages` layers, each training its new layers, then all layers for
+`--final_share` of the steps). Afterwards every checkpoint of both runs is evaluated on the held-out records (not
+counted in the wall times); a checkpoint's time is its file's time since its run started. Prints held-out MLM
+accuracy at equal steps and at equal wall time, writes a PNG of held-out MLM loss against wall time, and prints
+the speedup (full wall time / MSLT wall time at equal steps) last.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import yaml  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from kbert.data import pretraining_dataset  # noqa: E402
+from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: E402
+from kbert.data.instances import InstanceConfig  # noqa: E402
+from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, pretraining_metrics  # noqa: E402
+from kbert.training.checkpointing import load_init_checkpoint  # noqa: E402
+
+SHARED = "/work/shared/data"
+flags.DEFINE_string("corpus", os.path.join(SHARED, "pydoc_sample.txt"), "Text: one sentence a line, blank line "
+                    "between documents.")
+flags.DEFINE_string("vocab_file", os.path.join(SHARED, "bert_uncased_vocab.txt"), "WordPiece vocabulary.")
+flags.DEFINE_string("work_dir", "/tmp/kbert_bench_mslt", "Data, both runs' model dirs, logs and the plot.")
+flags.DEFINE_integer("num_layers", 12, "Depth of the model.")
+flags.DEFINE_integer("hidden_size", 128, "Width (heads of 64, intermediate 4x).")
+flags.DEFINE_integer("seq_length", 64, "Sequence length.")
+flags.DEFINE_integer("max_predictions", 10, "Masked positions per sequence.")
+flags.DEFINE_integer("batch_size", 32, "Global batch size.")
+flags.DEFINE_integer("total_steps", 200, "Optimizer steps of each run.")
+flags.DEFINE_list("stages", ["3", "6", "9", "12"], "MSLT growth stages' depths.")
+flags.DEFINE_float("final_share", 0.2, "Share of the steps in MSLT's all-layer stage.")
+flags.DEFINE_float("peak_learning_rate", 5e-3, "LAMB peak rate (both runs; MSLT's final stage gets a tenth).")
+flags.DEFINE_integer("checkpoint_every", 20, "Steps between the checkpoints that are evaluated.")
+flags.DEFINE_integer("eval_batches", 8, "Held-out batches of 64 sequences per evaluated checkpoint.")
+flags.DEFINE_string("mixed_precision", "float32", "Precision policy of both runs.")
+flags.DEFINE_string("plot", "", "PNG path; default WORK_DIR/mslt_vs_full.png.")
+FLAGS = flags.FLAGS
+
+
+def make_data(work_dir: str) -> tuple[str, str]:
+    """Held-out split by document, then TFRecords (reused if already there)."""
+    train_records, eval_records = (os.path.join(work_dir, f"{name}.tfrecord") for name in ("train", "eval"))
+    if os.path.exists(train_records) and os.path.exists(eval_records):
+        return train_records, eval_records
+    with open(FLAGS.corpus, encoding="utf-8") as f:
+        documents = [d for d in f.read().split("\n\n") if d.strip()]
+    held_out = max(1, len(documents) // 20)
+    texts = {"train": documents[:-held_out], "eval": documents[-held_out:]}
+    settings = InstanceConfig(max_seq_length=FLAGS.seq_length, max_predictions_per_seq=FLAGS.max_predictions,
+                              dupe_factor=1)
+    for name, docs in texts.items():
+        text = os.path.join(work_dir, f"{name}.txt")
+        with open(text, "w", encoding="utf-8") as f:
+            f.write("\n\n".join(docs) + "\n")
+        summary = create_pretraining_data([text], [os.path.join(work_dir, f"{name}.tfrecord")], FLAGS.vocab_file,
+                                          True, settings)
+        print(f"{name}: {summary.instances} instances from {len(docs)} documents", flush=True)
+    return train_records, eval_records
+
+
+def experiment(train_records: str, eval_records: str, mslt: bool) -> dict:
+    steps, every = FLAGS.total_steps, FLAGS.checkpoint_every
+    hidden = FLAGS.hidden_size
+    config = {
+        "model": {"bert": "bert_base", "overrides": {
+            "num_hidden_layers": FLAGS.num_layers, "hidden_size": hidden, "num_attention_heads": max(1, hidden // 64),
+            "intermediate_size": 4 * hidden, "max_position_embeddings": max(128, FLAGS.seq_length)}},
+        "data": {"train_files": train_records, "eval_files": eval_records, "seq_length": FLAGS.seq_length,
+                 "max_predictions": FLAGS.max_predictions},
+        "optimizer": {"type": "lamb", "weight_decay": 0.01},
+        "schedule": {"peak_learning_rate": FLAGS.peak_learning_rate, "warmup_steps": steps // 10, "power": 0.5},
+        "train": {"global_batch_size": FLAGS.batch_size, "total_steps": steps, "steps_per_loop": every,
+                  "checkpoint_interval": every, "summary_interval": every, "max_checkpoints": 1000,
+                  "mixed_precision": FLAGS.mixed_precision},
+        "eval": {"global_batch_size": 64},
+    }
+    if mslt:
+        depths = [int(d) for d in FLAGS.stages]
+        final = int(round(steps * FLAGS.final_share))
+        per_stage, extra = divmod(steps - final, len(depths))
+        config["mslt"] = {
+            "stages": [{"num_layers": d, "steps": per_stage + (extra if i == len(depths) - 1 else 0)}
+                       for i, d in enumerate(depths)],
+            "final_stage": {"steps": final}}
+    return config
+
+
+def run(name: str, config: dict, work_dir: str) -> tuple[float, float]:
+    """Runs kbert-pretrain in its own process; returns its start time and wall seconds."""
+    model_dir = os.path.join(work_dir, name)
+    config_file = os.path.join(work_dir, f"{name}.yaml")
+    with open(config_file, "w") as f:
+        yaml.safe_dump(config, f)
+    subprocess.run(["rm", "-rf", model_dir], check=True)
+    command = [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
+               f"--model_dir={model_dir}", "--strategy=one_device", "--mode=train"]
+    with open(os.path.join(work_dir, f"{name}.log"), "w") as log:
+        start = time.time()
+        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
+        wall = time.time() - start
+    print(f"{name}: {FLAGS.total_steps} steps in {wall:.1f} s (log {log.name})", flush=True)
+    return start, wall
+
+
+def held_out_batches(eval_records: str) -> list[dict]:
+    dataset = pretraining_dataset(eval_records, FLAGS.seq_length, FLAGS.max_predictions, 64, is_training=False)
+    return list(dataset.take(FLAGS.eval_batches))
+
+
+def evaluate(model: BertPretrainer, batches: list[dict]) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for batch in batches:
+        for key, value in pretraining_loss_terms(batch, model(batch, training=False)).items():
+            totals[key] = totals.get(key, 0.0) + float(value)
+    return {k: float(v) for k, v in pretraining_metrics({k: np.float64(v) for k, v in totals.items()}).items()}
+
+
+def curve(model_dir: str, start: float, bert: BertConfig, batches: list[dict]) -> list[dict]:
+    """Held-out metrics of every checkpoint under `model_dir`, with its step and its time since `start`."""
+    depths = [int(d) for d in FLAGS.stages]
+    points = []
+    for index in glob.glob(os.path.join(model_dir, "**", "ckpt-*.index"), recursive=True):
+        stage = re.search(r"stage_(\d+)", index)
+        prefix = index[:-len(".index")]
+        layers = depths[int(stage.group(1)) - 1] if stage and int(stage.group(1)) <= len(depths) \
+            else FLAGS.num_layers
+        model = BertPretrainer(bert.replace(num_hidden_layers=layers))
+        load_init_checkpoint(model, prefix)
+        metrics = evaluate(model, batches)
+        points.append({"step": int(prefix.rsplit("-", 1)[1]), "seconds": os.path.getmtime(index) - start,
+                       "layers": layers, "stage": int(stage.group(1)) if stage else None, **metrics})
+    return sorted(points, key=lambda p: p["step"])
+
+
+def at_time(points: list[dict], seconds: float) -> dict:
+    """The last checkpoint written by `seconds`."""
+    earlier = [p for p in points if p["seconds"] <= seconds]
+    return earlier[-1] if earlier else {"step": 0, "seconds": 0.0, "masked_lm_accuracy": float("nan"),
+                                        "masked_lm_loss": float("nan")}
+
+
+def steady_seconds(points: list[dict]) -> float:
+    """Training time without graph building: each stage's steps at the pace between its later checkpoints (its
+    first loop also traces and optimises the stage's graph)."""
+    total = 0.0
+    for stage in sorted({p["stage"] for p in points}, key=lambda s: s or 0):
+        segment = [p for p in points if p["stage"] == stage]
+        if len(segment) < 2:
+            return float("nan")
+        start_step = points[points.index(segment[0]) - 1]["step"] if points.index(segment[0]) else 0
+        pace = (segment[-1]["seconds"] - segment[0]["seconds"]) / (segment[-1]["step"] - segment[0]["step"])
+        total += pace * (segment[-1]["step"] - start_step)
+    return total
+
+
+def plot(curves: dict[str, list[dict]], path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for name, points in curves.items():
+        axis.plot([p["seconds"] for p in points], [p["masked_lm_loss"] for p in points], marker="o", markersize=3,
+                  label=name)
+    axis.set_xlabel("wall time (s)")
+    axis.set_ylabel("held-out masked-LM loss")
+    axis.set_title(f"{FLAGS.num_layers}-layer BERT (H{FLAGS.hidden_size}), {FLAGS.total_steps} steps, "
+                   f"batch {FLAGS.batch_size} x seq {FLAGS.seq_length}")
+    axis.grid(alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main(argv):
+    del argv
+    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    train_records, eval_records = make_data(FLAGS.work_dir)
+    configs = {"full": experiment(train_records, eval_records, False),
+               "mslt": experiment(train_records, eval_records, True)}
+    timings = {name: run(name, config, FLAGS.work_dir) for name, config in configs.items()}
+
+    bert = BertConfig.load("bert_base").replace(**configs["full"]["model"]["overrides"])
+    batches = held_out_batches(eval_records)
+    curves = {name: curve(os.path.join(FLAGS.work_dir, name), timings[name][0], bert, batches)
+              for name in configs}
+    path = FLAGS.plot or os.path.join(FLAGS.work_dir, "mslt_vs_full.png")
+    plot(curves, path)
+    with open(os.path.join(FLAGS.work_dir, "results.json"), "w") as f:
+        json.dump({"timings": timings, "curves": curves, "configs": configs}, f, indent=2)
+
+    full, mslt = curves["full"][-1], curves["mslt"][-1]
+    same_time = at_time(curves["full"], mslt["seconds"])
+    print(f"\n{FLAGS.num_layers} layers, hidden {FLAGS.hidden_size}, seq {FLAGS.seq_length}, batch "
+          f"{FLAGS.batch_size}, {FLAGS.total_steps} steps, {FLAGS.mixed_precision}, MSLT stages "
+          f"{','.join(FLAGS.stages)} + all layers for {FLAGS.final_share:.0%}; {len(batches)} held-out batches")
+    print(f"{'':<34}{'full':>10}{'mslt':>10}")
+    print(f"{'wall time (s)':<34}{timings['full'][1]:>10.1f}{timings['mslt'][1]:>10.1f}")
+    print(f"{'held-out MLM accuracy, equal steps':<34}{full['masked_lm_accuracy']:>10.4f}"
+          f"{mslt['masked_lm_accuracy']:>10.4f}")
+    print(f"{'held-out MLM loss, equal steps':<34}{full['masked_lm_loss']:>10.4f}{mslt['masked_lm_loss']:>10.4f}")
+    print(f"{'held-out MLM accuracy, equal time':<34}{same_time['masked_lm_accuracy']:>10.4f}"
+          f"{mslt['masked_lm_accuracy']:>10.4f}   (full at step {same_time['step']} when MSLT ended, "
+          f"{mslt['seconds']:.0f} s)")
+    steady = {name: steady_seconds(points) for name, points in curves.items()}
+    print(f"{'training time w/o graph building (s)':<34}{steady['full']:>10.1f}{steady['mslt']:>10.1f}   "
+          f"(steady-state speedup {steady['full'] / steady['mslt']:.2f}x)")
+    print(f"plot: {path}")
+    print(f"speedup at equal steps (full wall / MSLT wall): {timings['full'][1] / timings['mslt'][1]:.2f}x")
+
+
+if __name__ == "__main__":
+    app.run(main)
