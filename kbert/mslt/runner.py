@@ -162,6 +162,10 @@ def _train_stage(config: ExperimentConfig, plan: StagePlan, stage: Stage, model_
              f"{list(stage.trainable_layers)} (backward cut below block {stage.stop_gradient_below}), "
              f"{len(trainable)} variables, global steps {stage.start_step}-{stage.end_step}"
              f"{' (resuming)' if resuming else ''}.", flush=True)
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        # A TPU's input position is not checkpointed (kbert.training.inputs): reshuffle per stage instead, so
+        # later stages do not replay the first stage's examples.
+        config = config.replace(train={"seed": config.train.seed + stage.number - 1})
     started = time.time()
     result = train(config, strategy, stage_dir, model, optimizer, trainable_variables=trainable,
                    global_step=global_step, until_step=stage.end_step, print_fn=print_fn,
