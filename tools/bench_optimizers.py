@@ -61,7 +61,7 @@ def contestants():
         "Keras AdamW": (lambda: keras.optimizers.AdamW(1e-4, weight_decay=0.01), keras_variable),
         "kbert LAMB": (lambda: LAMB(1e-4), keras_variable),
         "kbert LARS": (lambda: LARS(1e-4), keras_variable),
-        "Keras Lamb": (lambda: keras.optimizers.Lamb(1e-4), keras_variable),
+        "Keras Lamb": (lambda: keras.optimizers.Lamb(1e-4, weight_decay=0.01), keras_variable),
         "Model Garden LAMB": (
             lambda: model_garden_lamb.LAMB(1e-4, weight_decay_rate=0.01, exclude_from_weight_decay=exclude),
             lambda value, name: tf.Variable(value, name=name),
