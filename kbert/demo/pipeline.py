@@ -16,45 +16,36 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable
 
 import yaml
 
-from kbert.data import docstring_corpus, files, vocab
-from kbert.data.create_pretraining_data import create_pretraining_data
-from kbert.data.instances import InstanceConfig
-from kbert.demo import history, report, text
+from kbert.demo import history, report
+from kbert.demo.data import DataSettings, PreparedData, prepare_data
+
+# What of kbert-pretrain's output the demo echoes (all of it goes to the log): progress, eval, the MSLT plan, errors.
+_PROGRESS_LINE = re.compile(r"^(step |eval |MSLT|stage |Resumed|\s+\d+\s+\d+\s|kbert-pretrain: )")
 
 
 @dataclasses.dataclass
-class DemoSettings:
+class DemoSettings(DataSettings):
     """What the demo builds and trains; the defaults finish within 15 minutes on 2 CPU cores.
 
-    `text` empty means the docstring corpus of this Python (`source_roots`, default the stdlib and
-    site-packages, capped at `corpus_bytes`). MSLT grows the model from half its depth to all of it in two stages
-    of 40% of `steps` each, then trains every layer for the rest, at a tenth of the peak rate.
+    MSLT grows the model from half its depth to all of it in two stages of 40% of `steps` each, then trains
+    every layer for the rest, at a tenth of the peak rate.
     """
 
-    out: str
-    text: Sequence[str] = ()
+    out: str = "runs/demo"
     steps: int = 600
-    corpus_bytes: int = 2_000_000
-    source_roots: Optional[Sequence[str]] = None
-    heldout_every: int = 20
-    vocab_size: int = 8000
-    seq_length: int = 64
-    max_predictions: int = 10
-    dupe_factor: int = 2
     num_layers: int = 4
     hidden_size: int = 128
     num_attention_heads: int = 2
     batch_size: int = 32
     learning_rate: float = 5e-3
-    seed: int = 12345
-    num_workers: int = 2
 
 
 @dataclasses.dataclass
@@ -78,39 +69,11 @@ def run_demo(settings: DemoSettings, print_fn: Callable[..., None] = print) -> D
     paths = {name: os.path.join(out, name) for name in ("data", "configs", "runs", "logs")}
     for path in paths.values():
         os.makedirs(path, exist_ok=True)
-    data = paths["data"]
     started = time.time()
 
-    documents_source = _prepare_text(settings, data, print_fn)
-    print_fn(f"[2/6] train/held-out split of {documents_source}")
-    split = text.write_split(text.read_documents([documents_source], resplit=bool(settings.text)),
-                             os.path.join(data, "train.txt"), os.path.join(data, "heldout.txt"),
-                             settings.heldout_every)
-    print_fn(f"      {split.train_documents:,} train documents ({split.train_sentences:,} sentences), "
-             f"{split.heldout_documents:,} held-out ({split.heldout_sentences:,} sentences)")
-
-    vocab_file = os.path.join(data, "vocab.txt")
-    print_fn(f"[3/6] learning a WordPiece vocabulary of at most {settings.vocab_size:,} tokens")
-    tokens, _ = vocab.learn_vocabulary([os.path.join(data, "train.txt")], settings.vocab_size, lower_case=True,
-                                       layout="compact")
-    vocab.write_vocabulary(tokens, vocab_file)
-    print_fn(f"      {len(tokens):,} tokens -> {vocab_file}")
-
-    print_fn("[4/6] writing TFRecords")
-    heldout_instances = 0
-    for name, dupe_factor in (("train", settings.dupe_factor), ("heldout", 1)):
-        summary = create_pretraining_data(
-            [os.path.join(data, f"{name}.txt")], [os.path.join(data, f"{name}.tfrecord")], vocab_file, True,
-            InstanceConfig(max_seq_length=settings.seq_length, max_predictions_per_seq=settings.max_predictions,
-                           dupe_factor=dupe_factor),
-            random_seed=settings.seed, num_workers=settings.num_workers)
-        print_fn(f"      {name}: {summary.instances:,} instances -> {os.path.join(data, name + '.tfrecord')}")
-        heldout_instances = summary.instances
-    if heldout_instances == 0:
-        raise ValueError("The held-out text gave no instances; give more text.")
-
-    configs = _write_configs(settings, paths["configs"], data, len(tokens), min(settings.batch_size,
-                                                                                 heldout_instances))
+    prepared = prepare_data(settings, paths["data"], print_fn)
+    configs = _write_configs(settings, paths["configs"], prepared,
+                             eval_batch_size=min(settings.batch_size, prepared.heldout_instances))
     runs = []
     for number, name in ((5, "full"), (6, "mslt")):
         label = "pretraining a tiny BERT with LAMB" if name == "full" else "MSLT on the same data and steps"
@@ -146,26 +109,6 @@ def _check_settings(settings: DemoSettings) -> None:
         raise ValueError(f"num_layers={settings.num_layers}: MSLT grows from half the depth; use an even number >= 2.")
 
 
-def _prepare_text(settings: DemoSettings, data: str, print_fn) -> str:
-    """The text the demo reads documents from: the user's files, or a freshly built docstring corpus."""
-    if settings.text:
-        inputs = files.expand_patterns(",".join(settings.text), "--text")
-        print_fn(f"[1/6] using your text: {', '.join(inputs)}")
-        combined = os.path.join(data, "text.txt")
-        with open(combined, "w", encoding="utf-8") as out:
-            for path in inputs:
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    out.write(f.read().rstrip("\n") + "\n\n")
-        return combined
-    corpus = os.path.join(data, "docstrings.txt")
-    print_fn(f"[1/6] building the docstring corpus (at most {settings.corpus_bytes:,} bytes) from the installed "
-             "Python packages")
-    stats = docstring_corpus.build_docstring_corpus(corpus, settings.source_roots, max_bytes=settings.corpus_bytes)
-    print_fn(f"      {stats.documents:,} documents, {stats.sentences:,} sentences, {stats.bytes:,} bytes from "
-             f"{stats.files:,} files -> {corpus}")
-    return corpus
-
-
 def _loop_length(steps: int) -> int:
     return max(1, steps // 30)
 
@@ -177,16 +120,15 @@ def mslt_stage_steps(steps: int) -> tuple[int, int, int]:
     return growth, growth, steps - 2 * growth
 
 
-def _write_configs(settings: DemoSettings, directory: str, data: str, vocab_size: int,
+def _write_configs(settings: DemoSettings, directory: str, prepared: PreparedData,
                    eval_batch_size: int) -> dict[str, str]:
     loop = _loop_length(settings.steps)
     h = settings.hidden_size
     base = {
         "model": {"bert": "bert_tiny", "overrides": {
-            "vocab_size": vocab_size, "num_hidden_layers": settings.num_layers, "hidden_size": h,
+            "vocab_size": prepared.vocab_size, "num_hidden_layers": settings.num_layers, "hidden_size": h,
             "num_attention_heads": settings.num_attention_heads, "intermediate_size": 4 * h}},
-        "data": {"train_files": os.path.join(data, "train.tfrecord"),
-                 "eval_files": os.path.join(data, "heldout.tfrecord"),
+        "data": {"train_files": prepared.train_files, "eval_files": prepared.eval_files,
                  "seq_length": settings.seq_length, "max_predictions": settings.max_predictions},
         "optimizer": {"type": "lamb", "weight_decay": 0.01, "epsilon": 1e-6},
         "schedule": {"peak_learning_rate": settings.learning_rate, "warmup_steps": max(1, settings.steps // 10),
@@ -216,20 +158,21 @@ def _pretrain(name: str, config_file: str, runs_dir: str, logs_dir: str, setting
     command = [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
                f"--model_dir={model_dir}", "--mode=train_and_eval"]
     print_fn("      $ " + " ".join(command[2:]).replace("-m kbert.run_pretraining", "kbert-pretrain"))
-    launched = time.time()
     with open(log, "w") as log_file:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")))
         for line in process.stdout:
             log_file.write(line)
-            if line.startswith(("step ", "eval ", "MSLT", "stage", "  ")) or "error" in line.lower():
+            if _PROGRESS_LINE.match(line):
                 print_fn("      " + line.rstrip())
         process.wait()
-    wall = time.time() - launched
     if process.returncode != 0:
         raise RuntimeError(f"kbert-pretrain for the {name} run failed (exit {process.returncode}); see {log}.")
-    with open(os.path.join(model_dir, "summary.json")) as f:
+    summary_path = os.path.join(model_dir, "summary.json")
+    with open(summary_path) as f:
         summary = json.load(f)
+    # Times count from the start of the run proper (summary.json is written when it ends), not the interpreter's.
+    run_started = os.path.getmtime(summary_path) - summary["wall_seconds"]
     first, second, _ = mslt_stage_steps(settings.steps)
-    return report.RunResult(name, history.read_loss_curve(model_dir, launched), wall, summary["eval"],
-                            [first, first + second] if name == "mslt" else [])
+    return report.RunResult(name, history.read_loss_curve(model_dir, run_started), summary["wall_seconds"],
+                            summary["eval"], [first, first + second] if name == "mslt" else [])

@@ -1,0 +1,282 @@
+"""The LAMB paper's central claim at small scale: LAMB vs AdamW vs LARS as the global batch grows.
+
+Every run sees the same number of sequences (equal epochs), so a 4x larger batch takes 4x fewer steps. The peak
+learning rate of each optimizer is tuned at the smallest batch (a grid of multipliers around a default, the best
+final held-out MLM loss wins) and scaled by the square-root rule, lr(B) = lr(B0) * sqrt(B / B0), with linear
+warmup over `--warmup_fraction` of the steps and polynomial (power 0.5) decay. Batches above `--max_micro_batch`
+use gradient accumulation. Reported per optimizer and batch: the final held-out MLM loss and the steps (and
+sequences) to reach a target held-out MLM loss; as a Markdown table, a JSON file and a PNG.
+
+    python tools/batch_scaling_study.py --out=runs/batch_scaling --batch_sizes=32,128,512
+    python tools/batch_scaling_study.py --data_dir=runs/demo/data ...   # reuse the demo's TFRecords
+
+Without --data_dir it builds the demo's data (docstring corpus, vocabulary, TFRecords) into --out/data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("out", "runs/batch_scaling", "Output folder: results.md, results.json, batch_scaling.png.")
+flags.DEFINE_string("data_dir", None, "A folder with train.tfrecord, heldout.tfrecord and vocab.txt (as the demo "
+                    "writes); default: build them into --out/data.")
+flags.DEFINE_list("optimizers", ["lamb", "adamw", "lars"], "Optimizers to compare.")
+flags.DEFINE_list("batch_sizes", ["32", "128", "512"], "Global batch sizes, smallest first (the tuning batch).")
+flags.DEFINE_integer("sequences", 32 * 400, "Training sequences per run (equal epochs at every batch size).")
+flags.DEFINE_list("base_learning_rates", ["lamb=5e-3", "adamw=2e-3", "lars=1.0"],
+                  "Centre of the learning-rate grid at the smallest batch, per optimizer.")
+flags.DEFINE_list("tune_multipliers", ["0.333", "1", "3"], "Grid of multipliers of the base rate tried at the "
+                  "smallest batch; '1' alone skips tuning.")
+flags.DEFINE_float("warmup_fraction", 0.1, "Warmup steps as a fraction of each run's steps.")
+flags.DEFINE_integer("eval_points", 10, "Held-out evaluations per run, evenly spaced in steps.")
+flags.DEFINE_integer("eval_sequences", 512, "Held-out sequences per evaluation.")
+flags.DEFINE_float("target_loss", None, "Held-out MLM loss target; default: the worst final loss among the "
+                   "optimizers at the smallest batch, plus 1%.")
+flags.DEFINE_integer("max_micro_batch", 256, "Largest batch run at once; bigger ones accumulate gradients.")
+flags.DEFINE_integer("num_layers", 2, "Transformer blocks.")
+flags.DEFINE_integer("hidden_size", 128, "Hidden size (heads of 64, feed-forward 4x).")
+flags.DEFINE_integer("seq_length", 64, "Sequence length (used when building the data).")
+flags.DEFINE_integer("max_predictions", 10, "Masked positions per sequence (used when building the data).")
+flags.DEFINE_integer("seed", 12345, "Seed of the weights (the same initial model for every run) and the data order.")
+
+
+@dataclasses.dataclass
+class Run:
+    optimizer: str
+    batch_size: int
+    learning_rate: float
+    steps: int
+    warmup_steps: int
+    accumulation_steps: int
+    eval_steps: list
+    eval_losses: list
+    wall_seconds: float
+
+    @property
+    def final_loss(self) -> float:
+        return self.eval_losses[-1]
+
+    def steps_to(self, target: float):
+        """The first evaluated step whose held-out MLM loss is at most `target`, or None."""
+        return next((s for s, loss in zip(self.eval_steps, self.eval_losses) if loss <= target), None)
+
+
+def _data(out: str):
+    from kbert.demo.data import DataSettings, PreparedData, prepare_data
+
+    if FLAGS.data_dir:
+        paths = {name: os.path.join(FLAGS.data_dir, name) for name in ("train.tfrecord", "heldout.tfrecord",
+                                                                       "vocab.txt")}
+        missing = [p for p in paths.values() if not os.path.exists(p)]
+        if missing:
+            raise FileNotFoundError(f"--data_dir={FLAGS.data_dir} lacks {', '.join(missing)}; point it at a demo's "
+                                    "data folder or leave it out to build the data.")
+        with open(paths["vocab.txt"]) as f:
+            vocab_size = sum(1 for _ in f)
+        return PreparedData(paths["train.tfrecord"], paths["heldout.tfrecord"], paths["vocab.txt"], vocab_size, 0, 0)
+    return prepare_data(DataSettings(seq_length=FLAGS.seq_length, max_predictions=FLAGS.max_predictions,
+                                     seed=FLAGS.seed), os.path.join(out, "data"), step_format="[data {}/4]")
+
+
+def _experiment(data, optimizer: str, batch_size: int, learning_rate: float, steps: int, warmup: int,
+                accumulation: int):
+    from kbert.training.config import load_experiment
+
+    h = FLAGS.hidden_size
+    override = {
+        "model": {"bert": "bert_tiny", "overrides": {
+            "vocab_size": data.vocab_size, "num_hidden_layers": FLAGS.num_layers, "hidden_size": h,
+            "num_attention_heads": max(1, h // 64), "intermediate_size": 4 * h}},
+        "data": {"train_files": data.train_files, "eval_files": data.eval_files,
+                 "seq_length": FLAGS.seq_length, "max_predictions": FLAGS.max_predictions},
+        "optimizer": {"type": optimizer, "weight_decay": 0.01, "epsilon": 1e-6},
+        "schedule": {"peak_learning_rate": learning_rate, "warmup_steps": warmup, "power": 0.5},
+        "train": {"global_batch_size": batch_size, "gradient_accumulation_steps": accumulation,
+                  "total_steps": steps, "steps_per_loop": 1, "summary_interval": 1, "checkpoint_interval": 1,
+                  "seed": FLAGS.seed},
+    }
+    return load_experiment(params_override=json.dumps(override))
+
+
+def _heldout_batches(data, count: int):
+    """About `count` held-out sequences, read once and kept in memory: every evaluation sees the same ones."""
+    from kbert.data import pretraining_dataset
+
+    batch = min(64, count)
+    dataset = pretraining_dataset(data.eval_files, FLAGS.seq_length, FLAGS.max_predictions, batch,
+                                  is_training=False, vocab_size=data.vocab_size)
+    batches = list(dataset.take(max(1, count // batch)))
+    if not batches:
+        raise ValueError(f"{data.eval_files} holds fewer than {batch} sequences; give more held-out text.")
+    return batches
+
+
+def _evaluator(model, batches):
+    """Held-out MLM loss of `model` on fixed batches; one traced function per model."""
+    import numpy as np
+    import tensorflow as tf
+
+    from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
+
+    @tf.function
+    def terms(batch):
+        return pretraining_loss_terms(batch, model(batch, training=False))
+
+    def evaluate() -> float:
+        totals = {k: np.float64(0.0) for k in LOSS_TERMS}
+        for batch in batches:
+            for k, v in terms(batch).items():
+                totals[k] += np.float64(v)
+        return float(pretraining_metrics(totals)["masked_lm_loss"])
+
+    return evaluate
+
+
+def train_run(data, heldout, optimizer: str, batch_size: int, learning_rate: float) -> Run:
+    import keras
+    import tensorflow as tf
+
+    from kbert.training.loop import build_model, build_optimizer, dataset_fn
+    from kbert.training.trainer import PretrainingTrainer
+
+    steps = max(1, FLAGS.sequences // batch_size)
+    warmup = max(1, round(FLAGS.warmup_fraction * steps))
+    accumulation = max(1, batch_size // FLAGS.max_micro_batch)
+    config = _experiment(data, optimizer, batch_size, learning_rate, steps, warmup, accumulation)
+    keras.utils.set_random_seed(FLAGS.seed)
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = build_model(config)
+        opt = build_optimizer(config)
+        global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
+        trainer = PretrainingTrainer(strategy, model, opt, dataset_fn(config, True, data.vocab_size),
+                                     global_step=global_step, global_batch_size=batch_size,
+                                     accumulation_steps=accumulation)
+    evaluate = _evaluator(model, heldout)
+    points = sorted({max(1, round(steps * (i + 1) / FLAGS.eval_points)) for i in range(FLAGS.eval_points)})
+    eval_steps, losses, done = [], [], 0
+    start = time.perf_counter()
+    for point in points:
+        metrics = trainer.train(tf.constant(point - done, tf.int32))
+        done = point
+        loss = evaluate() if math.isfinite(metrics["loss"]) else float("nan")
+        eval_steps.append(point)
+        losses.append(loss)
+        if not math.isfinite(loss):
+            break  # diverged: the rest of the run would be NaN too
+    run = Run(optimizer, batch_size, learning_rate, steps, warmup, accumulation, eval_steps, losses,
+              time.perf_counter() - start)
+    print(f"{optimizer:>5} batch {batch_size:>5} lr {learning_rate:.3g} ({steps} steps, warmup {warmup}, "
+          f"accumulation {accumulation}): held-out MLM loss {' '.join(f'{x:.3f}' for x in losses)} "
+          f"[{run.wall_seconds:.0f} s]", flush=True)
+    return run
+
+
+def _best(runs: list[Run]) -> Run:
+    return min(runs, key=lambda r: r.final_loss if math.isfinite(r.final_loss) else float("inf"))
+
+
+def results_table(runs: list[Run], tuning: dict[str, list[Run]], target: float) -> str:
+    rows = [f"Target held-out MLM loss: {target:.3f}. Steps to target are the first of {FLAGS.eval_points} "
+            "evenly spaced evaluations at or below it (-: not reached).", "",
+            "| optimizer | batch | peak lr | steps | warmup | accum. | final held-out MLM loss | steps to target "
+            "| sequences to target | train time (s) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in runs:
+        hit = r.steps_to(target)
+        rows.append(f"| {r.optimizer} | {r.batch_size} | {r.learning_rate:.3g} | {r.steps} | {r.warmup_steps} "
+                    f"| {r.accumulation_steps} | {r.final_loss:.3f} | {hit if hit else '-'} "
+                    f"| {hit * r.batch_size if hit else '-'} | {r.wall_seconds:.0f} |")
+    rows += ["", f"Tuning at batch {runs[0].batch_size} (final held-out MLM loss by peak lr):", ""]
+    for name, candidates in tuning.items():
+        rows.append(f"- {name}: " + ", ".join(f"{r.learning_rate:.3g} -> {r.final_loss:.3f}" for r in candidates))
+    return "\n".join(rows)
+
+
+def plot(runs: list[Run], target: float, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=80)
+    for name in dict.fromkeys(r.optimizer for r in runs):
+        mine = [r for r in runs if r.optimizer == name]
+        left.plot([r.batch_size for r in mine], [r.final_loss for r in mine], marker="o", label=name)
+        hits = [(r.batch_size, r.steps_to(target)) for r in mine if r.steps_to(target)]
+        if hits:
+            right.plot(*zip(*hits), marker="o", label=name)
+    batches = sorted({r.batch_size for r in runs})
+    first_hits = [r.steps_to(target) for r in runs if r.batch_size == batches[0] and r.steps_to(target)]
+    if first_hits:
+        ideal = min(first_hits)
+        right.plot(batches, [ideal * batches[0] / b for b in batches], "k:", label="perfect scaling")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("global batch size")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    left.set_ylabel("final held-out MLM loss")
+    left.set_title("equal epochs: final loss")
+    right.set_yscale("log")
+    right.set_ylabel(f"steps to MLM loss {target:.2f}")
+    right.set_title("steps to target")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    batch_sizes = [int(b) for b in FLAGS.batch_sizes]
+    if batch_sizes != sorted(batch_sizes) or batch_sizes[0] < 1:
+        raise app.UsageError(f"--batch_sizes={','.join(FLAGS.batch_sizes)}: give positive sizes, smallest first.")
+    base = {k: float(v) for k, v in (item.split("=") for item in FLAGS.base_learning_rates)}
+    unknown = [o for o in FLAGS.optimizers if o not in base]
+    if unknown:
+        raise app.UsageError(f"--base_learning_rates has no rate for {', '.join(unknown)}.")
+    import tensorflow as tf
+
+    # Every run builds a new model, hence new traced functions; TF's "retracing" warnings say nothing here.
+    tf.get_logger().setLevel("ERROR")
+    os.makedirs(FLAGS.out, exist_ok=True)
+    started = time.time()
+    data = _data(FLAGS.out)
+    heldout = _heldout_batches(data, FLAGS.eval_sequences)
+    runs, tuning = [], {}
+    for name in FLAGS.optimizers:
+        candidates = [train_run(data, heldout, name, batch_sizes[0], base[name] * float(m))
+                      for m in FLAGS.tune_multipliers]
+        tuning[name] = candidates
+        best = _best(candidates)
+        runs.append(best)
+        for batch in batch_sizes[1:]:
+            scaled = best.learning_rate * math.sqrt(batch / batch_sizes[0])
+            runs.append(train_run(data, heldout, name, batch, scaled))
+    finals = [r.final_loss for r in runs if r.batch_size == batch_sizes[0] and math.isfinite(r.final_loss)]
+    target = FLAGS.target_loss if FLAGS.target_loss is not None else max(finals) * 1.01
+    table = results_table(runs, tuning, target)
+    paths = {name: os.path.join(FLAGS.out, name) for name in ("results.md", "results.json", "batch_scaling.png")}
+    with open(paths["results.md"], "w") as f:
+        f.write(table + "\n")
+    with open(paths["results.json"], "w") as f:
+        json.dump({"target_loss": target, "runs": [dataclasses.asdict(r) for r in runs],
+                   "tuning": {k: [dataclasses.asdict(r) for r in v] for k, v in tuning.items()},
+                   "flags": {k: FLAGS[k].value for k in ("sequences", "batch_sizes", "num_layers", "hidden_size",
+                                                          "seq_length", "warmup_fraction", "max_micro_batch")}},
+                  f, indent=2)
+    plot(runs, target, paths["batch_scaling.png"])
+    print("\n" + table + "\n")
+    print(f"Done in {time.time() - started:,.0f} s: {', '.join(paths.values())}")
+
+
+if __name__ == "__main__":
+    app.run(main)
