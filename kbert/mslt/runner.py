@@ -127,7 +127,7 @@ def run_mslt(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.S
                 model, result = _train_stage(config, plan, stage, model_dir, strategy, model, print_fn)
                 summary["stages"].append(result)
     if mode in ("eval", "train_and_eval"):
-        model, summary["evaluated_checkpoint"] = _latest_model(config, plan, model_dir, strategy, model)
+        model, summary["evaluated_checkpoint"] = _latest_model(plan, model_dir, strategy, model)
         summary["eval"] = evaluate(config, strategy, model)
         e = summary["eval"]
         print_fn(f"eval | loss {e['loss']:.4f} | mlm_loss {e['masked_lm_loss']:.4f} | "
@@ -180,7 +180,7 @@ def _train_stage(config: ExperimentConfig, plan: StagePlan, stage: Stage, model_
     return model, result
 
 
-def _latest_model(config: ExperimentConfig, plan: StagePlan, model_dir: str, strategy: tf.distribute.Strategy,
+def _latest_model(plan: StagePlan, model_dir: str, strategy: tf.distribute.Strategy,
                   model: Optional[BertPretrainer]) -> tuple[BertPretrainer, str]:
     """The model to evaluate: the one trained last in this run, else the newest stage checkpoint's."""
     for stage in reversed(plan.stages):
