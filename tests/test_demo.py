@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from kbert.demo import pipeline, text
+from kbert.demo import data, pipeline, text
 
 WORDS = ("the model reads a file and returns its tokens while the optimizer scales each layer step by a trust "
          "ratio computed from weight and update norms so large batches train as well as small ones do").split()
@@ -79,3 +79,21 @@ def test_user_text_is_resplit_and_held_out_at_a_stride(tmp_path):
     with pytest.raises(ValueError, match="at least 20"):
         text.write_split(text.read_documents([str(source)], resplit=True), str(tmp_path / "a.txt"),
                          str(tmp_path / "b.txt"), heldout_every=20)
+
+
+def test_user_text_goes_through_the_data_steps(tmp_path):
+    rng = random.Random(1)
+    for part in range(2):
+        (tmp_path / f"notes_{part}.txt").write_text("".join(
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 12))).capitalize() + ". "
+            + " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 12))) + ".\n\n" for _ in range(30)))
+    settings = data.DataSettings(text=[str(tmp_path / "notes_*.txt")], heldout_every=6, vocab_size=300,
+                                 seq_length=32, max_predictions=5, num_workers=1)
+    prepared = data.prepare_data(settings, str(tmp_path / "data"), print_fn=lambda *a, **k: None)
+    assert (tmp_path / "data" / "text.txt").read_text().count("\n\n") == 60
+    assert prepared.train_instances > 0 and prepared.heldout_instances > 0
+    assert prepared.vocab_size == len((tmp_path / "data" / "vocab.txt").read_text().splitlines())
+
+    with pytest.raises(FileNotFoundError, match="--text"):
+        data.prepare_data(data.DataSettings(text=[str(tmp_path / "missing_*.txt")]), str(tmp_path / "data2"),
+                          print_fn=lambda *a, **k: None)
