@@ -177,3 +177,14 @@ def test_outputs_console_tensorboard_and_summary_json(tmp_path, data):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["global_step"] == 4 and summary["replicas"] == 1 and summary["train"]["loss"] > 0
     assert summary["eval"]["sequences"] == 16 and summary["config"]["train"]["total_steps"] == 4
+
+
+def test_adamw_exclusions_match_variable_paths(tmp_path, data):
+    from kbert.training.loop import build_model, build_optimizer
+
+    config = _experiment(tmp_path, data, "optimizer.type=adamw")
+    model = build_model(config)
+    optimizer = build_optimizer(config, model.trainable_variables)
+    decayed = {v.path: optimizer._use_weight_decay(v) for v in model.trainable_variables}
+    assert not any(decayed[p] for p in decayed if "layer_norm" in p or p.endswith("bias"))
+    assert all(decayed[p] for p in decayed if p.endswith("kernel"))

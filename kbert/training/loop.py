@@ -17,8 +17,10 @@ summary["train"]["loss"], summary["eval"]["masked_lm_accuracy"]
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
+import threading
 import time
 from typing import Any, Optional, Sequence
 
@@ -54,8 +56,13 @@ def learning_rate_schedule(config: ExperimentConfig) -> PolynomialWarmup:
                             step_offset=s.step_offset)
 
 
-def build_optimizer(config: ExperimentConfig, learning_rate=None) -> keras.optimizers.Optimizer:
-    """LAMB, LARS or AdamW from `config.optimizer` (call in `strategy.scope()`); fp16 adds loss scaling."""
+def build_optimizer(config: ExperimentConfig, variables: Sequence[keras.Variable] = (),
+                    learning_rate=None) -> keras.optimizers.Optimizer:
+    """LAMB, LARS or AdamW from `config.optimizer` (call in `strategy.scope()`); fp16 adds loss scaling.
+
+    `variables`: the model's, for AdamW, whose exclusions Keras matches against `variable.name` only
+    ('gamma', not 'layer_norm'); kbert applies the `variable.path` regexes to them here.
+    """
     o = config.optimizer
     learning_rate = learning_rate if learning_rate is not None else learning_rate_schedule(config)
     if o.type == "lamb":
@@ -71,7 +78,8 @@ def build_optimizer(config: ExperimentConfig, learning_rate=None) -> keras.optim
     else:
         optimizer = keras.optimizers.AdamW(learning_rate, weight_decay=o.weight_decay, beta_1=o.beta_1,
                                            beta_2=o.beta_2, epsilon=o.epsilon, global_clipnorm=o.global_clipnorm)
-        optimizer.exclude_from_weight_decay(var_names=list(o.exclude_from_weight_decay))
+        optimizer.exclude_from_weight_decay(var_list=[
+            v for v in variables if any(re.search(p, v.path) for p in o.exclude_from_weight_decay)])
     if config.train.mixed_precision == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     return optimizer
@@ -105,13 +113,17 @@ class _SigtermFlag:
 
     def __init__(self):
         self.raised = False
-        self._previous = signal.signal(signal.SIGTERM, self._handle)
+        # Python only lets the main thread install handlers; a loop run from another thread keeps the default.
+        self._installed = threading.current_thread() is threading.main_thread()
+        if self._installed:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
 
     def _handle(self, signum, frame):
         self.raised = True
 
     def close(self):
-        signal.signal(signal.SIGTERM, self._previous)
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous)
 
 
 def _preemption_check(strategy, manager, global_step):
@@ -257,7 +269,7 @@ def run_experiment(config: ExperimentConfig, model_dir: str, strategy: tf.distri
         summary["evaluated_checkpoint"] = _restore_weights_for_eval(model, model_dir, t.init_checkpoint)
     else:
         with strategy.scope():
-            optimizer = build_optimizer(config)
+            optimizer = build_optimizer(config, model.trainable_variables)
         if t.init_checkpoint and not checkpointing.latest_checkpoint(model_dir):
             kind = checkpointing.load_init_checkpoint(model, t.init_checkpoint)
             print_fn(f"Initialised the model from {kind} checkpoint {t.init_checkpoint}.", flush=True)
