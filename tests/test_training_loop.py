@@ -138,9 +138,10 @@ def test_non_finite_loss_stops_with_the_step_and_never_saves_bad_weights(tmp_pat
     assert not (tmp_path / "run" / "summary.json").exists()
 
 
-@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
-def test_mixed_precision_trains(tmp_path, data, policy):
-    config = _experiment(tmp_path, data, f"train.mixed_precision={policy},train.total_steps=2")
+@pytest.mark.parametrize("override", ["train.mixed_precision=mixed_bfloat16", "train.mixed_precision=mixed_float16",
+                                      "train.jit_compile=true,train.gradient_accumulation_steps=2"])
+def test_precision_policies_and_xla_train(tmp_path, data, override):
+    config = _experiment(tmp_path, data, f"{override},train.total_steps=2")
     summary = run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"),
                              print_fn=lambda *a, **k: None)
     assert np.isfinite(summary["train"]["loss"]) and summary["global_step"] == 2
