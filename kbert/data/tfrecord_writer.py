@@ -105,18 +105,20 @@ def _entry_header(key: bytes, kind: int, payload_length: int) -> bytes:
 class ShardedWriter:
     """Writes records round-robin over `paths`, as Google's script does.
 
-    Each file is written under `<path>.incomplete` and renamed only when the writer closes without an error, so a
-    crash never leaves a file that looks finished; on an error the partial files are removed.
+    Each file is written under a hidden `.<name>.incomplete` beside it and renamed only when the writer closes
+    without an error, so a crash never leaves a file that looks finished; on an error the partial files are removed.
     """
 
     def __init__(self, paths: Sequence[str], gzip: bool = False):
         self.paths = list(paths)
         options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
-        self._temp = [f"{p}.incomplete" for p in self.paths]
+        self._temp = []
         for path in self.paths:
-            parent = path.rsplit("/", 1)[0] if "/" in path else ""
+            parent, _, name = path.rpartition("/")
             if parent and not tf.io.gfile.exists(parent):
                 tf.io.gfile.makedirs(parent)
+            # A hidden name, so globs over the outputs (`train-*`, `train.tfrecord*`) never pick up a partial file.
+            self._temp.append(f"{parent}/.{name}.incomplete" if parent else f".{name}.incomplete")
         self._writers = [tf.io.TFRecordWriter(t, options) for t in self._temp]
         self._next = 0
         self.count = 0
