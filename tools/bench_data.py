@@ -119,7 +119,8 @@ def main(argv: list[str]) -> None:
         print(f"speed ratio excluding start-up ({label} corpus): {ratio:.1f}x")
     rates = {(r[0], r[2]): r[5] for r in rows}
     for label in ("1x", "2x"):
-        print(f"speed ratio kbert / model_garden ({label} corpus): {rates[(label, 'kbert')] / rates[(label, 'model_garden')]:.1f}x")
+        ratio = rates[(label, "kbert")] / rates[(label, "model_garden")]
+        print(f"speed ratio kbert / model_garden ({label} corpus): {ratio:.1f}x")
 
 
 if __name__ == "__main__":

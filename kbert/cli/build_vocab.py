@@ -31,7 +31,8 @@ def main(argv: list[str]) -> None:
     start = time.time()
 
     def progress(lines: int, chars: int) -> None:
-        print(f"\rread {lines:,} lines, {chars / 1e6:,.1f}M characters, {time.time() - start:,.0f} s", end="", flush=True)
+        elapsed = time.time() - start
+        print(f"\rread {lines:,} lines, {chars / 1e6:,.1f}M characters, {elapsed:,.0f} s", end="", flush=True)
 
     tokens, stats = vocab.learn_vocabulary(
         inputs, FLAGS.vocab_size, lower_case=FLAGS.lower_case, layout=FLAGS.reserved_layout, progress=progress
