@@ -44,6 +44,8 @@ flags.DEFINE_integer("num_layers", 2, "Transformer blocks.")
 flags.DEFINE_integer("hidden_size", 128, "Hidden size (heads of 64, feed-forward 4x).")
 flags.DEFINE_integer("seq_length", 64, "Sequence length (used when building the data).")
 flags.DEFINE_integer("max_predictions", 10, "Masked positions per sequence (used when building the data).")
+flags.DEFINE_string("from_results", None, "Only redraw the table and plot (e.g. with another --target_loss) from "
+                    "a results.json of an earlier run, into --out.")
 flags.DEFINE_integer("seed", 12345, "Seed of the weights (the same initial model for every run) and the data order.")
 
 
@@ -184,7 +186,7 @@ def _best(runs: list[Run]) -> Run:
 
 
 def results_table(runs: list[Run], tuning: dict[str, list[Run]], target: float) -> str:
-    rows = [f"Target held-out MLM loss: {target:.3f}. Steps to target are the first of {FLAGS.eval_points} "
+    rows = [f"Target held-out MLM loss: {target:.3f}. Steps to target are the first of {len(runs[0].eval_steps)} "
             "evenly spaced evaluations at or below it (-: not reached).", "",
             "| optimizer | batch | peak lr | steps | warmup | accum. | final held-out MLM loss | steps to target "
             "| sequences to target | train time (s) |",
@@ -201,36 +203,62 @@ def results_table(runs: list[Run], tuning: dict[str, list[Run]], target: float) 
 
 
 def plot(runs: list[Run], target: float, path: str) -> None:
+    """Left: final held-out loss against batch size. Right: held-out loss against sequences seen, every run."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=80)
+    batches = sorted({r.batch_size for r in runs})
+    styles = dict(zip(batches, ["-", "--", ":", "-."] * len(batches)))
     for name in dict.fromkeys(r.optimizer for r in runs):
         mine = [r for r in runs if r.optimizer == name]
-        left.plot([r.batch_size for r in mine], [r.final_loss for r in mine], marker="o", label=name)
-        hits = [(r.batch_size, r.steps_to(target)) for r in mine if r.steps_to(target)]
-        if hits:
-            right.plot(*zip(*hits), marker="o", label=name)
-    batches = sorted({r.batch_size for r in runs})
-    first_hits = [r.steps_to(target) for r in runs if r.batch_size == batches[0] and r.steps_to(target)]
-    if first_hits:
-        ideal = min(first_hits)
-        right.plot(batches, [ideal * batches[0] / b for b in batches], "k:", label="perfect scaling")
-    for ax in (left, right):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("global batch size")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        line, = left.plot([r.batch_size for r in mine], [r.final_loss for r in mine], marker="o", label=name)
+        for r in mine:
+            right.plot([s * r.batch_size for s in r.eval_steps], r.eval_losses, styles[r.batch_size],
+                       color=line.get_color(), label=f"{name} {r.batch_size}")
+    right.axhline(target, color="k", linewidth=0.8, linestyle=":")
+    left.set_xscale("log", base=2)
+    left.set_xlabel("global batch size (equal epochs)")
     left.set_ylabel("final held-out MLM loss")
-    left.set_title("equal epochs: final loss")
-    right.set_yscale("log")
-    right.set_ylabel(f"steps to MLM loss {target:.2f}")
-    right.set_title("steps to target")
+    right.set_xlabel("training sequences seen")
+    right.set_ylabel("held-out MLM loss")
+    right.set_title(f"dotted: target {target:.2f}", fontsize=9)
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=3 if ax is right else 1)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def write_report(runs: list[Run], tuning: dict[str, list[Run]], out: str) -> str:
+    """Writes results.md, results.json and batch_scaling.png into `out`; returns the table."""
+    smallest = min(r.batch_size for r in runs)
+    finals = [r.final_loss for r in runs if r.batch_size == smallest and math.isfinite(r.final_loss)]
+    target = FLAGS.target_loss if FLAGS.target_loss is not None else max(finals) * 1.01
+    table = results_table(runs, tuning, target)
+    paths = {name: os.path.join(out, name) for name in ("results.md", "results.json", "batch_scaling.png")}
+    with open(paths["results.md"], "w") as f:
+        f.write(table + "\n")
+    with open(paths["results.json"], "w") as f:
+        json.dump({"target_loss": target, "runs": [dataclasses.asdict(r) for r in runs],
+                   "tuning": {k: [dataclasses.asdict(r) for r in v] for k, v in tuning.items()},
+                   "flags": {k: FLAGS[k].value for k in ("sequences", "batch_sizes", "num_layers", "hidden_size",
+                                                          "seq_length", "warmup_fraction", "max_micro_batch",
+                                                          "eval_points")}},
+                  f, indent=2)
+    plot(runs, target, paths["batch_scaling.png"])
+    print("\n" + table + "\n")
+    print(f"wrote {', '.join(paths.values())}")
+    return table
+
+
+def _load_results(path: str) -> tuple[list[Run], dict[str, list[Run]]]:
+    with open(path) as f:
+        saved = json.load(f)
+    return ([Run(**r) for r in saved["runs"]], {k: [Run(**r) for r in v] for k, v in saved["tuning"].items()})
 
 
 def main(argv: list[str]) -> None:
@@ -248,6 +276,9 @@ def main(argv: list[str]) -> None:
     # Every run builds a new model, hence new traced functions; TF's "retracing" warnings say nothing here.
     tf.get_logger().setLevel("ERROR")
     os.makedirs(FLAGS.out, exist_ok=True)
+    if FLAGS.from_results:
+        write_report(*_load_results(FLAGS.from_results), FLAGS.out)
+        return
     started = time.time()
     data = _data(FLAGS.out)
     heldout = _heldout_batches(data, FLAGS.eval_sequences)
@@ -261,21 +292,8 @@ def main(argv: list[str]) -> None:
         for batch in batch_sizes[1:]:
             scaled = best.learning_rate * math.sqrt(batch / batch_sizes[0])
             runs.append(train_run(data, heldout, name, batch, scaled))
-    finals = [r.final_loss for r in runs if r.batch_size == batch_sizes[0] and math.isfinite(r.final_loss)]
-    target = FLAGS.target_loss if FLAGS.target_loss is not None else max(finals) * 1.01
-    table = results_table(runs, tuning, target)
-    paths = {name: os.path.join(FLAGS.out, name) for name in ("results.md", "results.json", "batch_scaling.png")}
-    with open(paths["results.md"], "w") as f:
-        f.write(table + "\n")
-    with open(paths["results.json"], "w") as f:
-        json.dump({"target_loss": target, "runs": [dataclasses.asdict(r) for r in runs],
-                   "tuning": {k: [dataclasses.asdict(r) for r in v] for k, v in tuning.items()},
-                   "flags": {k: FLAGS[k].value for k in ("sequences", "batch_sizes", "num_layers", "hidden_size",
-                                                          "seq_length", "warmup_fraction", "max_micro_batch")}},
-                  f, indent=2)
-    plot(runs, target, paths["batch_scaling.png"])
-    print("\n" + table + "\n")
-    print(f"Done in {time.time() - started:,.0f} s: {', '.join(paths.values())}")
+    write_report(runs, tuning, FLAGS.out)
+    print(f"Done in {time.time() - started:,.0f} s.")
 
 
 if __name__ == "__main__":
