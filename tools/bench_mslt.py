@@ -3,12 +3,12 @@
     python tools/bench_mslt.py --total_steps=200 --work_dir=/tmp/kbert_bench_mslt
 
 Makes pretraining TFRecords from a text corpus (95% of the documents train, 5% held out) with kbert's
-create_pretraining_data, then runs `kbert-pretrain` twice, one process after the other: full training of all
-layers, and MSLT (stages of `--stages` layers, each training its new layers, then all layers for
-`--final_share` of the steps). Afterwards every checkpoint of both runs is evaluated on the held-out records (not
-counted in the wall times); a checkpoint's time is its file's time since its run started. Prints held-out MLM
-accuracy at equal steps and at equal wall time, writes a PNG of held-out MLM loss against wall time, and prints
-the speedup (full wall time / MSLT wall time at equal steps) last.
+create_pretraining_data, then runs `kbert-pretrain` twice, in two processes at the same time (or one after the
+other with --noconcurrent): full training of all layers, and MSLT (stages of `--stages` layers, each training its
+new layers, then all layers for `--final_share` of the steps). Afterwards every checkpoint of both runs is
+evaluated on the held-out records (not counted in the wall times); a checkpoint's time is its file's time since
+its run started. Prints held-out MLM accuracy at equal steps and at equal wall time, writes a PNG of held-out MLM
+loss against wall time, and prints the speedup (full wall time / MSLT wall time at equal steps) last.
 """
 
 from __future__ import annotations
@@ -46,10 +46,14 @@ flags.DEFINE_integer("max_predictions", 10, "Masked positions per sequence.")
 flags.DEFINE_integer("batch_size", 32, "Global batch size.")
 flags.DEFINE_integer("total_steps", 200, "Optimizer steps of each run.")
 flags.DEFINE_list("stages", ["3", "6", "9", "12"], "MSLT growth stages' depths.")
+flags.DEFINE_enum("embeddings", "freeze_after_first_stage", ["freeze_after_first_stage", "train"],
+                  "MSLT's mslt.embeddings policy.")
 flags.DEFINE_float("final_share", 0.2, "Share of the steps in MSLT's all-layer stage.")
 flags.DEFINE_float("peak_learning_rate", 5e-3, "LAMB peak rate (both runs; MSLT's final stage gets a tenth).")
 flags.DEFINE_integer("checkpoint_every", 20, "Steps between the checkpoints that are evaluated.")
 flags.DEFINE_integer("eval_batches", 8, "Held-out batches of 64 sequences per evaluated checkpoint.")
+flags.DEFINE_bool("concurrent", True, "Run both trainings at the same time (fair on a machine others load too; "
+                  "the run that finishes first leaves the other the whole machine, which favours full training).")
 flags.DEFINE_string("mixed_precision", "float32", "Precision policy of both runs.")
 flags.DEFINE_string("plot", "", "PNG path; default WORK_DIR/mslt_vs_full.png.")
 FLAGS = flags.FLAGS
@@ -99,25 +103,39 @@ def experiment(train_records: str, eval_records: str, mslt: bool) -> dict:
         config["mslt"] = {
             "stages": [{"num_layers": d, "steps": per_stage + (extra if i == len(depths) - 1 else 0)}
                        for i, d in enumerate(depths)],
-            "final_stage": {"steps": final}}
+            "final_stage": {"steps": final}, "embeddings": FLAGS.embeddings}
     return config
 
 
-def run(name: str, config: dict, work_dir: str) -> tuple[float, float]:
-    """Runs kbert-pretrain in its own process; returns its start time and wall seconds."""
-    model_dir = os.path.join(work_dir, name)
-    config_file = os.path.join(work_dir, f"{name}.yaml")
-    with open(config_file, "w") as f:
-        yaml.safe_dump(config, f)
-    subprocess.run(["rm", "-rf", model_dir], check=True)
-    command = [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
-               f"--model_dir={model_dir}", "--strategy=one_device", "--mode=train"]
-    with open(os.path.join(work_dir, f"{name}.log"), "w") as log:
-        start = time.time()
-        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
-        wall = time.time() - start
-    print(f"{name}: {FLAGS.total_steps} steps in {wall:.1f} s (log {log.name})", flush=True)
-    return start, wall
+def run(configs: dict[str, dict], work_dir: str) -> dict[str, tuple[float, float]]:
+    """Runs kbert-pretrain once per config, each in its own process, at the same time (`--concurrent`, so load
+    from other users of the machine hits both) or one after the other; returns each run's start and wall seconds."""
+    processes, timings = {}, {}
+    for name, config in configs.items():
+        model_dir = os.path.join(work_dir, name)
+        config_file = os.path.join(work_dir, f"{name}.yaml")
+        with open(config_file, "w") as f:
+            yaml.safe_dump(config, f)
+        subprocess.run(["rm", "-rf", model_dir], check=True)
+        command = [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
+                   f"--model_dir={model_dir}", "--strategy=one_device", "--mode=train"]
+        log = open(os.path.join(work_dir, f"{name}.log"), "w")
+        processes[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), log, time.time())
+        if not FLAGS.concurrent:
+            _wait(name, processes[name], timings)
+    for name, process in processes.items():
+        if name not in timings:
+            _wait(name, process, timings)
+    return timings
+
+
+def _wait(name: str, process: tuple, timings: dict) -> None:
+    popen, log, start = process
+    if popen.wait():
+        raise RuntimeError(f"The {name} run failed (exit {popen.returncode}); see {log.name}.")
+    timings[name] = (start, time.time() - start)
+    log.close()
+    print(f"{name}: {FLAGS.total_steps} steps in {timings[name][1]:.1f} s (log {log.name})", flush=True)
 
 
 def held_out_batches(eval_records: str) -> list[dict]:
@@ -196,7 +214,7 @@ def main(argv):
     train_records, eval_records = make_data(FLAGS.work_dir)
     configs = {"full": experiment(train_records, eval_records, False),
                "mslt": experiment(train_records, eval_records, True)}
-    timings = {name: run(name, config, FLAGS.work_dir) for name, config in configs.items()}
+    timings = run(configs, FLAGS.work_dir)
 
     bert = BertConfig.load("bert_base").replace(**configs["full"]["model"]["overrides"])
     batches = held_out_batches(eval_records)
@@ -211,7 +229,8 @@ def main(argv):
     same_time = at_time(curves["full"], mslt["seconds"])
     print(f"\n{FLAGS.num_layers} layers, hidden {FLAGS.hidden_size}, seq {FLAGS.seq_length}, batch "
           f"{FLAGS.batch_size}, {FLAGS.total_steps} steps, {FLAGS.mixed_precision}, MSLT stages "
-          f"{','.join(FLAGS.stages)} + all layers for {FLAGS.final_share:.0%}; {len(batches)} held-out batches")
+          f"{','.join(FLAGS.stages)} + all layers for {FLAGS.final_share:.0%}, embeddings {FLAGS.embeddings}; "
+          f"{len(batches)} held-out batches of 64; {'concurrent' if FLAGS.concurrent else 'sequential'} runs")
     print(f"{'':<34}{'full':>10}{'mslt':>10}")
     print(f"{'wall time (s)':<34}{timings['full'][1]:>10.1f}{timings['mslt'][1]:>10.1f}")
     print(f"{'held-out MLM accuracy, equal steps':<34}{full['masked_lm_accuracy']:>10.4f}"
