@@ -14,7 +14,8 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string("config_file", [], "Experiment YAML; repeat to merge several, later ones win.")
-flags.DEFINE_string("params_override", "", "Overrides after the files, e.g. 'train.total_steps=100,data.seq_length=64'.")
+flags.DEFINE_string("params_override", "",
+                    "Overrides after the files, e.g. 'train.total_steps=100,data.seq_length=64'.")
 flags.DEFINE_string("model_dir", None, "Checkpoints, TensorBoard logs and summary.json; training resumes from here.")
 flags.DEFINE_enum("strategy", "auto", ["auto", "tpu", "multi_worker_mirrored", "mirrored", "one_device"],
                   "Distribution strategy.")

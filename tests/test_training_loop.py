@@ -89,7 +89,8 @@ def test_train_starts_from_a_google_tf1_checkpoint(tmp_path, data):
     model, checkpoint = _google_checkpoint(config, str(tmp_path / "google"))
     config.override({"train": {"init_checkpoint": checkpoint}})
     printed = []
-    run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda s, **k: printed.append(s))
+    run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"),
+                   print_fn=lambda s, **k: printed.append(s))
     assert any("from google checkpoint" in line for line in printed)
     reader = _model_weights(str(tmp_path / "run"))
     for variable in model.weights:
@@ -114,7 +115,8 @@ def test_phase_two_starts_from_phase_one_weights_with_a_fresh_optimizer(tmp_path
 def test_init_checkpoint_of_another_size_is_refused(tmp_path, data):
     config = _experiment(tmp_path, data, "train.total_steps=2")
     run_experiment(config, str(tmp_path / "small"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
-    bigger = _experiment(tmp_path, data, f"model.overrides.num_hidden_layers=3,train.init_checkpoint={tmp_path / 'small'}")
+    bigger = _experiment(tmp_path, data,
+                         f"model.overrides.num_hidden_layers=3,train.init_checkpoint={tmp_path / 'small'}")
     with pytest.raises(ValueError, match="init_checkpoint"):
         run_experiment(bigger, str(tmp_path / "big"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 

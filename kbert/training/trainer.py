@@ -102,7 +102,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         self.global_batch_size = global_batch_size
         self.accumulation_steps = accumulation_steps
         self.micro_batch_size = global_batch_size // accumulation_steps
-        self.train_variables = list(trainable_variables if trainable_variables is not None else model.trainable_variables)
+        self.train_variables = list(model.trainable_variables if trainable_variables is None else trainable_variables)
         self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         self._gradients = tf.function(self._gradients_fn, jit_compile=jit_compile) if jit_compile \
             else self._gradients_fn
