@@ -57,6 +57,7 @@ def test_demo_produces_table_plots_and_runs(tmp_path):
     for name in ("docstrings.txt", "train.txt", "heldout.txt", "vocab.txt", "train.tfrecord", "heldout.tfrecord"):
         assert (out / "data" / name).stat().st_size > 0
     assert any(result.table in line for line in lines) and str(out) in lines[-9]
+    assert sum(line.strip().startswith("$ kbert-pretrain --config_file=") for line in lines) == 2
 
 
 def test_demo_refuses_a_used_output_folder_before_any_work(tmp_path):

@@ -51,7 +51,8 @@ def package_tree(tmp_path):
         def table():
             """+---+---+---+---+ | 1 | 2 | 3 | 4 | +---+---+---+---+ ==== ---- ==== #### ****"""
         ''')
-    (root / "alpha" / "latin1.py").write_bytes(b'"""Caf\xe9 has a byte that is not UTF-8 in a file without a cookie."""\n')
+    (root / "alpha" / "latin1.py").write_bytes(
+        b'"""Caf\xe9 has a byte that is not UTF-8 in a file without a cookie."""\n')
     (root / "alpha" / "blob.py").write_bytes(bytes(range(256)) * 4)
     _write(root / "alpha" / "tests" / "test_alpha.py", '''
         """A test module whose docstring must never reach the corpus at all."""

@@ -157,10 +157,10 @@ def _pretrain(name: str, config_file: str, runs_dir: str, logs_dir: str, setting
     log = os.path.join(logs_dir, f"{name}.log")
     command = [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
                f"--model_dir={model_dir}", "--mode=train_and_eval"]
-    print_fn("      $ " + " ".join(command[2:]).replace("-m kbert.run_pretraining", "kbert-pretrain"))
+    print_fn("      $ kbert-pretrain " + " ".join(command[3:]))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
     with open(log, "w") as log_file:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")))
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         for line in process.stdout:
             log_file.write(line)
             if _PROGRESS_LINE.match(line):
