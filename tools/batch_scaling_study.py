@@ -51,6 +51,8 @@ flags.DEFINE_integer("seed", 12345, "Seed of the weights (the same initial model
 
 @dataclasses.dataclass
 class Run:
+    """One training run: its settings, held-out MLM loss at each evaluated step, and seconds (evaluations included)."""
+
     optimizer: str
     batch_size: int
     learning_rate: float
@@ -189,7 +191,7 @@ def results_table(runs: list[Run], tuning: dict[str, list[Run]], target: float) 
     rows = [f"Target held-out MLM loss: {target:.3f}. Steps to target are the first of {len(runs[0].eval_steps)} "
             "evenly spaced evaluations at or below it (-: not reached).", "",
             "| optimizer | batch | peak lr | steps | warmup | accum. | final held-out MLM loss | steps to target "
-            "| sequences to target | train time (s) |",
+            "| sequences to target | time (s) |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in runs:
         hit = r.steps_to(target)
