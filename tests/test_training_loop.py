@@ -191,3 +191,22 @@ def test_adamw_exclusions_match_variable_paths(tmp_path, data):
     decayed = {v.path: optimizer._use_weight_decay(v) for v in model.trainable_variables}
     assert not any(decayed[p] for p in decayed if "layer_norm" in p or p.endswith("bias"))
     assert all(decayed[p] for p in decayed if p.endswith("kernel"))
+
+
+def test_fp16_uses_the_loss_scaler_whose_check_spans_replicas(tmp_path, data):
+    """kbert's LossScaleOptimizer (tested across replicas in test_optimizers_distributed) is what the loop uses."""
+    from kbert.optimizers import LossScaleOptimizer
+    from kbert.training.loop import build_optimizer
+
+    config = _experiment(tmp_path, data, "train.mixed_precision=mixed_float16")
+    assert isinstance(build_optimizer(config), LossScaleOptimizer)
+
+
+def test_optimizer_and_masking_settings_that_cannot_work_are_refused(tmp_path, data):
+    from kbert.training.config import ConfigError
+    from kbert.training.loop import build_optimizer, dataset_fn
+
+    with pytest.raises(ConfigError, match="global_clipnorm is not supported with optimizer.type=adamw"):
+        build_optimizer(_experiment(tmp_path, data, "optimizer.type=adamw,optimizer.global_clipnorm=1.0"))
+    with pytest.raises(ConfigError, match="data.dynamic_masking needs data.vocab_file"):
+        dataset_fn(_experiment(tmp_path, data, "data.dynamic_masking=true"), True, 100)

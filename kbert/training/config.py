@@ -57,6 +57,10 @@ class DataConfig(base_config.Config):
     seq_length: int = 128
     max_predictions: int = 20
     dynamic_masking: bool = False
+    # The vocabulary the records were written with: dynamic masking takes the special-token ids and the `##`
+    # pieces (whole-word masking) from it. Required with dynamic_masking.
+    vocab_file: str = ""
+    whole_word_masking: bool = False
     # Reject token ids >= the model's vocab_size before training (reads the first records of each file).
     check_vocab_size: bool = True
     # Checkpoint the input iterator so a restart continues the data (costs the shuffle buffer's size on disk).

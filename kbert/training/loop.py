@@ -31,7 +31,7 @@ import tensorflow as tf
 from kbert.data import pretraining_dataset
 from kbert.modeling import BertPretrainer
 from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
-from kbert.optimizers import LAMB, LARS, PolynomialWarmup
+from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, PolynomialWarmup
 from kbert.training import checkpointing
 from kbert.training.config import ConfigError, ExperimentConfig
 from kbert.training.reporting import ProgressReporter, check_finite, write_summary_json
@@ -58,7 +58,8 @@ def learning_rate_schedule(config: ExperimentConfig) -> PolynomialWarmup:
 
 def build_optimizer(config: ExperimentConfig, variables: Sequence[keras.Variable] = (),
                     learning_rate=None) -> keras.optimizers.Optimizer:
-    """LAMB, LARS or AdamW from `config.optimizer` (call in `strategy.scope()`); fp16 adds loss scaling.
+    """LAMB, LARS or AdamW from `config.optimizer` (call in `strategy.scope()`); fp16 adds loss scaling whose
+    finiteness check spans all replicas (`kbert.optimizers.LossScaleOptimizer`).
 
     `variables`: the model's, for AdamW, whose exclusions Keras matches against `variable.name` only
     ('gamma', not 'layer_norm'); kbert applies the `variable.path` regexes to them here.
@@ -76,12 +77,16 @@ def build_optimizer(config: ExperimentConfig, variables: Sequence[keras.Variable
                          exclude_from_layer_adaptation=list(o.exclude_from_layer_adaptation),
                          global_clipnorm=o.global_clipnorm)
     else:
+        if o.global_clipnorm:
+            raise ConfigError("optimizer.global_clipnorm is not supported with optimizer.type=adamw: Keras AdamW "
+                              "clips each replica's gradients before the all-reduce, so the step would depend on "
+                              "the number of replicas. Use lamb or lars (which clip after it), or unset it.")
         optimizer = keras.optimizers.AdamW(learning_rate, weight_decay=o.weight_decay, beta_1=o.beta_1,
                                            beta_2=o.beta_2, epsilon=o.epsilon, global_clipnorm=o.global_clipnorm)
         optimizer.exclude_from_weight_decay(var_list=[
             v for v in variables if any(re.search(p, v.path) for p in o.exclude_from_weight_decay)])
     if config.train.mixed_precision == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer = LossScaleOptimizer(optimizer)
     return optimizer
 
 
@@ -97,6 +102,10 @@ def dataset_fn(config: ExperimentConfig, is_training: bool, vocab_size: Optional
     if not files:
         raise ConfigError(f"data.{'train' if is_training else 'eval'}_files is empty: set it in the config file "
                          f"or with --params_override=data.{'train' if is_training else 'eval'}_files=PATTERN.")
+    if d.dynamic_masking and not d.vocab_file:
+        raise ConfigError("data.dynamic_masking needs data.vocab_file: the [CLS]/[SEP]/[MASK] ids and the ## pieces "
+                          "come from the vocabulary the records were written with. Set "
+                          "--params_override=data.vocab_file=PATH.")
     batch = (config.train.global_batch_size // config.train.gradient_accumulation_steps if is_training
              else config.eval.global_batch_size)
 
@@ -104,6 +113,7 @@ def dataset_fn(config: ExperimentConfig, is_training: bool, vocab_size: Optional
         return pretraining_dataset(files, d.seq_length, d.max_predictions, batch, input_context,
                                    is_training=is_training, dynamic_masking=d.dynamic_masking,
                                    vocab_size=vocab_size if d.check_vocab_size or d.dynamic_masking else None,
+                                   vocab_file=d.vocab_file or None, whole_word_masking=d.whole_word_masking,
                                    seed=config.train.seed)
     return make
 

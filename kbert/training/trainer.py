@@ -41,19 +41,6 @@ def _all_finite(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
     return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
 
 
-def poison_unless_finite_everywhere(grads: Sequence[tf.Tensor]) -> list[tf.Tensor]:
-    """In a replica context: NaN gradients on every replica if any replica has a non-finite one.
-
-    Keras's `LossScaleOptimizer` decides from replica 0's gradients alone; after this every replica agrees, so a
-    step is skipped everywhere (and the loss scale lowered) when one replica overflows. Costs one scalar
-    all-reduce per optimizer step.
-    """
-    context = tf.distribute.get_replica_context()
-    bad = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(_all_finite(grads), tf.float32))
-    factor = tf.where(bad > 0, tf.constant(np.nan, tf.float32), 1.0)
-    return [g * tf.cast(factor, g.dtype) for g in grads]
-
-
 class PretrainingTrainer(orbit.AbstractTrainer):
     """Runs optimizer steps of BERT pretraining under any `tf.distribute` strategy.
 
@@ -63,8 +50,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
     the same global batch compute the same gradient. Local gradients are summed in replica-local variables; the
     optimizer's `apply_gradients` does the step's single gradient all-reduce.
 
-    Under a `keras.optimizers.LossScaleOptimizer` the finiteness of the gradients is agreed across replicas
-    first (a non-finite gradient on any replica skips the step everywhere; Keras alone only looks at replica 0).
+    Under fp16 pass a `kbert.optimizers.LossScaleOptimizer`: its finiteness check is agreed across replicas (a
+    non-finite gradient on any replica skips the step everywhere; Keras's own only looks at replica 0).
 
     Args:
       strategy: the distribution strategy; model and optimizer must have been created in its scope.
@@ -156,11 +143,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
             grads = [a.read_value() + g for a, g in zip(self._accumulators, grads)]
             for accumulator in self._accumulators:
                 accumulator.assign(tf.zeros_like(accumulator))
-        if self._loss_scaling:
-            grads = poison_unless_finite_everywhere(grads)
-            unscale = 1.0 / self.optimizer.dynamic_scale
-        else:
-            unscale = 1.0
+        unscale = 1.0 / self.optimizer.dynamic_scale if self._loss_scaling else 1.0
         self._sums["grad_sq_sum"].assign_add(tf.square(tf.linalg.global_norm(grads) * unscale))
         self.optimizer.apply_gradients(zip(grads, self.train_variables))
 
