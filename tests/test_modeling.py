@@ -208,3 +208,13 @@ def test_config_validation_and_presets(tmp_path):
         assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
                 config.intermediate_size) == (layers, hidden, hidden // 64, 4 * hidden)
         assert BertConfig.from_json_file(os.path.join(REPO, "configs", "models", f"{name}.json")) == config
+
+
+def test_tf_train_checkpoint_saves_and_restores_every_weight(model, tmp_path):
+    path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    stored = [n for n, _ in tf.train.list_variables(path) if n.endswith("VARIABLE_VALUE")]
+    assert len(stored) == len(model.weights)
+    other = BertPretrainer(TINY)
+    tf.train.Checkpoint(model=other).read(path).assert_consumed()
+    for a, b in zip(model.weights, other.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

@@ -35,12 +35,18 @@ class BertEncoder(keras.layers.Layer):
         self.config = config
         self.stop_gradient_below = stop_gradient_below
         self.embeddings = BertEmbeddings(config, dtype=self.dtype_policy, name="embeddings")
-        self.blocks = [TransformerBlock(config, dtype=self.dtype_policy, name=f"layer_{i}")
-                       for i in range(config.num_hidden_layers)]
+        # One attribute per block, not a list attribute: tf.train.Checkpoint does not see Keras 3's tracked lists.
+        for i in range(config.num_hidden_layers):
+            setattr(self, f"layer_{i}", TransformerBlock(config, dtype=self.dtype_policy, name=f"layer_{i}"))
         self.pooler = keras.layers.Dense(config.hidden_size, activation="tanh",
                                          kernel_initializer=truncated_normal(config),
                                          dtype=self.dtype_policy, name="pooler")
         self.build()
+
+    @property
+    def blocks(self) -> list[TransformerBlock]:
+        """The transformer blocks, bottom first (`layer_0` ... `layer_{N-1}`)."""
+        return [getattr(self, f"layer_{i}") for i in range(self.config.num_hidden_layers)]
 
     def build(self, input_shape=None):
         self.embeddings.build()
