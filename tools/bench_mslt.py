@@ -32,7 +32,11 @@ from kbert.data import pretraining_dataset  # noqa: E402
 from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: E402
 from kbert.data.instances import InstanceConfig  # noqa: E402
 from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, pretraining_metrics  # noqa: E402
+from kbert.mslt import grow  # noqa: E402
+from kbert.mslt.runner import plan_for  # noqa: E402
+from kbert.optimizers import LAMB  # noqa: E402
 from kbert.training.checkpointing import load_init_checkpoint  # noqa: E402
+from kbert.training.config import load_experiment  # noqa: E402
 
 SHARED = "/work/shared/data"
 flags.DEFINE_string("corpus", os.path.join(SHARED, "pydoc_sample.txt"), "Text: one sentence a line, blank line "
@@ -55,6 +59,7 @@ flags.DEFINE_integer("eval_batches", 8, "Held-out batches of 64 sequences per ev
 flags.DEFINE_bool("concurrent", True, "Run both trainings at the same time (fair on a machine others load too; "
                   "the run that finishes first leaves the other the whole machine, which favours full training).")
 flags.DEFINE_string("mixed_precision", "float32", "Precision policy of both runs.")
+flags.DEFINE_integer("step_cost_rounds", 5, "Alternating timed rounds of each model's training step (0: skip).")
 flags.DEFINE_string("plot", "", "PNG path; default WORK_DIR/mslt_vs_full.png.")
 FLAGS = flags.FLAGS
 
@@ -189,6 +194,46 @@ def steady_seconds(points: list[dict]) -> float:
     return total
 
 
+def train_step(model: BertPretrainer):
+    """A compiled forward, backward and LAMB update of `model`'s trainable variables."""
+    variables = model.trainable_variables
+    optimizer = LAMB(1e-3)
+    optimizer.build(variables)
+
+    @tf.function
+    def step(batch):
+        with tf.GradientTape() as tape:
+            loss = pretraining_metrics(pretraining_loss_terms(batch, model(batch, training=True)))["loss"]
+        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+    return step
+
+
+def step_costs(work_dir: str, train_records: str) -> dict[str, float]:
+    """Seconds per training step (forward, backward, LAMB) of the full model and of each MSLT stage's model, on one
+    batch in this process: no input pipeline, checkpoints or graph building, and alternating rounds, so the load
+    of other users hits every model alike."""
+    plan = plan_for(load_experiment([os.path.join(work_dir, "mslt.yaml")]))
+    batch = next(iter(pretraining_dataset(train_records, FLAGS.seq_length, FLAGS.max_predictions,
+                                          FLAGS.batch_size, is_training=False)))
+    models = {"full": BertPretrainer(plan.bert)}
+    models.update({f"stage_{s.number}": grow(plan.bert, s) for s in plan.stages})
+    steps = {name: train_step(model) for name, model in models.items()}
+    for step in steps.values():
+        float(step(batch))  # builds the graph
+    seconds = {name: [] for name in steps}
+    for _ in range(FLAGS.step_cost_rounds):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            for _ in range(3):
+                loss = step(batch)
+            float(loss)
+            seconds[name].append((time.perf_counter() - start) / 3)
+    costs = {name: float(np.median(values)) for name, values in seconds.items()}
+    costs["mslt_mean"] = sum(s.steps * costs[f"stage_{s.number}"] for s in plan.stages) / plan.total_steps
+    return costs
+
+
 def plot(curves: dict[str, list[dict]], path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -242,6 +287,11 @@ def main(argv):
     steady = {name: steady_seconds(points) for name, points in curves.items()}
     print(f"{'training time w/o graph building (s)':<34}{steady['full']:>10.1f}{steady['mslt']:>10.1f}   "
           f"(steady-state speedup {steady['full'] / steady['mslt']:.2f}x)")
+    if FLAGS.step_cost_rounds:
+        costs = step_costs(FLAGS.work_dir, train_records)
+        stages = ", ".join(f"{k} {v:.3f}" for k, v in costs.items() if k.startswith("stage_"))
+        print(f"{'step cost, interleaved (s/step)':<34}{costs['full']:>10.3f}{costs['mslt_mean']:>10.3f}   "
+              f"({stages}; compute-only speedup {costs['full'] / costs['mslt_mean']:.2f}x)")
     print(f"plot: {path}")
     print(f"speedup at equal steps (full wall / MSLT wall): {timings['full'][1] / timings['mslt'][1]:.2f}x")
 
