@@ -212,14 +212,18 @@ def plot(runs: list[Run], target: float, path: str) -> None:
     from matplotlib import pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=80)
+    # A diverged run would squash every other curve: cap the scale 2.5 nats above the best loss.
+    finite = [x for r in runs for x in r.eval_losses if math.isfinite(x)]
+    low, top = min(finite) - 0.05, min(max(finite), min(finite) + 2.5) + 0.05
     batches = sorted({r.batch_size for r in runs})
     styles = dict(zip(batches, ["-", "--", ":", "-."] * len(batches)))
     for name in dict.fromkeys(r.optimizer for r in runs):
         mine = [r for r in runs if r.optimizer == name]
         line, = left.plot([r.batch_size for r in mine], [r.final_loss for r in mine], marker="o", label=name)
         for r in mine:
+            off_scale = " (off scale)" if max(r.eval_losses) > top or not math.isfinite(r.final_loss) else ""
             right.plot([s * r.batch_size for s in r.eval_steps], r.eval_losses, styles[r.batch_size],
-                       color=line.get_color(), label=f"{name} {r.batch_size}")
+                       color=line.get_color(), label=f"{name} {r.batch_size}{off_scale}")
     right.axhline(target, color="k", linewidth=0.8, linestyle=":")
     left.set_xscale("log", base=2)
     left.set_xlabel("global batch size (equal epochs)")
@@ -228,6 +232,7 @@ def plot(runs: list[Run], target: float, path: str) -> None:
     right.set_ylabel("held-out MLM loss")
     right.set_title(f"dotted: target {target:.2f}", fontsize=9)
     for ax in (left, right):
+        ax.set_ylim(low, top)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, ncol=3 if ax is right else 1)
     fig.tight_layout()
