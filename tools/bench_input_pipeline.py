@@ -17,13 +17,13 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from kbert.data import pretraining_dataset  # noqa: E402
-from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, pretraining_metrics  # noqa: E402
+from kbert.modeling import BertConfig  # noqa: E402
+from model_garden_peer import kbert_train_step  # noqa: E402
 
 flags.DEFINE_integer("seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("max_predictions", 20, "Masked positions per sequence.")
@@ -95,17 +95,7 @@ def pipeline_rate(dataset: tf.data.Dataset) -> float:
 
 def training_rate(batch: dict) -> float:
     """Sequences/s of BERT training steps (forward, backward, Adam) on one batch."""
-    model = BertPretrainer(BertConfig.load(FLAGS.model), dtype=FLAGS.policy)
-    optimizer = keras.optimizers.Adam(1e-4)
-
-    @tf.function
-    def step(batch):
-        with tf.GradientTape() as tape:
-            loss = pretraining_metrics(pretraining_loss_terms(batch, model(batch, training=True)))["loss"]
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
+    step = kbert_train_step(BertConfig.load(FLAGS.model), policy=FLAGS.policy)
     float(step(batch))
     start = time.perf_counter()
     for _ in range(FLAGS.train_steps):

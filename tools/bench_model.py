@@ -15,13 +15,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, pretraining_metrics  # noqa: E402
-from model_garden_peer import (measured_peak_flops, model_garden_train_step, synthetic_batch,  # noqa: E402
-                               training_flops_per_sequence)
+from kbert.modeling import BertConfig  # noqa: E402
+from model_garden_peer import (kbert_train_step, measured_peak_flops, model_garden_train_step,  # noqa: E402
+                               synthetic_batch, training_flops_per_sequence)
 
 flags.DEFINE_string("model", "bert_small", "Preset name or bert_config.json path.")
 flags.DEFINE_integer("seq_length", 128, "Sequence length.")
@@ -32,22 +30,6 @@ flags.DEFINE_integer("rounds", 4, "Alternating timed rounds per contestant.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile both training steps.")
 flags.DEFINE_bool("with_bfloat16", True, "Also time kbert under the mixed_bfloat16 policy (extra row).")
 FLAGS = flags.FLAGS
-
-
-def kbert_train_step(config: BertConfig, jit_compile: bool, policy: str = "float32"):
-    model = BertPretrainer(config, dtype=policy)
-    optimizer = keras.optimizers.Adam(1e-4)
-    optimizer.build(model.trainable_variables)
-
-    @tf.function(jit_compile=jit_compile)
-    def step(batch):
-        with tf.GradientTape() as tape:
-            loss = pretraining_metrics(pretraining_loss_terms(batch, model(batch, training=True)))["loss"]
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    return step
 
 
 def timed_round(step, batch, steps: int) -> float:

@@ -1,12 +1,14 @@
-"""Model Garden's BERT pretraining (tf_keras `MaskedLMTask`) as the benchmark peer for kbert's model and loop.
+"""The two training steps benchmarks put side by side: Model Garden's BERT pretraining (tf_keras `MaskedLMTask`)
+and kbert's bare `BertPretrainer` step, plus the synthetic batch and FLOP counts they share.
 
-Not part of kbert: benchmarks import it to run the peer side by side with kbert in one process.
+Not part of kbert: `tools/bench_*.py` import it to run the peer beside kbert in one process.
 """
 
 from __future__ import annotations
 
 import time
 
+import keras
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -15,7 +17,7 @@ from official.nlp.configs import encoders as mg_encoders
 from official.nlp.data import pretrain_dataloader
 from official.nlp.tasks import masked_lm
 
-from kbert.modeling import BertConfig
+from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, pretraining_metrics
 
 # kbert batch key -> Model Garden input key.
 _MG_NAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
@@ -52,6 +54,23 @@ def model_garden_train_step(config: BertConfig, learning_rate: float = 1e-4, jit
         return task.train_step(model_garden_batch(batch), model, optimizer, metrics)["loss"]
 
     return step, model
+
+
+def kbert_train_step(config: BertConfig, jit_compile: bool = False, policy: str = "float32"):
+    """kbert's `BertPretrainer` trained with Keras Adam in one tf.function: forward, backward, update."""
+    model = BertPretrainer(config, dtype=policy)
+    optimizer = keras.optimizers.Adam(1e-4)
+    optimizer.build(model.trainable_variables)
+
+    @tf.function(jit_compile=jit_compile)
+    def step(batch):
+        with tf.GradientTape() as tape:
+            loss = pretraining_metrics(pretraining_loss_terms(batch, model(batch, training=True)))["loss"]
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return step
 
 
 def synthetic_batch(config: BertConfig, batch_size: int, seq_length: int, max_predictions: int, seed: int = 0):

@@ -37,7 +37,7 @@ from kbert.optimizers import PolynomialWarmup
 from kbert.training import checkpointing
 from kbert.training.config import ExperimentConfig
 from kbert.training.loop import MODES, build_optimizer, evaluate, train
-from kbert.training.reporting import write_summary_json
+from kbert.training.reporting import eval_line, write_summary_json
 
 PLAN_FILE = "mslt_plan.json"
 EXPORT = os.path.join("export", "bert_model.ckpt")
@@ -129,10 +129,7 @@ def run_mslt(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.S
     if mode in ("eval", "train_and_eval"):
         model, summary["evaluated_checkpoint"] = _latest_model(plan, model_dir, strategy, model)
         summary["eval"] = evaluate(config, strategy, model)
-        e = summary["eval"]
-        print_fn(f"eval | loss {e['loss']:.4f} | mlm_loss {e['masked_lm_loss']:.4f} | "
-                 f"mlm_acc {e['masked_lm_accuracy']:.4f} | nsp_acc {e['next_sentence_accuracy']:.4f} | "
-                 f"{int(e['sequences'])} sequences", flush=True)
+        print_fn(eval_line(summary["eval"]), flush=True)
     summary["wall_seconds"] = time.time() - started
     if chief:
         write_summary_json(model_dir, summary)

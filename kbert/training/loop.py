@@ -34,7 +34,7 @@ from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretrainin
 from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, PolynomialWarmup
 from kbert.training import checkpointing
 from kbert.training.config import ConfigError, ExperimentConfig
-from kbert.training.reporting import ProgressReporter, check_finite, write_summary_json
+from kbert.training.reporting import ProgressReporter, check_finite, eval_line, write_summary_json
 from kbert.training.trainer import PretrainingTrainer
 
 MODES = ("train", "eval", "train_and_eval")
@@ -286,10 +286,7 @@ def run_experiment(config: ExperimentConfig, model_dir: str, strategy: tf.distri
         summary.update(train(config, strategy, model_dir, model, optimizer, print_fn=print_fn))
     if mode in ("eval", "train_and_eval"):
         summary["eval"] = evaluate(config, strategy, model)
-        e = summary["eval"]
-        print_fn(f"eval | loss {e['loss']:.4f} | mlm_loss {e['masked_lm_loss']:.4f} | "
-                 f"mlm_acc {e['masked_lm_accuracy']:.4f} | nsp_loss {e['next_sentence_loss']:.4f} | "
-                 f"nsp_acc {e['next_sentence_accuracy']:.4f} | {int(e['sequences'])} sequences", flush=True)
+        print_fn(eval_line(summary["eval"]), flush=True)
     summary["wall_seconds"] = time.time() - started
     if strategy.extended.should_checkpoint:
         write_summary_json(model_dir, summary)

@@ -92,6 +92,13 @@ class ProgressReporter:
         return sum(values) / len(values) if values else 0.0
 
 
+def eval_line(metrics: dict[str, float]) -> str:
+    """The console line of an evaluation."""
+    return (f"eval | loss {metrics['loss']:.4f} | mlm_loss {metrics['masked_lm_loss']:.4f} | "
+            f"mlm_acc {metrics['masked_lm_accuracy']:.4f} | nsp_loss {metrics['next_sentence_loss']:.4f} | "
+            f"nsp_acc {metrics['next_sentence_accuracy']:.4f} | {int(metrics['sequences'])} sequences")
+
+
 def write_summary_json(model_dir: str, summary: dict[str, Any]) -> str:
     """Writes `model_dir/summary.json` (atomically, so a reader never sees half a file)."""
     path = os.path.join(model_dir, "summary.json")
