@@ -10,7 +10,7 @@ LOSS_TERMS = ("mlm_loss_sum", "mlm_weight_sum", "mlm_correct_sum", "nsp_loss_sum
 METRICS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss", "next_sentence_accuracy")
 
 # Google's denominator guard: an all-padding batch gives loss 0, not NaN.
-_MLM_EPSILON = 1e-5
+MLM_EPSILON = 1e-5
 
 
 def pretraining_loss_terms(batch: Mapping, outputs: Mapping) -> dict:
@@ -43,7 +43,7 @@ def pretraining_loss_terms(batch: Mapping, outputs: Mapping) -> dict:
 
 def pretraining_metrics(terms: Mapping) -> dict:
     """`loss` = weighted MLM cross-entropy `sum(w*ce)/(sum(w)+1e-5)` + mean NSP cross-entropy, and accuracies."""
-    mlm_loss = terms["mlm_loss_sum"] / (terms["mlm_weight_sum"] + _MLM_EPSILON)
+    mlm_loss = terms["mlm_loss_sum"] / (terms["mlm_weight_sum"] + MLM_EPSILON)
     nsp_loss = ops.divide_no_nan(terms["nsp_loss_sum"], terms["nsp_count"])
     return {
         "loss": mlm_loss + nsp_loss,

@@ -24,11 +24,8 @@ import numpy as np
 import orbit
 import tensorflow as tf
 
-from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
+from kbert.modeling.losses import LOSS_TERMS, MLM_EPSILON, pretraining_loss_terms, pretraining_metrics
 from kbert.training.inputs import make_input
-
-# Google's MLM denominator guard (kbert.modeling.losses), applied once to the global weight sum.
-_MLM_EPSILON = 1e-5
 
 
 def _replica_local_scalar(name: str) -> tf.Variable:
@@ -124,7 +121,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         # W is known from the inputs before the forward pass: one scalar all-reduce makes the loss global.
         global_weight = context.all_reduce(tf.distribute.ReduceOp.SUM,
                                            tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)))
-        grads, terms = self._gradients(batch, 1.0 / (global_weight + _MLM_EPSILON), 1.0 / self.micro_batch_size)
+        grads, terms = self._gradients(batch, 1.0 / (global_weight + MLM_EPSILON), 1.0 / self.micro_batch_size)
         for name in LOSS_TERMS:
             self._sums[name].assign_add(terms[name])
         finite = _all_finite([terms["mlm_loss_sum"], terms["nsp_loss_sum"]])
