@@ -17,11 +17,8 @@ from official.nlp.configs import encoders as mg_encoders
 from official.nlp.data import pretrain_dataloader
 from official.nlp.tasks import masked_lm
 
+from kbert.data import schema
 from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, pretraining_metrics
-
-# kbert batch key -> Model Garden input key.
-_MG_NAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
-
 
 def model_garden_task(config: BertConfig) -> masked_lm.MaskedLMTask:
     encoder = mg_encoders.EncoderConfig(type="bert", bert=mg_encoders.BertEncoderConfig(
@@ -39,7 +36,7 @@ def model_garden_task(config: BertConfig) -> masked_lm.MaskedLMTask:
 
 
 def model_garden_batch(batch: dict) -> dict:
-    return {_MG_NAMES.get(k, k): v for k, v in batch.items()}
+    return {schema.file_name(k, use_v2_feature_names=True): v for k, v in batch.items()}
 
 
 def model_garden_train_step(config: BertConfig, learning_rate: float = 1e-4, jit_compile: bool = False):
