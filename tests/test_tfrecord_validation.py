@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from kbert.data import pretraining_dataset
-from kbert.data.validation import InputDataError, match_files, validate_file
+from kbert.data.validation import InputDataError, check_framing, match_files, validate_file
 from tfrecord_fixtures import make_instances, to_example, write_records
 
 SEQ, PRED, VOCAB = 32, 5, 200
@@ -42,13 +42,29 @@ def test_truncated_file_is_named(tmp_path, good):
         build(tmp_path, validate_records=None)
 
 
-def test_truncation_beyond_the_first_records_needs_the_full_check(tmp_path, good):
+def test_truncation_beyond_the_first_records_is_found_by_the_header_walk(tmp_path, good):
     data = open(good, "rb").read()
     bad = tmp_path / "truncated.tfrecord"
     bad.write_bytes(data[:-7])
-    build(tmp_path, validate_records=4)  # the cheap default reads only each file's first records
+    # Reading 4 records would not reach the cut; walking the headers does, and counts the whole records.
+    with raises_naming(bad, "truncated TFRecord: record 40 ", "39 whole records", "re-copy or regenerate"):
+        build(tmp_path, validate_records=4)
     with raises_naming(bad, "after 39 good records"):
         build(tmp_path, validate_records=None)
+
+
+def test_header_walk_counts_records_and_skips_gzip(tmp_path, good):
+    assert check_framing(str(good)) == 40
+    gzipped = write_records(tmp_path / "gz.tfrecord", make_instances(6, SEQ, PRED, VOCAB), gzip_compressed=True)
+    assert validate_file(str(gzipped), SEQ, PRED, VOCAB, num_records=4).compression == "GZIP"
+
+
+def test_header_walk_finds_a_cut_inside_a_header(tmp_path, good):
+    data = open(good, "rb").read()
+    bad = tmp_path / "cut_header.tfrecord"
+    bad.write_bytes(data + data[:5])  # 40 whole records and 5 bytes of a 41st header
+    with raises_naming(bad, "record 41 "):
+        validate_file(str(bad), SEQ, PRED, VOCAB)
 
 
 def test_corrupt_record_is_named(tmp_path, good):

@@ -2,11 +2,12 @@
 
 Runs each tool as a subprocess (end to end: interpreter and TensorFlow start-up included) and samples its process
 tree every 0.2 s for peak memory: PSS summed over the tree (pages shared by forked workers counted once) and the
-largest single-process RSS. The second corpus is the first one twice, documents shuffled. Also times a process that
-only imports each tool, and reports instances/s over the wall time minus that start-up. Prints the end-to-end speed
-ratios last.
+largest single-process RSS. Corpus "Nx" is the corpus N times over, documents shuffled (`--scales`). Both tools
+spend about 5 s importing TensorFlow before any work, which dominates small corpora; so besides the end-to-end
+ratios it prints each tool's steady rate, (instances of the larger corpus - of the smaller) / (difference of
+their wall times), in which every fixed cost cancels. Prints the speed ratios last.
 
-    python tools/bench_data.py --dupe_factor=3
+    python tools/bench_data.py --dupe_factor=3 --scales=1,8
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
 flags.DEFINE_integer("num_workers", 2, "kbert worker processes.")
 flags.DEFINE_float("work_unit_mb", 1.0, "kbert work-unit size.")
+flags.DEFINE_list("scales", ["1", "8"], "Corpus sizes, in copies of --corpus: the smallest and the largest give "
+                  "the steady rates.")
 flags.DEFINE_string("work_dir", None, "Scratch directory (default: a temporary one).")
 
 
-def _doubled_corpus(path: str, out: str) -> None:
+def _scaled_corpus(path: str, copies: int, out: str) -> None:
     with open(path, "rb") as f:
         documents = [d for d in f.read().split(b"\n\n") if d.strip()]
-    documents = documents * 2
+    documents = documents * copies
     random.Random(0).shuffle(documents)
     with open(out, "wb") as f:
         f.write(b"\n\n".join(d.strip(b"\n") for d in documents) + b"\n")
@@ -78,8 +81,13 @@ def _count(path: str) -> int:
 def main(argv: list[str]) -> None:
     del argv
     work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_data_")
-    doubled = os.path.join(work, "corpus_2x.txt")
-    _doubled_corpus(FLAGS.corpus, doubled)
+    os.makedirs(work, exist_ok=True)
+    scales = sorted(int(k) for k in FLAGS.scales)
+    corpora = {}
+    for copies in scales:
+        corpora[f"{copies}x"] = FLAGS.corpus if copies == 1 else os.path.join(work, f"corpus_{copies}x.txt")
+        if copies > 1:
+            _scaled_corpus(FLAGS.corpus, copies, corpora[f"{copies}x"])
     common = [
         f"--vocab_file={FLAGS.vocab_file}", "--do_lower_case=true", f"--max_seq_length={FLAGS.max_seq_length}",
         f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}", f"--dupe_factor={FLAGS.dupe_factor}",
@@ -91,7 +99,7 @@ def main(argv: list[str]) -> None:
                              ("model_garden", "official.nlp.data.create_pretraining_data"))
     }
     rows = []
-    for label, corpus in (("1x", FLAGS.corpus), ("2x", doubled)):
+    for label, corpus in corpora.items():
         size_mb = os.path.getsize(corpus) / 1e6
         for tool, module, extra in (
             ("kbert", "kbert.cli.create_pretraining_data",
@@ -102,25 +110,28 @@ def main(argv: list[str]) -> None:
             command = [sys.executable, "-m", module, f"--input_file={corpus}", f"--output_file={out}", *common, *extra]
             seconds, pss, rss = _measure(command)
             instances = _count(out)
-            rows.append((label, size_mb, tool, instances, seconds, instances / seconds, pss, rss))
+            rows.append((label, size_mb, tool, instances, seconds, pss, rss))
             print(f"{label} {tool}: {instances:,} instances in {seconds:.1f} s", flush=True)
     print(f"\ncpu cores: {os.cpu_count()}, load average at end: {os.getloadavg()[0]:.1f}; "
           f"dupe_factor={FLAGS.dupe_factor}, max_seq_length={FLAGS.max_seq_length}, kbert workers={FLAGS.num_workers}")
     print(f"start-up (import only): kbert {startup['kbert']:.1f} s, model_garden {startup['model_garden']:.1f} s")
-    print(f"{'corpus':>8} {'MB':>5} {'tool':>13} {'instances':>10} {'wall s':>7} {'inst/s':>8} "
-          f"{'inst/s ex start-up':>18} {'peak PSS MB':>11} {'max RSS MB':>10}")
-    work_rates = {}
-    for label, size_mb, tool, instances, seconds, rate, pss, rss in rows:
-        work_rates[(label, tool)] = instances / max(seconds - startup[tool], 1e-3)
-        print(f"{label:>8} {size_mb:5.1f} {tool:>13} {instances:10,} {seconds:7.1f} {rate:8,.0f} "
-              f"{work_rates[(label, tool)]:18,.0f} {pss:11,.0f} {rss:10,.0f}")
-    for label in ("1x", "2x"):
-        ratio = work_rates[(label, "kbert")] / work_rates[(label, "model_garden")]
-        print(f"speed ratio excluding start-up ({label} corpus): {ratio:.1f}x")
-    rates = {(r[0], r[2]): r[5] for r in rows}
-    for label in ("1x", "2x"):
-        ratio = rates[(label, "kbert")] / rates[(label, "model_garden")]
-        print(f"speed ratio kbert / model_garden ({label} corpus): {ratio:.1f}x")
+    print(f"{'corpus':>8} {'MB':>6} {'tool':>13} {'instances':>10} {'wall s':>7} {'inst/s':>8} "
+          f"{'peak PSS MB':>11} {'max RSS MB':>10}")
+    for label, size_mb, tool, instances, seconds, pss, rss in rows:
+        print(f"{label:>8} {size_mb:6.1f} {tool:>13} {instances:10,} {seconds:7.1f} {instances / seconds:8,.0f} "
+              f"{pss:11,.0f} {rss:10,.0f}")
+    by = {(r[0], r[2]): r for r in rows}
+    small, large = f"{scales[0]}x", f"{scales[-1]}x"
+    steady = {}
+    for tool in ("kbert", "model_garden"):
+        (_, _, _, n0, t0, _, _), (_, _, _, n1, t1, _, _) = by[(small, tool)], by[(large, tool)]
+        steady[tool] = (n1 - n0) / max(t1 - t0, 1e-3)
+    print(f"steady rate ({small} to {large}): kbert {steady['kbert']:,.0f} inst/s, model_garden "
+          f"{steady['model_garden']:,.0f} inst/s: {steady['kbert'] / steady['model_garden']:.1f}x")
+    for label in corpora:
+        ratio = (by[(label, "kbert")][3] / by[(label, "kbert")][4]) / (
+            by[(label, "model_garden")][3] / by[(label, "model_garden")][4])
+        print(f"speed ratio kbert / model_garden, end to end ({label} corpus): {ratio:.1f}x")
 
 
 if __name__ == "__main__":
