@@ -122,6 +122,18 @@ def test_no_gradient_is_computed_below_the_cut(embeddings):
     assert sum(g is not None for g in step(batch)) == len(model.trainable_variables)
 
 
+@pytest.mark.parametrize("frozen_dropout", [True, False])
+def test_frozen_dropout_decides_whether_the_blocks_below_the_cut_drop_out(frozen_dropout):
+    plan = make_plan(frozen_dropout=frozen_dropout)
+    model = grow(BERT, plan.stages[1], previous=grow(BERT, plan.stages[0]), frozen_dropout=plan.frozen_dropout)
+    batch = make_batch()
+    clean = [h.numpy() for h in model.encoder(batch, training=False)["encoder_outputs"]]
+    noisy = [h.numpy() for h in model.encoder(batch, training=True)["encoder_outputs"]]
+    assert [np.array_equal(clean[i], noisy[i]) for i in (0, 1)] == [not frozen_dropout] * 2
+    assert not np.allclose(clean[3], noisy[3])  # the trained blocks always drop out
+    assert model.get_config()["dropout_below_cut"] is frozen_dropout
+
+
 def test_a_stage_export_reloads_strictly(tmp_path):
     plan = make_plan()
     model = grow(BERT, plan.stages[0])

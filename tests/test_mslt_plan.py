@@ -77,6 +77,8 @@ def test_describe_lists_every_stage():
     lines = text.splitlines()
     assert "375 steps" in lines[0] and len(lines) == 2 + 4
     assert "4-5" in lines[4] and "200-300" in lines[4] and "frozen" in lines[4]
+    assert "frozen blocks without dropout" in lines[0]
+    assert "with dropout" in plan_of({"stages": stages(2, 6), "frozen_dropout": True}).describe()
 
 
 @pytest.mark.parametrize("values, message", [
@@ -95,6 +97,7 @@ def test_describe_lists_every_stage():
     ({"stages": stages(6), "new_layer_init": "zeros"}, r"mslt.new_layer_init='zeros': choose one of copy, random"),
     ({"stages": stages(6), "embedings": "train"}, r"mslt: unknown key 'embedings'. Did you mean 'embeddings'"),
     ({"stages": []}, r"mslt.stages is empty"),
+    ({"stages": stages(6), "frozen_dropout": 0}, r"mslt.frozen_dropout=0: must be true or false"),
 ])
 def test_bad_plans_are_rejected_naming_stage_and_field(values, message):
     with pytest.raises(PlanError, match=message):

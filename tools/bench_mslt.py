@@ -59,7 +59,10 @@ flags.DEFINE_list("stages", ["3", "6", "9", "12"], "MSLT growth stages' depths."
 flags.DEFINE_enum("embeddings", "train", ["freeze_after_first_stage", "train"],
                   "MSLT's mslt.embeddings policy.")
 flags.DEFINE_float("final_share", 0.2, "Share of the steps in MSLT's all-layer stage.")
-flags.DEFINE_float("peak_learning_rate", 5e-3, "LAMB peak rate (both runs; MSLT's final stage gets a tenth).")
+flags.DEFINE_float("final_rate_scale", 1.0, "Peak rate of MSLT's all-layer stage, as a multiple of the growth "
+                   "stages' (the library's default is 0.1; at a few hundred steps per stage 1.0 scored higher).")
+flags.DEFINE_bool("frozen_dropout", False, "MSLT's mslt.frozen_dropout: dropout in the frozen blocks.")
+flags.DEFINE_float("peak_learning_rate", 5e-3, "LAMB peak rate (both runs).")
 flags.DEFINE_integer("checkpoint_every", 100, "Steps between the checkpoints that are evaluated.")
 flags.DEFINE_integer("eval_batches", 32, "Held-out batches of 64 sequences per evaluated checkpoint.")
 flags.DEFINE_bool("concurrent", False, "Run both trainings at the same time (fairer on a machine others load "
@@ -119,7 +122,8 @@ def experiment(train_records: str, eval_records: str, vocab_size: int, mslt: boo
         config["mslt"] = {
             "stages": [{"num_layers": d, "steps": per_stage + (extra if i == len(depths) - 1 else 0)}
                        for i, d in enumerate(depths)],
-            "final_stage": {"steps": final}, "embeddings": FLAGS.embeddings}
+            "final_stage": {"steps": final, "learning_rate": FLAGS.peak_learning_rate * FLAGS.final_rate_scale},
+            "embeddings": FLAGS.embeddings, "frozen_dropout": FLAGS.frozen_dropout}
     return config
 
 
@@ -228,7 +232,8 @@ def step_costs(work_dir: str, train_records: str) -> dict[str, float]:
     batch = next(iter(pretraining_dataset(train_records, FLAGS.seq_length, FLAGS.max_predictions,
                                           FLAGS.batch_size, is_training=False)))
     models = {"full": BertPretrainer(plan.bert)}
-    models.update({f"stage_{s.number}": grow(plan.bert, s) for s in plan.stages})
+    models.update({f"stage_{s.number}": grow(plan.bert, s, frozen_dropout=plan.frozen_dropout)
+                   for s in plan.stages})
     steps = {name: train_step(model) for name, model in models.items()}
     for step in steps.values():
         float(step(batch))  # builds the graph
@@ -286,8 +291,9 @@ def main(argv):
     same_time = at_time(curves["full"], mslt["seconds"])
     print(f"\n{FLAGS.num_layers} layers, hidden {FLAGS.hidden_size}, vocabulary {vocab_size}, seq "
           f"{FLAGS.seq_length}, batch {FLAGS.batch_size}, {FLAGS.total_steps} steps, {FLAGS.mixed_precision}, "
-          f"MSLT stages {','.join(FLAGS.stages)} + all layers for {FLAGS.final_share:.0%}, embeddings "
-          f"{FLAGS.embeddings}; {len(batches)} held-out batches of 64; "
+          f"MSLT stages {','.join(FLAGS.stages)} + all layers for {FLAGS.final_share:.0%} at "
+          f"{FLAGS.final_rate_scale:g}x the rate, embeddings {FLAGS.embeddings}, frozen blocks "
+          f"{'with' if FLAGS.frozen_dropout else 'without'} dropout; {len(batches)} held-out batches of 64; "
           f"{'concurrent' if FLAGS.concurrent else 'sequential'} runs")
     print(f"{'':<34}{'full':>10}{'mslt':>10}")
     print(f"{'wall time (s)':<34}{timings['full'][1]:>10.1f}{timings['mslt'][1]:>10.1f}")

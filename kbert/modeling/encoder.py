@@ -18,6 +18,9 @@ class BertEncoder(keras.layers.Layer):
         stop_gradient_below: if > 0, the hidden state entering block `stop_gradient_below` is wrapped in
             `stop_gradient`, so no gradient is computed for anything below it (MSLT trains only the top blocks
             while the lower ones run forward only).
+        dropout_below_cut: with a cut, whether the embeddings and the blocks below it apply dropout in training.
+            False runs them as at inference (MSLT's frozen blocks: no dropout masks to draw, and the trained
+            blocks see the frozen stack's clean features).
 
     Example:
 
@@ -26,7 +29,8 @@ class BertEncoder(keras.layers.Layer):
     >>> out["sequence_output"], out["pooled_output"], out["encoder_outputs"][-1]
     """
 
-    def __init__(self, config: BertConfig, stop_gradient_below: int = 0, **kwargs):
+    def __init__(self, config: BertConfig, stop_gradient_below: int = 0, dropout_below_cut: bool = True,
+                 **kwargs):
         kwargs.setdefault("name", "bert")
         super().__init__(**kwargs)
         if not 0 <= stop_gradient_below <= config.num_hidden_layers:
@@ -34,6 +38,7 @@ class BertEncoder(keras.layers.Layer):
                              f"[0, num_hidden_layers={config.num_hidden_layers}].")
         self.config = config
         self.stop_gradient_below = stop_gradient_below
+        self.dropout_below_cut = dropout_below_cut
         self.embeddings = BertEmbeddings(config, dtype=self.dtype_policy, name="embeddings")
         # One attribute per block, not a list attribute: tf.train.Checkpoint does not see Keras 3's tracked lists.
         for i in range(config.num_hidden_layers):
@@ -56,12 +61,15 @@ class BertEncoder(keras.layers.Layer):
 
     def call(self, inputs, training=None):
         input_mask = inputs["input_mask"]
-        hidden = self.embeddings(inputs["input_ids"], inputs["segment_ids"], training=training)
+        cut = self.stop_gradient_below
+        below_cut = training if self.dropout_below_cut else False
+        hidden = self.embeddings(inputs["input_ids"], inputs["segment_ids"],
+                                 training=training if cut == 0 else below_cut)
         outputs = []
         for i, block in enumerate(self.blocks):
-            if i == self.stop_gradient_below and i > 0:
+            if i == cut and i > 0:
                 hidden = ops.stop_gradient(hidden)
-            hidden = block(hidden, input_mask, training=training)
+            hidden = block(hidden, input_mask, training=training if i >= cut else below_cut)
             outputs.append(hidden)
         return {
             "sequence_output": hidden,
@@ -71,7 +79,7 @@ class BertEncoder(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "config": self.config.to_dict(),
-                "stop_gradient_below": self.stop_gradient_below}
+                "stop_gradient_below": self.stop_gradient_below, "dropout_below_cut": self.dropout_below_cut}
 
     @classmethod
     def from_config(cls, config):

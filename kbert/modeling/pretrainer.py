@@ -25,12 +25,12 @@ class BertPretrainer(keras.Model):
     >>> model(batch)["mlm_logits"].shape  # [B, max_predictions, vocab_size]
     """
 
-    def __init__(self, config: BertConfig, stop_gradient_below: int = 0, **kwargs):
+    def __init__(self, config: BertConfig, stop_gradient_below: int = 0, dropout_below_cut: bool = True, **kwargs):
         kwargs.setdefault("name", "bert_pretrainer")
         super().__init__(**kwargs)
         self.config = config
         self.encoder = BertEncoder(config, stop_gradient_below=stop_gradient_below,
-                                   dtype=self.dtype_policy, name="bert")
+                                   dropout_below_cut=dropout_below_cut, dtype=self.dtype_policy, name="bert")
         self.mlm_head = MaskedLMHead(config, dtype=self.dtype_policy, name="predictions")
         self.nsp_head = NextSentenceHead(config, dtype=self.dtype_policy, name="seq_relationship")
         self._metric_trackers = [keras.metrics.Mean(name=name) for name in METRICS[1:]]
@@ -52,6 +52,7 @@ class BertPretrainer(keras.Model):
 
     def get_config(self):
         return {"config": self.config.to_dict(), "stop_gradient_below": self.encoder.stop_gradient_below,
+                "dropout_below_cut": self.encoder.dropout_below_cut,
                 "name": self.name, "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
 
     @classmethod

@@ -45,16 +45,16 @@ def _copy_weights(target: keras.layers.Layer, source: keras.layers.Layer) -> Non
 
 
 def grow(bert: BertConfig, stage: Stage, previous: Optional[BertPretrainer] = None,
-         new_layer_init: str = "copy") -> BertPretrainer:
+         new_layer_init: str = "copy", frozen_dropout: bool = False) -> BertPretrainer:
     """The model of `stage`: weights from `previous` (the last stage's model) where shared, new blocks per
     `new_layer_init` (`copy`: block j starts as `previous` block `stage.source_layer(j)`; `random`: as built),
-    frozen as the stage says.
+    frozen as the stage says; the blocks below the cut apply dropout only with `frozen_dropout=True`.
 
     Weights are built from the current Keras seed; call `keras.utils.set_random_seed` first for a reproducible
     model (the runner does, per stage).
     """
     model = BertPretrainer(bert.replace(num_hidden_layers=stage.num_layers),
-                           stop_gradient_below=stage.stop_gradient_below)
+                           stop_gradient_below=stage.stop_gradient_below, dropout_below_cut=frozen_dropout)
     if previous is not None:
         old_layers = previous.config.num_hidden_layers
         if old_layers != stage.previous_layers:

@@ -150,7 +150,8 @@ def _train_stage(config: ExperimentConfig, plan: StagePlan, stage: Stage, model_
             previous = load_stage_export(plan.bert, stage.previous_layers, os.path.join(previous_dir, EXPORT))
     _start_stage_session(config, stage)  # resets the default graph: outside any strategy scope
     with strategy.scope():
-        model = grow(plan.bert, stage, previous=previous, new_layer_init=plan.new_layer_init)
+        model = grow(plan.bert, stage, previous=previous, new_layer_init=plan.new_layer_init,
+                     frozen_dropout=plan.frozen_dropout)
         optimizer = build_optimizer(config, learning_rate=stage_schedule(stage))
         global_step = tf.Variable(stage.start_step, dtype=tf.int64, trainable=False, name="global_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
