@@ -25,7 +25,7 @@ def test_defaults_train_new_layers_then_all_layers_for_a_fifth_of_the_steps():
     assert [(s.start_step, s.end_step) for s in plan.stages] == [(0, 100), (100, 200), (200, 300), (300, 375)]
     assert plan.stages[-1].steps / plan.total_steps == pytest.approx(0.2)
     assert [s.stop_gradient_below for s in plan.stages] == [0, 2, 4, 0]
-    assert [s.embeddings_policy for s in plan.stages] == ["all", "frozen", "frozen", "all"]
+    assert [s.embeddings_policy for s in plan.stages] == ["all", "word_table", "word_table", "all"]
     assert all(s.train_heads for s in plan.stages)
     assert [s.learning_rate for s in plan.stages] == pytest.approx([1e-3, 1e-3, 1e-3, 1e-4])
     assert [s.warmup_steps for s in plan.stages] == [10, 10, 10, 7]
@@ -53,12 +53,12 @@ def test_copy_takes_the_top_layers_of_the_previous_stage():
 
 
 def test_policies_and_per_stage_overrides():
-    plan = plan_of({"embeddings": "train", "heads": "freeze_after_first_stage",
+    plan = plan_of({"embeddings": "freeze_after_first_stage", "heads": "freeze_after_first_stage",
                     "stages": stages(2, 4) + [{"num_layers": 6, "steps": 5, "trainable_layers": [3, 5],
                                                "train_heads": True, "learning_rate": 5e-4, "warmup_steps": 0}],
                     "final_stage": {"steps": 3, "learning_rate": 2e-4}})
     s = plan.stages
-    assert [x.embeddings_policy for x in s] == ["all", "word_table", "word_table", "all"]
+    assert [x.embeddings_policy for x in s] == ["all", "frozen", "frozen", "all"]
     assert [x.train_heads for x in s] == [True, False, True, True]
     assert s[2].trainable_layers == (3, 5) and s[2].stop_gradient_below == 3
     assert (s[2].learning_rate, s[2].warmup_steps, s[3].learning_rate, s[3].steps) == (5e-4, 0, 2e-4, 3)
@@ -68,15 +68,15 @@ def test_trainable_parameter_counts_match_the_model():
     model = BertPretrainer(BERT)
     assert parameter_counts(BERT)["total"] == sum(int(v.numpy().size) for v in model.weights)
     plan = plan_of({"stages": stages(3, 6)})
-    assert plan.stages[1].trainable_parameters(BERT) == 3 * parameter_counts(BERT)["block"] + \
-        parameter_counts(BERT)["heads"]
+    counts = parameter_counts(BERT)
+    assert plan.stages[1].trainable_parameters(BERT) == 3 * counts["block"] + counts["word_table"] + counts["heads"]
 
 
 def test_describe_lists_every_stage():
     text = plan_of({"stages": stages(2, 4, 6, steps=100)}).describe()
     lines = text.splitlines()
     assert "375 steps" in lines[0] and len(lines) == 2 + 4
-    assert "4-5" in lines[4] and "200-300" in lines[4] and "frozen" in lines[4]
+    assert "4-5" in lines[4] and "200-300" in lines[4] and "word_table" in lines[4]
     assert "frozen blocks without dropout" in lines[0]
     assert "with dropout" in plan_of({"stages": stages(2, 6), "frozen_dropout": True}).describe()
 

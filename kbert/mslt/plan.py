@@ -73,9 +73,10 @@ class MsltConfig(base_config.Config):
     new_layer_init: `copy` — new layer j of a stage growing from L_old by n layers copies old layer
         (j - n) mod L_old, i.e. the top n layers of the previous stage in order (for doubling this is
         progressive stacking's j mod L_old); `random` — fresh truncated-normal weights.
-    embeddings, heads: `freeze_after_first_stage` or `train` (stages may override). Heads are the pooler and
-        the MLM/NSP heads. With frozen lower blocks, trained embeddings can only learn through the tied MLM
-        output, so only the word-embedding table trains then.
+    embeddings, heads: `train` (default) or `freeze_after_first_stage` (stages may override). Heads are the
+        pooler and the MLM/NSP heads. With frozen lower blocks, trained embeddings can only learn through the tied
+        MLM output, so only the word-embedding table trains then; freezing it after stage 1 freezes the MLM
+        output too, which cost much held-out loss (docs/mslt.md).
     frozen_dropout: whether the frozen blocks below a stage's trained ones (and the embeddings under them) apply
         dropout. false (default) runs them as at inference: 15-25% cheaper stages, and the trained blocks learn on
         clean features (held-out MLM accuracy was higher without, docs/mslt.md).
@@ -85,7 +86,7 @@ class MsltConfig(base_config.Config):
 
     mode: str = "mslt"
     new_layer_init: str = "copy"
-    embeddings: str = "freeze_after_first_stage"
+    embeddings: str = "train"
     heads: str = "train"
     frozen_dropout: bool = False
     warmup_fraction: float = 0.1
