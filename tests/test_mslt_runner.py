@@ -46,7 +46,9 @@ def export(model_dir, stage):
 
 
 def test_stages_train_only_their_layers_and_export(tmp_path, data):
-    mslt = {"stages": [{"num_layers": 2, "steps": 4}, {"num_layers": 4, "steps": 4}], "final_stage": {"steps": 2}}
+    # Embeddings frozen after stage 1, so every weight below the cut is checked bit-identical across stage 2.
+    mslt = {"stages": [{"num_layers": 2, "steps": 4}, {"num_layers": 4, "steps": 4}], "final_stage": {"steps": 2},
+            "embeddings": "freeze_after_first_stage"}
     config = load_experiment([mslt_config(tmp_path / "c.yaml", data, mslt, deterministic=False)])
     lines = []
     summary = run_mslt(config, str(tmp_path / "run"), make_strategy("one_device"), "train_and_eval",
