@@ -58,7 +58,8 @@ def compile_patterns(name: str, patterns: Iterable[str] | None) -> tuple[str, ..
     return patterns
 
 
-def _matches(patterns: Sequence[str], path: str) -> bool:
+def path_matches(patterns: Sequence[str], path: str) -> bool:
+    """Whether any of the regexes is found in a `variable.path`: how every kbert exclusion list is matched."""
     return any(re.search(pattern, path) for pattern in patterns)
 
 
@@ -113,11 +114,11 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
         self._decay_flags = tuple(
             self.weight_decay > 0
             and self._use_weight_decay(v)  # honours Keras's exclude_from_weight_decay() method too
-            and not _matches(self.exclude_from_weight_decay_patterns, path)
+            and not path_matches(self.exclude_from_weight_decay_patterns, path)
             for v, path in zip(var_list, paths)
         )
         self._adapt_flags = tuple(
-            not _matches(self.exclude_from_layer_adaptation_patterns, path) for path in paths
+            not path_matches(self.exclude_from_layer_adaptation_patterns, path) for path in paths
         )
         self._trust_ratio_variables = self._add_float32_slots(var_list, "trust_ratio", scalar=True)
 

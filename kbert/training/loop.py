@@ -17,7 +17,6 @@ summary["train"]["loss"], summary["eval"]["masked_lm_accuracy"]
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import threading
@@ -32,6 +31,7 @@ from kbert.data import pretraining_dataset
 from kbert.modeling import BertPretrainer
 from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
 from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, PolynomialWarmup
+from kbert.optimizers.layerwise import path_matches
 from kbert.training import checkpointing
 from kbert.training.config import ConfigError, ExperimentConfig
 from kbert.training.reporting import ProgressReporter, check_finite, eval_line, write_summary_json
@@ -84,7 +84,7 @@ def build_optimizer(config: ExperimentConfig, variables: Sequence[keras.Variable
         optimizer = keras.optimizers.AdamW(learning_rate, weight_decay=o.weight_decay, beta_1=o.beta_1,
                                            beta_2=o.beta_2, epsilon=o.epsilon, global_clipnorm=o.global_clipnorm)
         optimizer.exclude_from_weight_decay(var_list=[
-            v for v in variables if any(re.search(p, v.path) for p in o.exclude_from_weight_decay)])
+            v for v in variables if path_matches(o.exclude_from_weight_decay, v.path)])
     if config.train.mixed_precision == "mixed_float16":
         optimizer = LossScaleOptimizer(optimizer)
     return optimizer
