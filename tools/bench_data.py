@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 import psutil
 from absl import app, flags
@@ -33,6 +34,20 @@ flags.DEFINE_float("work_unit_mb", 1.0, "kbert work-unit size.")
 flags.DEFINE_list("scales", ["1", "8"], "Corpus sizes, in copies of --corpus: the smallest and the largest give "
                   "the steady rates.")
 flags.DEFINE_string("work_dir", None, "Scratch directory (default: a temporary one).")
+
+
+class Run(NamedTuple):
+    corpus: str
+    size_mb: float
+    tool: str
+    instances: int
+    seconds: float
+    pss_mb: float
+    rss_mb: float
+
+    @property
+    def rate(self) -> float:
+        return self.instances / self.seconds
 
 
 def _scaled_corpus(path: str, copies: int, out: str) -> None:
@@ -110,27 +125,26 @@ def main(argv: list[str]) -> None:
             command = [sys.executable, "-m", module, f"--input_file={corpus}", f"--output_file={out}", *common, *extra]
             seconds, pss, rss = _measure(command)
             instances = _count(out)
-            rows.append((label, size_mb, tool, instances, seconds, pss, rss))
+            rows.append(Run(label, size_mb, tool, instances, seconds, pss, rss))
             print(f"{label} {tool}: {instances:,} instances in {seconds:.1f} s", flush=True)
     print(f"\ncpu cores: {os.cpu_count()}, load average at end: {os.getloadavg()[0]:.1f}; "
           f"dupe_factor={FLAGS.dupe_factor}, max_seq_length={FLAGS.max_seq_length}, kbert workers={FLAGS.num_workers}")
     print(f"start-up (import only): kbert {startup['kbert']:.1f} s, model_garden {startup['model_garden']:.1f} s")
     print(f"{'corpus':>8} {'MB':>6} {'tool':>13} {'instances':>10} {'wall s':>7} {'inst/s':>8} "
           f"{'peak PSS MB':>11} {'max RSS MB':>10}")
-    for label, size_mb, tool, instances, seconds, pss, rss in rows:
-        print(f"{label:>8} {size_mb:6.1f} {tool:>13} {instances:10,} {seconds:7.1f} {instances / seconds:8,.0f} "
-              f"{pss:11,.0f} {rss:10,.0f}")
-    by = {(r[0], r[2]): r for r in rows}
+    for r in rows:
+        print(f"{r.corpus:>8} {r.size_mb:6.1f} {r.tool:>13} {r.instances:10,} {r.seconds:7.1f} {r.rate:8,.0f} "
+              f"{r.pss_mb:11,.0f} {r.rss_mb:10,.0f}")
+    by = {(r.corpus, r.tool): r for r in rows}
     small, large = f"{scales[0]}x", f"{scales[-1]}x"
     steady = {}
     for tool in ("kbert", "model_garden"):
-        (_, _, _, n0, t0, _, _), (_, _, _, n1, t1, _, _) = by[(small, tool)], by[(large, tool)]
-        steady[tool] = (n1 - n0) / max(t1 - t0, 1e-3)
+        first, last = by[(small, tool)], by[(large, tool)]
+        steady[tool] = (last.instances - first.instances) / max(last.seconds - first.seconds, 1e-3)
     print(f"steady rate ({small} to {large}): kbert {steady['kbert']:,.0f} inst/s, model_garden "
           f"{steady['model_garden']:,.0f} inst/s: {steady['kbert'] / steady['model_garden']:.1f}x")
     for label in corpora:
-        ratio = (by[(label, "kbert")][3] / by[(label, "kbert")][4]) / (
-            by[(label, "model_garden")][3] / by[(label, "model_garden")][4])
+        ratio = by[(label, "kbert")].rate / by[(label, "model_garden")].rate
         print(f"speed ratio kbert / model_garden, end to end ({label} corpus): {ratio:.1f}x")
 
 
