@@ -12,9 +12,10 @@ from kbert.data import schema
 from kbert.modeling import BertPretrainer, export_google_checkpoint
 from kbert.training.checkpointing import CheckpointMismatchError
 from kbert.training.config import load_experiment
-from kbert.training.loop import run_experiment
+from kbert.training.loop import build_optimizer, dataset_fn, run_experiment
 from kbert.training.reporting import NonFiniteLossError
 from kbert.training.strategy import make_strategy
+from kbert.training.trainer import PretrainingTrainer
 from training_fixtures import MAX_PREDICTIONS, SEQ_LENGTH, write_config, write_shards
 
 
@@ -210,3 +211,22 @@ def test_optimizer_and_masking_settings_that_cannot_work_are_refused(tmp_path, d
         build_optimizer(_experiment(tmp_path, data, "optimizer.type=adamw,optimizer.global_clipnorm=1.0"))
     with pytest.raises(ConfigError, match="data.dynamic_masking needs data.vocab_file"):
         dataset_fn(_experiment(tmp_path, data, "data.dynamic_masking=true"), True, 100)
+
+
+@pytest.mark.parametrize("accumulation_steps, passes", [(1, 1), (3, 2)])
+def test_the_step_graph_holds_one_forward_backward_pass_per_distinct_micro_step(tmp_path, data,
+                                                                               accumulation_steps, passes):
+    """Without accumulation the traced loop has no (empty) accumulation loop holding a second copy of the model."""
+    config = _experiment(tmp_path, data, train={"global_batch_size": 6,
+                                                "gradient_accumulation_steps": accumulation_steps})
+    strategy = tf.distribute.get_strategy()
+    model = BertPretrainer(config.model.bert_config())
+    trainer = PretrainingTrainer(strategy, model, build_optimizer(config), dataset_fn(config, True, None),
+                                 global_step=tf.Variable(0, dtype=tf.int64), global_batch_size=6,
+                                 accumulation_steps=accumulation_steps)
+    traced = []
+    trace_gradients = trainer._gradients
+    trainer._gradients = lambda *args: traced.append(1) or trace_gradients(*args)
+    trainer.train(tf.constant(2))
+    assert len(traced) == passes
+    assert int(trainer.global_step.numpy()) == 2

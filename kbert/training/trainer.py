@@ -154,8 +154,9 @@ class PretrainingTrainer(orbit.AbstractTrainer):
     def _loop_fn(self, num_steps):
         self.strategy.run(self._reset)
         for _ in tf.range(num_steps):
-            for _ in tf.range(self.accumulation_steps - 1):
-                self.strategy.run(self._accumulate, (self.input.next_batch(),))
+            if self.accumulation_steps > 1:  # a tf.range(0) loop would still trace a second forward/backward pass
+                for _ in tf.range(self.accumulation_steps - 1):
+                    self.strategy.run(self._accumulate, (self.input.next_batch(),))
             self.strategy.run(self._apply, (self.input.next_batch(),))
             # orbit.Controller waits for the trainer to advance the step (Keras 3 optimizers do not).
             self.global_step.assign_add(1)
