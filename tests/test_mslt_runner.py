@@ -81,6 +81,31 @@ def test_stages_train_only_their_layers_and_export(tmp_path, data):
         run_mslt(other, str(tmp_path / "run"), make_strategy("one_device"))
 
 
+@pytest.mark.parametrize("new_layer_init", ["copy", "random"])
+def test_stages_built_ahead_on_a_thread_train_bit_identically(tmp_path, data, new_layer_init):
+    """Stages 2 and 3 are built while the stage before trains, then get its weights: same run as building each
+    when it starts (random new layers, dropout seeds and input position included)."""
+    mslt = {"stages": [{"num_layers": 2, "steps": 3}, {"num_layers": 4, "steps": 3}], "final_stage": {"steps": 2},
+            "new_layer_init": new_layer_init, "frozen_dropout": True}
+    runs = {}
+    for build_ahead in (True, False):
+        config = load_experiment([mslt_config(tmp_path / "c.yaml", data, dict(mslt, build_ahead=build_ahead),
+                                              steps_per_loop=1)])
+        lines = []
+        summary = run_mslt(config, str(tmp_path / str(build_ahead)), make_strategy("one_device"),
+                           print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
+        runs[build_ahead] = summary
+        ahead = [s["built_ahead_seconds"] > 0 for s in summary["stages"]]
+        assert ahead == ([False, True, True] if build_ahead else [False, False, False])
+        assert ("graph built ahead in" in "\n".join(lines)) == build_ahead
+    for stage in (1, 2, 3):
+        built_ahead, built_then = export(tmp_path / "True", stage), export(tmp_path / "False", stage)
+        assert built_ahead.keys() == built_then.keys()
+        for name in built_ahead:
+            np.testing.assert_array_equal(built_ahead[name], built_then[name], err_msg=f"stage {stage}: {name}")
+    assert [s["train"]["loss"] for s in runs[True]["stages"]] == [s["train"]["loss"] for s in runs[False]["stages"]]
+
+
 def _command(config, model_dir):
     return [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config}", f"--model_dir={model_dir}",
             "--strategy=one_device"]

@@ -80,6 +80,9 @@ class MsltConfig(base_config.Config):
     frozen_dropout: whether the frozen blocks below a stage's trained ones (and the embeddings under them) apply
         dropout. false (default) runs them as at inference: 15-25% cheaper stages, and the trained blocks learn on
         clean features (held-out MLM accuracy was higher without, docs/mslt.md).
+    build_ahead: build the next stage's model, optimizer and training graph on a thread while the current stage
+        trains (its weights are carried over when the stage starts), so a stage starts without graph building.
+        Used with one device and MirroredStrategy; TPU and multi-worker runs build each stage when it starts.
     warmup_fraction: default warmup of a stage, as a fraction of its steps.
     stages: the growth stages, in order. final_stage: the all-layer stage.
     """
@@ -89,6 +92,7 @@ class MsltConfig(base_config.Config):
     embeddings: str = "train"
     heads: str = "train"
     frozen_dropout: bool = False
+    build_ahead: bool = True
     warmup_fraction: float = 0.1
     stages: List[StageConfig] = dataclasses.field(default_factory=list)
     final_stage: StageConfig = dataclasses.field(default_factory=StageConfig)
@@ -303,8 +307,9 @@ def build_plan(mslt: MsltConfig, bert: BertConfig, *, peak_learning_rate: float,
                            ("heads", POLICIES)):
         if getattr(mslt, field) not in choices:
             raise PlanError(f"mslt.{field}={getattr(mslt, field)!r}: choose one of {', '.join(choices)}.")
-    if not isinstance(mslt.frozen_dropout, bool):
-        raise PlanError(f"mslt.frozen_dropout={mslt.frozen_dropout!r}: must be true or false.")
+    for field in ("frozen_dropout", "build_ahead"):
+        if not isinstance(getattr(mslt, field), bool):
+            raise PlanError(f"mslt.{field}={getattr(mslt, field)!r}: must be true or false.")
     if not (isinstance(mslt.warmup_fraction, (int, float)) and 0 <= mslt.warmup_fraction < 1):
         raise PlanError(f"mslt.warmup_fraction={mslt.warmup_fraction!r}: must be in [0, 1).")
     if not isinstance(mslt.stages, (list, tuple)) or not mslt.stages:

@@ -11,6 +11,9 @@ Layout of `model_dir`:
 Stage boundaries are global steps: a run killed in stage N restarts from `stage_N/checkpoints` with stage N's
 depth, frozen set and optimizer; a stage not started yet grows from the previous stage's export.
 
+With `mslt.build_ahead` (one device, MirroredStrategy), stage N+1's model, optimizer and training graph are built
+on a thread once stage N's first step has run; when stage N ends, only its weights are carried over.
+
 Example:
 
 ```python
@@ -24,20 +27,22 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
-from typing import Any, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import keras
 import tensorflow as tf
 
 from kbert.modeling import BertPretrainer, export_google_checkpoint
-from kbert.mslt.grow import grow, load_stage_export
+from kbert.mslt.grow import build_stage_model, carry_over, load_stage_export
 from kbert.mslt.plan import PlanError, Stage, StagePlan, build_plan
 from kbert.optimizers import PolynomialWarmup
 from kbert.training import checkpointing
 from kbert.training.config import ExperimentConfig
-from kbert.training.loop import MODES, build_optimizer, evaluate, train
+from kbert.training.loop import MODES, build_optimizer, evaluate, make_trainer, train
 from kbert.training.reporting import eval_line, write_summary_json
+from kbert.training.trainer import PretrainingTrainer
 
 PLAN_FILE = "mslt_plan.json"
 EXPORT = os.path.join("export", "bert_model.ckpt")
@@ -85,12 +90,81 @@ def _check_same_plan(model_dir: str, plan: StagePlan, chief: bool) -> None:
             json.dump(layout, f, indent=2)
 
 
-def _start_stage_session(config: ExperimentConfig, stage: Stage) -> None:
+def _start_stage_session(config: ExperimentConfig, stage: Stage, fresh_thread: bool = False) -> None:
     """Same Keras names and random state for a stage whether the process ran earlier stages or just resumed:
-    checkpoints key variables by path, and auto-named ones (dropout seed states) count up per process."""
-    keras.backend.clear_session()
+    checkpoints key variables by path, and auto-named ones (dropout seed states) count up per process.
+
+    Keras keeps that state per thread, so a new thread starts clean; it must not clear the session, which
+    would also clear the state of the thread that is training."""
+    if not fresh_thread:
+        keras.backend.clear_session()
     keras.mixed_precision.set_global_policy(config.train.mixed_precision)
     keras.utils.set_random_seed(config.train.seed + stage.number)
+
+
+def _stage_config(config: ExperimentConfig, strategy: tf.distribute.Strategy, stage: Stage) -> ExperimentConfig:
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        # A TPU's input position is not checkpointed (kbert.training.inputs): reshuffle per stage instead, so
+        # later stages do not replay the first stage's examples.
+        return config.replace(train={"seed": config.train.seed + stage.number - 1})
+    return config
+
+
+class _StageSetup(NamedTuple):
+    model: BertPretrainer
+    trainer: PretrainingTrainer
+    build_seconds: float  # spent building it ahead, while the previous stage trained (0: built when it started)
+
+
+def _set_up_stage(config: ExperimentConfig, plan: StagePlan, stage: Stage, strategy: tf.distribute.Strategy,
+                  previous: Optional[BertPretrainer]) -> _StageSetup:
+    """The stage's model (grown from `previous`, else with built weights), its optimizer and trainer."""
+    with strategy.scope():
+        model = build_stage_model(plan.bert, stage, frozen_dropout=plan.frozen_dropout)
+        if previous is not None:
+            carry_over(model, previous, stage, plan.new_layer_init)
+        optimizer = build_optimizer(config, learning_rate=stage_schedule(stage))
+        global_step = tf.Variable(stage.start_step, dtype=tf.int64, trainable=False, name="global_step",
+                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    trainer = make_trainer(_stage_config(config, strategy, stage), strategy, model, optimizer,
+                           trainable_variables=model.trainable_variables, global_step=global_step)
+    return _StageSetup(model, trainer, 0.0)
+
+
+class _BuildAhead:
+    """Sets up a stage and builds its training graph on a daemon thread (a crash or SIGTERM need not wait)."""
+
+    def __init__(self, config: ExperimentConfig, plan: StagePlan, stage: Stage, strategy: tf.distribute.Strategy):
+        self.stage = stage
+        self._setup: Optional[_StageSetup] = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._build, args=(config, plan, stage, strategy), daemon=True,
+                                        name=f"kbert-mslt-build-{stage.name}")
+        self._thread.start()
+
+    def _build(self, config, plan, stage, strategy):
+        started = time.time()
+        try:
+            _start_stage_session(config, stage, fresh_thread=True)
+            setup = _set_up_stage(config, plan, stage, strategy, previous=None)
+            setup.trainer.build_graph()
+            self._setup = setup._replace(build_seconds=time.time() - started)
+        except Exception as error:  # reported, then the stage is built the usual way
+            self._error = error
+
+    def result(self, print_fn) -> Optional[_StageSetup]:
+        self._thread.join()
+        if self._error is not None:
+            print_fn(f"MSLT stage {self.stage.number}: building it ahead failed ({type(self._error).__name__}: "
+                     f"{self._error}); building it now.", flush=True)
+        return self._setup
+
+
+def _can_build_ahead(config: ExperimentConfig, strategy: tf.distribute.Strategy) -> bool:
+    # Multi-worker and TPU graphs hold collectives whose keys each worker assigns as it traces; tracing one on a
+    # thread beside the running stage is not something those strategies are tested for here.
+    return config.mslt.build_ahead and not isinstance(
+        strategy, (tf.distribute.TPUStrategy, tf.distribute.MultiWorkerMirroredStrategy))
 
 
 def run_mslt(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strategy, mode: str = "train",
@@ -117,15 +191,24 @@ def run_mslt(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.S
                                "plan": _stage_layout(plan), "stages": []}
     model: Optional[BertPretrainer] = None
     if mode != "eval":
-        for stage in plan.stages:
+        ahead: dict[int, _BuildAhead] = {}  # stage number -> its build, started while the stage before trained
+        for index, stage in enumerate(plan.stages):
             done = os.path.join(model_dir, stage.name, STAGE_DONE)
             if tf.io.gfile.exists(done):
                 model = None
                 with tf.io.gfile.GFile(done) as f:
                     summary["stages"].append(json.load(f))
-            else:
-                model, result = _train_stage(config, plan, stage, model_dir, strategy, model, print_fn)
-                summary["stages"].append(result)
+                continue
+            pending = ahead.pop(stage.number, None)
+            built = pending.result(print_fn) if pending else None
+            following = plan.stages[index + 1] if index + 1 < len(plan.stages) else None
+            build_next = None
+            if following is not None and _can_build_ahead(config, strategy):
+                def build_next(following=following):
+                    ahead[following.number] = _BuildAhead(config, plan, following, strategy)
+            model, result = _train_stage(config, plan, stage, model_dir, strategy, model, print_fn, built,
+                                         build_next)
+            summary["stages"].append(result)
     if mode in ("eval", "train_and_eval"):
         model, summary["evaluated_checkpoint"] = _latest_model(plan, model_dir, strategy, model)
         summary["eval"] = evaluate(config, strategy, model)
@@ -137,9 +220,13 @@ def run_mslt(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.S
 
 
 def _train_stage(config: ExperimentConfig, plan: StagePlan, stage: Stage, model_dir: str,
-                 strategy: tf.distribute.Strategy, previous: Optional[BertPretrainer],
-                 print_fn) -> tuple[BertPretrainer, dict]:
-    """Builds the stage's model (grown, or as checkpointed), trains its steps, exports it (chief)."""
+                 strategy: tf.distribute.Strategy, previous: Optional[BertPretrainer], print_fn,
+                 built: Optional[_StageSetup] = None,
+                 build_next: Optional[Callable[[], None]] = None) -> tuple[BertPretrainer, dict]:
+    """Trains the stage's steps on its model (grown, as checkpointed, or `built` ahead), exports it (chief).
+
+    `build_next` is called once the stage's first step has run, to start building the following stage.
+    """
     stage_dir = os.path.join(model_dir, stage.name)
     previous_dir = os.path.join(model_dir, f"stage_{stage.number - 1}")
     resuming = checkpointing.latest_checkpoint(stage_dir) is not None
@@ -148,29 +235,27 @@ def _train_stage(config: ExperimentConfig, plan: StagePlan, stage: Stage, model_
     elif previous is None:
         with strategy.scope():
             previous = load_stage_export(plan.bert, stage.previous_layers, os.path.join(previous_dir, EXPORT))
-    _start_stage_session(config, stage)  # resets the default graph: outside any strategy scope
-    with strategy.scope():
-        model = grow(plan.bert, stage, previous=previous, new_layer_init=plan.new_layer_init,
-                     frozen_dropout=plan.frozen_dropout)
-        optimizer = build_optimizer(config, learning_rate=stage_schedule(stage))
-        global_step = tf.Variable(stage.start_step, dtype=tf.int64, trainable=False, name="global_step",
-                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-    trainable = model.trainable_variables
+    if built is not None:
+        if previous is not None:
+            carry_over(built.model, previous, stage, plan.new_layer_init)
+    else:
+        _start_stage_session(config, stage)  # resets the default graph: outside any strategy scope
+        built = _set_up_stage(config, plan, stage, strategy, previous)
+    model, trainer = built.model, built.trainer
+    trainable = trainer.train_variables
+    ahead = f", its graph built ahead in {built.build_seconds:.1f} s" if built.build_seconds else ""
     print_fn(f"MSLT stage {stage.number}/{len(plan.stages)}: {stage.num_layers} layers, training blocks "
              f"{list(stage.trainable_layers)} (backward cut below block {stage.stop_gradient_below}), "
              f"{len(trainable)} variables, global steps {stage.start_step}-{stage.end_step}"
-             f"{' (resuming)' if resuming else ''}.", flush=True)
-    if isinstance(strategy, tf.distribute.TPUStrategy):
-        # A TPU's input position is not checkpointed (kbert.training.inputs): reshuffle per stage instead, so
-        # later stages do not replay the first stage's examples.
-        config = config.replace(train={"seed": config.train.seed + stage.number - 1})
+             f"{' (resuming)' if resuming else ''}{ahead}.", flush=True)
     started = time.time()
-    result = train(config, strategy, stage_dir, model, optimizer, trainable_variables=trainable,
-                   global_step=global_step, until_step=stage.end_step, print_fn=print_fn,
+    result = train(_stage_config(config, strategy, stage), strategy, stage_dir, model, trainer.optimizer,
+                   trainer=trainer, until_step=stage.end_step, print_fn=print_fn, after_first_step=build_next,
                    continue_input_from=checkpointing.latest_checkpoint(previous_dir) if stage.number > 1 else None)
     result = {"stage": stage.number, "num_layers": stage.num_layers, "trainable_layers": list(stage.trainable_layers),
               "trainable_variables": len(trainable), "trainable_parameters": stage.trainable_parameters(plan.bert),
               "start_step": stage.start_step, "end_step": stage.end_step, "wall_seconds": time.time() - started,
+              "built_ahead_seconds": built.build_seconds,
               "checkpoint": checkpointing.latest_checkpoint(stage_dir), **result}
     if strategy.extended.should_checkpoint:
         result["export"] = export_google_checkpoint(model, os.path.join(stage_dir, EXPORT))

@@ -21,7 +21,7 @@ import shutil
 import signal
 import threading
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import keras
 import numpy as np
@@ -153,6 +153,23 @@ def _preemption_check(strategy, manager, global_step):
     return check, flag.close
 
 
+def make_trainer(config: ExperimentConfig, strategy: tf.distribute.Strategy, model: keras.Model,
+                 optimizer: keras.optimizers.Optimizer, *,
+                 trainable_variables: Optional[Sequence[keras.Variable]] = None,
+                 global_step: Optional[tf.Variable] = None) -> PretrainingTrainer:
+    """The `PretrainingTrainer` of `config.train` and `config.data` (builds the optimizer's slots and the input)."""
+    t = config.train
+    with strategy.scope():
+        if global_step is None:
+            global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        return PretrainingTrainer(
+            strategy, model, optimizer, dataset_fn(config, True, model.config.vocab_size),
+            global_step=global_step, global_batch_size=t.global_batch_size,
+            accumulation_steps=t.gradient_accumulation_steps, trainable_variables=trainable_variables,
+            jit_compile=t.jit_compile)
+
+
 def train(
     config: ExperimentConfig,
     strategy: tf.distribute.Strategy,
@@ -164,12 +181,17 @@ def train(
     global_step: Optional[tf.Variable] = None,
     until_step: Optional[int] = None,
     continue_input_from: Optional[str] = None,
+    trainer: Optional[PretrainingTrainer] = None,
+    after_first_step: Optional[Callable[[], None]] = None,
     print_fn=print,
 ) -> dict[str, Any]:
     """Trains from the newest checkpoint in `model_dir` (or from scratch) up to `until_step` optimizer steps.
 
     `continue_input_from`: a training checkpoint whose input position a run without a checkpoint of its own
     starts from (an MSLT stage continues the data where the previous stage stopped).
+    `trainer`: one `make_trainer` built for this model and optimizer beforehand (e.g. with its graph built while
+    the previous MSLT stage trained); by default one is made here.
+    `after_first_step`: called once the graph is built and has run one step (the first loop is then one step).
 
     Checkpoints every `train.checkpoint_interval` steps and at the end; stops with NonFiniteLossError before
     saving non-finite weights; on SIGTERM saves and raises `Preempted`.
@@ -179,15 +201,10 @@ def train(
     """
     t = config.train
     until_step = until_step or t.total_steps
-    with strategy.scope():
-        if global_step is None:
-            global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
-                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-        trainer = PretrainingTrainer(
-            strategy, model, optimizer, dataset_fn(config, True, model.config.vocab_size),
-            global_step=global_step, global_batch_size=t.global_batch_size,
-            accumulation_steps=t.gradient_accumulation_steps, trainable_variables=trainable_variables,
-            jit_compile=t.jit_compile)
+    if trainer is None:
+        trainer = make_trainer(config, strategy, model, optimizer, trainable_variables=trainable_variables,
+                               global_step=global_step)
+    global_step = trainer.global_step
     checkpoint = checkpointing.training_checkpoint(
         model, optimizer, global_step, trainer.input.checkpointable if config.data.checkpoint_input else None)
     restored = checkpointing.restore_latest(checkpoint, model_dir)
@@ -208,12 +225,16 @@ def train(
         if restored:
             print_fn(f"Resumed from {restored} at step {step}.", flush=True)
         while step < until_step:
-            steps = min(t.steps_per_loop - step % t.steps_per_loop, until_step - step)
+            steps = 1 if after_first_step else min(t.steps_per_loop - step % t.steps_per_loop, until_step - step)
             metrics = trainer.train(tf.constant(steps, tf.int32))
             step = int(global_step.numpy())
             check_finite(step, metrics, trainer.first_nonfinite_step())
             reporter(step, metrics, steps)
-            manager.save(checkpoint_number=step, check_interval=True)
+            if after_first_step is not None:  # no checkpoint: it would hold just one step more than the last
+                after_first_step()
+                after_first_step = None
+            else:
+                manager.save(checkpoint_number=step, check_interval=True)
             preemption_check()
         if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
             manager.save(checkpoint_number=step, check_interval=False)

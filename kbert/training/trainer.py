@@ -161,6 +161,10 @@ class PretrainingTrainer(orbit.AbstractTrainer):
             # orbit.Controller waits for the trainer to advance the step (Keras 3 optimizers do not).
             self.global_step.assign_add(1)
 
+    def build_graph(self) -> None:
+        """Traces and optimises the training loop without running a step, e.g. while another model trains."""
+        self._loop(tf.constant(0, tf.int32))
+
     def train(self, num_steps: tf.Tensor) -> dict[str, float]:
         """Runs `num_steps` optimizer steps; returns their metrics (NaN-valued if any step was non-finite)."""
         start = time.perf_counter()
