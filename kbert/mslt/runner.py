@@ -243,11 +243,11 @@ def _train_stage(config: ExperimentConfig, plan: StagePlan, stage: Stage, model_
         built = _set_up_stage(config, plan, stage, strategy, previous)
     model, trainer = built.model, built.trainer
     trainable = trainer.train_variables
-    ahead = f", its graph built ahead in {built.build_seconds:.1f} s" if built.build_seconds else ""
+    built_note = f", its graph built ahead in {built.build_seconds:.1f} s" if built.build_seconds else ""
     print_fn(f"MSLT stage {stage.number}/{len(plan.stages)}: {stage.num_layers} layers, training blocks "
              f"{list(stage.trainable_layers)} (backward cut below block {stage.stop_gradient_below}), "
              f"{len(trainable)} variables, global steps {stage.start_step}-{stage.end_step}"
-             f"{' (resuming)' if resuming else ''}{ahead}.", flush=True)
+             f"{' (resuming)' if resuming else ''}{built_note}.", flush=True)
     started = time.time()
     result = train(_stage_config(config, strategy, stage), strategy, stage_dir, model, trainer.optimizer,
                    trainer=trainer, until_step=stage.end_step, print_fn=print_fn, after_first_step=build_next,

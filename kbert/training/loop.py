@@ -190,7 +190,8 @@ def train(
     `continue_input_from`: a training checkpoint whose input position a run without a checkpoint of its own
     starts from (an MSLT stage continues the data where the previous stage stopped).
     `trainer`: one `make_trainer` built for this model and optimizer beforehand (e.g. with its graph built while
-    the previous MSLT stage trained); by default one is made here.
+    the previous MSLT stage trained; its own variables and step counter are then used); by default one is made
+    here.
     `after_first_step`: called once the graph is built and has run one step (the first loop is then one step).
 
     Checkpoints every `train.checkpoint_interval` steps and at the end; stops with NonFiniteLossError before
