@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 
 from training_fixtures import write_config, write_shards
 
@@ -160,3 +161,23 @@ def test_strategy_tpu_without_a_tpu_is_a_one_line_error(tmp_path, data):
     assert "kbert-pretrain: error: --strategy=tpu" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_mslt_stages_built_ahead_under_two_mirrored_replicas_match_building_them_in_turn(tmp_path, data):
+    exports = {}
+    for build_ahead in (True, False):
+        config = write_config(str(tmp_path / f"c{build_ahead}.yaml"), data[0], train={"total_steps": 4})
+        values = yaml.safe_load(open(config))
+        values["mslt"] = {"stages": [{"num_layers": 1, "steps": 3}, {"num_layers": 2, "steps": 3}],
+                          "final_stage": {"steps": 2}, "build_ahead": build_ahead}
+        with open(config, "w") as f:
+            yaml.safe_dump(values, f)
+        model_dir = tmp_path / str(build_ahead)
+        result = _run(_command(config, model_dir, "mirrored", cpus=2))
+        assert result.stdout.count("its graph built ahead in") == (2 if build_ahead else 0), result.stdout
+        assert json.loads((model_dir / "summary.json").read_text())["replicas"] == 2
+        reader = tf.train.load_checkpoint(str(model_dir / "stage_3" / "export" / "bert_model.ckpt"))
+        exports[build_ahead] = {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
+    assert exports[True].keys() == exports[False].keys() and len(exports[True]) > 30
+    for name in exports[True]:
+        np.testing.assert_array_equal(exports[True][name], exports[False][name], err_msg=name)
