@@ -226,7 +226,7 @@ def train(
         if restored:
             print_fn(f"Resumed from {restored} at step {step}.", flush=True)
         while step < until_step:
-            steps = 1 if after_first_step else min(t.steps_per_loop - step % t.steps_per_loop, until_step - step)
+            steps = 1 if after_first_step is not None else min(t.steps_per_loop - step % t.steps_per_loop, until_step - step)
             metrics = trainer.train(tf.constant(steps, tf.int32))
             step = int(global_step.numpy())
             check_finite(step, metrics, trainer.first_nonfinite_step())
