@@ -106,6 +106,21 @@ def test_stages_built_ahead_on_a_thread_train_bit_identically(tmp_path, data, ne
     assert [s["train"]["loss"] for s in runs[True]["stages"]] == [s["train"]["loss"] for s in runs[False]["stages"]]
 
 
+def test_a_failed_build_ahead_is_reported_and_the_stage_is_built_when_it_starts(tmp_path, data, monkeypatch):
+    from kbert.training.trainer import PretrainingTrainer
+
+    def fail(self):
+        raise RuntimeError("out of host memory")
+    monkeypatch.setattr(PretrainingTrainer, "build_graph", fail)
+    mslt = {"stages": [{"num_layers": 2, "steps": 3}, {"num_layers": 4, "steps": 3}], "final_stage": {"steps": 0}}
+    config = load_experiment([mslt_config(tmp_path / "c.yaml", data, mslt, steps_per_loop=1)])
+    lines = []
+    summary = run_mslt(config, str(tmp_path / "run"), make_strategy("one_device"),
+                       print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
+    assert "MSLT stage 2: building it ahead failed (RuntimeError: out of host memory); building it now." in lines
+    assert [(s["global_step"], s["built_ahead_seconds"]) for s in summary["stages"]] == [(3, 0.0), (6, 0.0)]
+
+
 def _command(config, model_dir):
     return [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config}", f"--model_dir={model_dir}",
             "--strategy=one_device"]
