@@ -35,7 +35,7 @@ import keras
 import tensorflow as tf
 
 from kbert.modeling import BertPretrainer, export_google_checkpoint
-from kbert.mslt.grow import build_stage_model, carry_over, load_stage_export
+from kbert.mslt.grow import carry_over, grow, load_stage_export
 from kbert.mslt.plan import PlanError, Stage, StagePlan, build_plan
 from kbert.optimizers import PolynomialWarmup
 from kbert.training import checkpointing
@@ -120,9 +120,8 @@ def _set_up_stage(config: ExperimentConfig, plan: StagePlan, stage: Stage, strat
                   previous: Optional[BertPretrainer]) -> _StageSetup:
     """The stage's model (grown from `previous`, else with built weights), its optimizer and trainer."""
     with strategy.scope():
-        model = build_stage_model(plan.bert, stage, frozen_dropout=plan.frozen_dropout)
-        if previous is not None:
-            carry_over(model, previous, stage, plan.new_layer_init)
+        model = grow(plan.bert, stage, previous=previous, new_layer_init=plan.new_layer_init,
+                     frozen_dropout=plan.frozen_dropout)
         optimizer = build_optimizer(config, learning_rate=stage_schedule(stage))
         global_step = tf.Variable(stage.start_step, dtype=tf.int64, trainable=False, name="global_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
