@@ -71,5 +71,5 @@ def test_tool_exits_1_naming_a_truncated_file(corpus):
         capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
     )
     assert result.returncode == 1
-    assert f"ERROR: {path}: corrupt or truncated TFRecord after 29 good records" in result.stderr
+    assert f"kbert-inspect-tfrecords: error: {path}: corrupt or truncated TFRecord after 29 good records" in result.stderr
     assert "part-0.tfrecord" in result.stdout  # the good file was reported before

@@ -5,7 +5,7 @@ kbert_venv() {
   if [ ! -x .venv/bin/python ]; then
     "$py" -m venv .venv || {
       rm -rf .venv  # half-made (Debian without python3-venv leaves one without pip); the next run starts clean
-      echo "Could not create .venv with $py; install Python 3.10-3.12 with its venv module (Debian/Ubuntu:" \
+      echo "Could not create .venv with $py; install Python 3.11 with its venv module (Debian/Ubuntu:" \
            "apt-get install python3-venv) or point PYTHON at one." >&2
       return 1
     }

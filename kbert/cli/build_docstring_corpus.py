@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import time
 
-from absl import app, flags
+from absl import flags
 
+from kbert.cli import entry
 from kbert.data import docstring_corpus
 
 FLAGS = flags.FLAGS
@@ -54,7 +55,7 @@ def format_summary(stats: docstring_corpus.CorpusStats, seconds: float, output_f
 
 
 def run() -> None:
-    app.run(main)
+    entry.run(main, "kbert-build-docstring-corpus")
 
 
 if __name__ == "__main__":

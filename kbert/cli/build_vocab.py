@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import time
 
-from absl import app, flags, logging
+from absl import flags, logging
 
+from kbert.cli import entry
 from kbert.data import files, vocab
 
 FLAGS = flags.FLAGS
@@ -48,7 +49,7 @@ def main(argv: list[str]) -> None:
 
 
 def run() -> None:
-    app.run(main)
+    entry.run(main, "kbert-build-vocab")
 
 
 if __name__ == "__main__":

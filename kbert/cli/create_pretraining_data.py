@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
+from kbert.cli import entry
 from kbert.data import files
 from kbert.data.create_pretraining_data import Summary, create_pretraining_data
 from kbert.data.instances import InstanceConfig
+from kbert.errors import ConfigError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text files: comma-separated list of globs. One sentence per line, a "
@@ -44,11 +46,11 @@ def output_paths(output_file: str, num_output_shards: int) -> list[str]:
     """The comma list, or one name expanded to `num_output_shards` shard names."""
     paths = [p.strip() for p in output_file.split(",") if p.strip()]
     if num_output_shards < 1:
-        raise ValueError(f"--num_output_shards={num_output_shards} must be at least 1.")
+        raise ConfigError(f"--num_output_shards={num_output_shards} must be at least 1.")
     if num_output_shards == 1:
         return paths
     if len(paths) != 1:
-        raise ValueError("--num_output_shards needs a single --output_file name, not a comma list.")
+        raise ConfigError("--num_output_shards needs a single --output_file name, not a comma list.")
     return [f"{paths[0]}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)]
 
 
@@ -89,7 +91,7 @@ def main(argv: list[str]) -> None:
 
 
 def run() -> None:
-    app.run(main)
+    entry.run(main, "kbert-create-pretraining-data")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,9 @@ text (with `--vocab_file`). Exits with status 1 and an error naming the file whe
 
 from __future__ import annotations
 
-import sys
+from absl import flags
 
-from absl import app, flags
-
-from kbert.data import validation
+from kbert.cli import entry
 from kbert.data.dynamic_masking import read_vocab
 from kbert.data.inspection import inspect_files
 
@@ -33,19 +31,15 @@ def main(argv: list[str]) -> None:
     del argv
     vocab = read_vocab(FLAGS.vocab_file) if FLAGS.vocab_file else None
     vocab_size = FLAGS.vocab_size or (len(vocab) if vocab else None)
-    try:
-        inspect_files(
-            FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, vocab, vocab_size,
-            FLAGS.max_records, FLAGS.num_examples,
-        )
-    except validation.InputDataError as error:
-        print(f"\nERROR: {error}", file=sys.stderr)
-        sys.exit(1)
+    inspect_files(
+        FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, vocab, vocab_size,
+        FLAGS.max_records, FLAGS.num_examples,
+    )
     print("\nall checks passed")
 
 
 def run() -> None:
-    app.run(main)
+    entry.run(main, "kbert-inspect-tfrecords")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import unicodedata
 import warnings
 from typing import BinaryIO, Callable, Iterator, Sequence
 
+from kbert.errors import MissingFileError
+
 # Directories that are never library prose: tests are full of throwaway docstrings, and a stdlib tree may contain
 # the site-packages tree, which would otherwise be read twice.
 SKIPPED_DIRS = frozenset({"__pycache__", "test", "tests", "site-packages", "dist-packages", "node_modules"})
@@ -222,10 +224,10 @@ def build_docstring_corpus(
     roots = list(roots) if roots is not None else default_roots()
     missing = [r for r in roots if not os.path.isdir(r)]
     if missing:
-        raise FileNotFoundError(f"Source roots {missing} are not directories; give existing package directories.")
+        raise MissingFileError(f"Source roots {missing} are not directories; give existing package directories.")
     parent = os.path.dirname(os.path.abspath(output_path))
     if not os.path.isdir(parent):
-        raise FileNotFoundError(f"Output directory {parent} does not exist; create it or choose another output file.")
+        raise MissingFileError(f"Output directory {parent} does not exist; create it or choose another output file.")
     stats = CorpusStats()
     tmp = f"{output_path}.tmp"
     try:

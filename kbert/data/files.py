@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from kbert.errors import MissingFileError
+
 
 def expand_patterns(patterns: str, flag: str) -> list[str]:
     """Returns the sorted, de-duplicated files matched by a comma list of globs, in pattern order.
@@ -23,8 +25,8 @@ def expand_patterns(patterns: str, flag: str) -> list[str]:
             continue
         matches = sorted(tf.io.gfile.glob(pattern))
         if not matches:
-            raise FileNotFoundError(f"{flag}: no file matches {pattern!r}; check the path or quote the glob.")
+            raise MissingFileError(f"{flag}: no file matches {pattern!r}; check the path or quote the glob.")
         files.extend(m for m in matches if m not in files)
     if not files:
-        raise FileNotFoundError(f"{flag} is empty; give one or more files or globs, comma-separated.")
+        raise MissingFileError(f"{flag} is empty; give one or more files or globs, comma-separated.")
     return files

@@ -15,13 +15,10 @@ import tensorflow as tf
 import tensorflow_text as tft
 
 from kbert.data.vocab import SPECIAL_TOKENS
+from kbert.errors import MissingFileError, VocabularyError
 
 # Lines per tokenizer call: large enough to amortise the op dispatch, small enough to bound the ragged tensors.
 _BATCH_LINES = 8192
-
-
-class VocabularyError(ValueError):
-    """A vocabulary file that the data tools cannot use."""
 
 
 def load_vocabulary(path: str) -> list[str]:
@@ -30,7 +27,7 @@ def load_vocabulary(path: str) -> list[str]:
         with tf.io.gfile.GFile(path, "rb") as f:
             tokens = [line.decode("utf-8").rstrip("\r\n") for line in f]
     except tf.errors.NotFoundError as e:
-        raise FileNotFoundError(f"--vocab_file: {path} does not exist.") from e
+        raise MissingFileError(f"--vocab_file: {path} does not exist.") from e
     except UnicodeDecodeError as e:
         raise VocabularyError(f"--vocab_file: {path} is not UTF-8 ({e}).") from e
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]

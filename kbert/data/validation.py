@@ -27,12 +27,9 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.data import files, schema
+from kbert.errors import InputDataError
 
 GZIP_MAGIC = b"\x1f\x8b"
-
-
-class InputDataError(ValueError):
-    """A pretraining input file is missing, corrupt, or disagrees with the requested settings."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,8 @@ import json
 import os
 from typing import Any
 
+from kbert.errors import MissingFileError
+
 ACTIVATIONS = ("gelu", "gelu_approximate", "gelu_new", "relu", "silu", "swish", "tanh")
 
 # Google's released sizes (A = H / 64, intermediate 4H); `configs/models/*.json` holds the same table as files.
@@ -90,7 +92,7 @@ class BertConfig:
             with open(path, encoding="utf-8") as f:
                 values = json.load(f)
         except FileNotFoundError:
-            raise FileNotFoundError(f"BERT config file {path!r} does not exist.") from None
+            raise MissingFileError(f"BERT config file {path!r} does not exist.") from None
         except json.JSONDecodeError as e:
             raise ValueError(f"BERT config file {path!r} is not valid JSON: {e}") from None
         return cls.from_dict(values, source=path)

@@ -10,16 +10,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kbert.errors import CheckpointMismatchError, MissingFileError
 from kbert.modeling.encoder import BertEncoder
 from kbert.modeling.pretrainer import BertPretrainer
 
 # Entries a pretraining checkpoint may carry besides weights: optimizer slots and counters.
 _NOT_WEIGHTS = re.compile(r"(^|/)(adam_[mv]|Momentum|lamb_[mv]|ExponentialMovingAverage)$|^global_step$|"
                           r"^_CHECKPOINTABLE_OBJECT_GRAPH$|^good_steps$|^current_loss_scale$")
-
-
-class CheckpointMismatchError(ValueError):
-    """A checkpoint does not fit the model; the message lists every missing, unexpected and wrong-shape variable."""
 
 
 def _add_dense(names: dict, prefix: str, dense: keras.layers.Dense) -> None:
@@ -95,7 +92,7 @@ def load_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str,
     try:
         reader = tf.train.load_checkpoint(path)
     except (tf.errors.NotFoundError, ValueError) as e:
-        raise FileNotFoundError(f"No TF checkpoint at {path!r} (give the prefix, e.g. .../bert_model.ckpt, "
+        raise MissingFileError(f"No TF checkpoint at {path!r} (give the prefix, e.g. .../bert_model.ckpt, "
                                 f"or a directory with a 'checkpoint' file): {e}") from None
     stored = reader.get_variable_to_shape_map()
     expected = google_variable_map(model)

@@ -21,6 +21,7 @@ from typing import Any, List, Optional
 
 from official.modeling.hyperparams import base_config
 
+from kbert.errors import PlanError
 from kbert.modeling.config import BertConfig
 
 MODES = ("mslt", "stacking")
@@ -30,10 +31,6 @@ POLICIES = ("train", "freeze_after_first_stage")
 FINAL_STAGE_SHARE_OF_GROWTH = 0.25
 # ... at a tenth of the growth stages' default peak rate: every layer has been trained once already.
 FINAL_RATE_SCALE = 0.1
-
-
-class PlanError(ValueError):
-    """A bad `mslt` section; the message names the stage and the field, and says how to fix it."""
 
 
 @dataclasses.dataclass

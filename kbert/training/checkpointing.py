@@ -23,6 +23,7 @@ from typing import Iterable, Optional
 import keras
 import tensorflow as tf
 
+from kbert.errors import CheckpointMismatchError, MissingFileError
 from kbert.modeling.google_checkpoint import load_google_checkpoint
 
 MODEL_KEY = "model"
@@ -77,10 +78,6 @@ def latest_checkpoint(model_dir: str) -> Optional[str]:
     return tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
 
 
-class CheckpointMismatchError(ValueError):
-    """The checkpoint in `--model_dir` was written for another model or optimizer."""
-
-
 def restore_latest(checkpoint: tf.train.Checkpoint, model_dir: str) -> Optional[str]:
     """Restores the newest checkpoint of `model_dir` (every worker reads the chief's); returns its path.
 
@@ -118,12 +115,12 @@ def load_init_checkpoint(model: keras.Model, path: str) -> str:
     if tf.io.gfile.isdir(path):
         resolved = latest_checkpoint(path) or tf.train.latest_checkpoint(path)
     if not resolved:
-        raise FileNotFoundError(f"train.init_checkpoint={path!r}: no checkpoint there (give a prefix such as "
+        raise MissingFileError(f"train.init_checkpoint={path!r}: no checkpoint there (give a prefix such as "
                                 ".../bert_model.ckpt or .../ckpt-1000, or a directory with a 'checkpoint' file).")
     try:
         google = _is_google_checkpoint(resolved)
     except (tf.errors.NotFoundError, ValueError) as e:
-        raise FileNotFoundError(f"train.init_checkpoint={path!r}: cannot read {resolved!r}: {e}") from None
+        raise MissingFileError(f"train.init_checkpoint={path!r}: cannot read {resolved!r}: {e}") from None
     if google:
         load_google_checkpoint(model, resolved)
         return "google"

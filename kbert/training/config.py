@@ -16,15 +16,11 @@ from typing import Any, Optional, Sequence
 import yaml
 from official.modeling.hyperparams import base_config, params_dict
 
+from kbert.choices import OPTIMIZERS, PRECISION_POLICIES
+from kbert.errors import ConfigError
 from kbert.modeling.config import BertConfig
 from kbert.mslt.plan import MsltConfig
 
-OPTIMIZERS = ("lamb", "lars", "adamw")
-PRECISION_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
-
-
-class ConfigError(ValueError):
-    """A bad experiment config; the message names the key and where it came from."""
 
 
 # One optional override field per `bert_config.json` key, so typos in `model.overrides` are caught like any other.

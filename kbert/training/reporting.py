@@ -21,15 +21,12 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
+from kbert.errors import NonFiniteLossError
 from kbert.optimizers import write_trust_ratio_summaries
 
 LOSS_METRICS = ("loss", "masked_lm_loss", "next_sentence_loss")
 SCALARS = LOSS_METRICS + ("masked_lm_accuracy", "next_sentence_accuracy", "learning_rate", "gradient_norm",
                           "sequences_per_second")
-
-
-class NonFiniteLossError(RuntimeError):
-    """Training produced NaN/Inf; raised before any checkpoint of the bad weights is written."""
 
 
 def check_finite(step: int, metrics: dict[str, float], first_bad_step: int) -> None:

@@ -14,11 +14,8 @@ import os
 
 import tensorflow as tf
 
-STRATEGIES = ("auto", "tpu", "multi_worker_mirrored", "mirrored", "one_device")
-
-
-class StrategyError(RuntimeError):
-    """The requested devices are not there; the message says which flag to change."""
+from kbert.choices import STRATEGIES
+from kbert.errors import StrategyError
 
 
 def _tpu_strategy(tpu: str) -> tf.distribute.Strategy:

@@ -1,0 +1,48 @@
+"""kbert's user-facing errors: one family, caught by every command-line entry point (`kbert.cli.entry.run`).
+
+Invariant: the first line of a message names the file, flag or config key at fault and says how to fix it; a
+listing (e.g. checkpoint variables) may follow on later lines. Anything else that escapes is a bug in kbert and
+keeps its traceback.
+
+This module imports nothing from kbert, so every layer (data, modeling, optimizers, training, mslt) can raise
+these without importing the layers above it.
+"""
+
+from __future__ import annotations
+
+
+class KbertError(Exception):
+    """Base of every error a user can fix by changing a flag, a config key, a file or a directory."""
+
+
+class ConfigError(KbertError, ValueError):
+    """A bad experiment config; the message names the key and where it came from (file or flag)."""
+
+
+class PlanError(ConfigError):
+    """A bad `mslt` section, or a model_dir of another plan; names the stage and the field and says the fix."""
+
+
+class StrategyError(KbertError, RuntimeError):
+    """The requested devices are not there; the message says which flag to change."""
+
+
+class InputDataError(KbertError, ValueError):
+    """Input files that cannot feed training: missing, corrupt, or not what the config says; names the file."""
+
+
+class VocabularyError(KbertError, ValueError):
+    """A vocabulary file lacks what tokenization needs, or does not fit the data or the model."""
+
+
+class CheckpointMismatchError(KbertError, ValueError):
+    """A checkpoint does not fit the model or optimizer; the first line names the file, the counts and the fix,
+    a listing of missing, unexpected and wrong-shape variables may follow."""
+
+
+class MissingFileError(KbertError, FileNotFoundError):
+    """A file, directory or checkpoint named by a flag or config key is not there; names it and what to give."""
+
+
+class NonFiniteLossError(KbertError, RuntimeError):
+    """Training produced NaN/Inf; raised before any checkpoint of the bad weights is written."""
