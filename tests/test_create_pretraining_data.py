@@ -18,10 +18,11 @@ from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
 from kbert.data.tfrecord_writer import ShardedWriter, encode_examples
 from kbert.data.tokenization import VocabularyError, WordpieceTokenizer
+from kbert.data.vocab_file import SPECIAL_TOKENS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NUM_DOCS, SENTENCES = 20, 20
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+SPECIAL = list(SPECIAL_TOKENS)  # the compact layout: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4
 WORDS = [f"w{i}" for i in range(NUM_DOCS * SENTENCES)]
 VOCAB = SPECIAL + WORDS + ["##s", "x", "."]
 WORD0 = len(SPECIAL)  # id of w0

@@ -7,14 +7,15 @@ import os
 import numpy as np
 import tensorflow as tf
 
-PAD, UNK, CLS, SEP, MASK = 0, 100, 101, 102, 103
-FIRST_WORD = 104
+from kbert.data.vocab_file import BERT_SPECIAL_IDS, SPECIAL_TOKENS, reserved_tokens
+
+PAD, UNK, CLS, SEP, MASK = (BERT_SPECIAL_IDS[t] for t in SPECIAL_TOKENS)
+FIRST_WORD = len(reserved_tokens("bert"))
 
 
 def write_vocab(path: str, num_words: int = 60, num_pieces: int = 36) -> list[str]:
     """bert-base-uncased's layout: [PAD] 0, [unused*], [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103, then words."""
-    vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    vocab += [f"w{i}" for i in range(num_words)] + [f"##p{i}" for i in range(num_pieces)]
+    vocab = reserved_tokens("bert") + [f"w{i}" for i in range(num_words)] + [f"##p{i}" for i in range(num_pieces)]
     with open(path, "w") as f:
         f.write("\n".join(vocab) + "\n")
     return vocab

@@ -73,6 +73,7 @@ class Run:
 
 
 def _data(out: str):
+    from kbert.data.vocab_file import read_vocabulary
     from kbert.demo.data import DataSettings, PreparedData, prepare_data
 
     if FLAGS.data_dir:
@@ -82,8 +83,7 @@ def _data(out: str):
         if missing:
             raise FileNotFoundError(f"--data_dir={FLAGS.data_dir} lacks {', '.join(missing)}; point it at a demo's "
                                     "data folder or leave it out to build the data.")
-        with open(paths["vocab.txt"]) as f:
-            vocab_size = sum(1 for _ in f)
+        vocab_size = len(read_vocabulary(paths["vocab.txt"]))
         return PreparedData(paths["train.tfrecord"], paths["heldout.tfrecord"], paths["vocab.txt"], vocab_size, 0, 0)
     return prepare_data(DataSettings(seq_length=FLAGS.seq_length, max_predictions=FLAGS.max_predictions,
                                      seed=FLAGS.seed), os.path.join(out, "data"), step_format="[data {}/4]")
@@ -91,7 +91,7 @@ def _data(out: str):
 
 def _experiment(data, optimizer: str, batch_size: int, learning_rate: float, steps: int, warmup: int,
                 accumulation: int):
-    from kbert.training.config import load_experiment
+    from kbert.experiment import load_experiment
 
     h = FLAGS.hidden_size
     override = {

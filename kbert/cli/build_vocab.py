@@ -10,7 +10,7 @@ import time
 from absl import flags, logging
 
 from kbert.cli import entry
-from kbert.data import files, vocab
+from kbert.data import files, vocab, vocab_file
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text files: comma-separated list of globs.")
@@ -18,7 +18,7 @@ flags.DEFINE_string("output_file", None, "Where to write the vocabulary, one tok
 flags.DEFINE_integer("vocab_size", 30522, "Largest vocabulary size, reserved tokens included.")
 flags.DEFINE_bool("lower_case", True, "Lower-case and strip accents first (use the same for do_lower_case later).")
 flags.DEFINE_enum(
-    "reserved_layout", "bert", list(vocab.LAYOUTS),
+    "reserved_layout", "bert", list(vocab_file.LAYOUTS),
     "bert: [PAD]=0, [unused0-98], [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103 as bert-base-uncased; "
     "compact: [PAD] [UNK] [CLS] [SEP] [MASK] = 0..4.",
 )

@@ -13,8 +13,8 @@ from __future__ import annotations
 from absl import flags
 
 from kbert.cli import entry
-from kbert.data.dynamic_masking import read_vocab
 from kbert.data.inspection import inspect_files
+from kbert.data.vocab_file import read_vocabulary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "TFRecord files: comma-separated list of globs.")
@@ -29,7 +29,8 @@ flags.mark_flags_as_required(["input_file"])
 
 def main(argv: list[str]) -> None:
     del argv
-    vocab = read_vocab(FLAGS.vocab_file) if FLAGS.vocab_file else None
+    # Any vocabulary decodes: the special tokens are needed only to tokenize and to mask.
+    vocab = read_vocabulary(FLAGS.vocab_file, required=()) if FLAGS.vocab_file else None
     vocab_size = FLAGS.vocab_size or (len(vocab) if vocab else None)
     inspect_files(
         FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, vocab, vocab_size,

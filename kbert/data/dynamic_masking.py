@@ -20,15 +20,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as text
 
-# Ids of bert-base-uncased's vocabulary, used when no vocabulary file is given.
-BERT_SPECIAL_IDS = {"[PAD]": 0, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103}
-
-
-def read_vocab(vocab_file: str) -> list[str]:
-    """Tokens of a WordPiece vocabulary file, one per line, id = line number."""
-    with tf.io.gfile.GFile(vocab_file) as f:
-        return [line.rstrip("\n") for line in f]
-
+from kbert.data.vocab_file import BERT_SPECIAL_IDS, MASKING_TOKENS, read_vocabulary
 
 class DynamicMasker:
     """Masks a parsed batch dict (`input_ids`, `input_mask`, ...) and adds the masked-LM features.
@@ -48,7 +40,7 @@ class DynamicMasker:
         max_predictions: int,
         *,
         mask_id: int = BERT_SPECIAL_IDS["[MASK]"],
-        unmaskable_ids: Sequence[int] = tuple(BERT_SPECIAL_IDS.values()),
+        unmaskable_ids: Sequence[int] = tuple(BERT_SPECIAL_IDS[t] for t in MASKING_TOKENS),
         continues_word: Sequence[bool] | None = None,
         selection_rate: float = 0.15,
         mask_token_rate: float = 0.8,
@@ -68,17 +60,14 @@ class DynamicMasker:
     @classmethod
     def from_vocab_file(cls, vocab_file: str, max_predictions: int, whole_word: bool = False, **kwargs):
         """A masker whose special ids (and `##` pieces, with `whole_word`) come from a vocabulary file."""
-        vocab = read_vocab(vocab_file)
+        vocab = read_vocabulary(vocab_file, required=MASKING_TOKENS, flag="data.vocab_file")
         index = {token: i for i, token in enumerate(vocab)}
-        missing = [token for token in BERT_SPECIAL_IDS if token not in index]
-        if missing:
-            raise ValueError(f"{vocab_file}: the vocabulary lacks {missing}; dynamic masking needs them.")
         continues_word = [token.startswith("##") for token in vocab] if whole_word else None
         return cls(
             len(vocab),
             max_predictions,
             mask_id=index["[MASK]"],
-            unmaskable_ids=[index[token] for token in BERT_SPECIAL_IDS],
+            unmaskable_ids=[index[token] for token in MASKING_TOKENS],
             continues_word=continues_word,
             **kwargs,
         )

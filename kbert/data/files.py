@@ -1,10 +1,37 @@
-"""Expanding the comma-separated glob lists that the data tools take as flags."""
+"""The data tools' files: the comma-separated glob lists they take as flags, and TF's I/O errors on them."""
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import tensorflow as tf
 
-from kbert.errors import MissingFileError
+from kbert.errors import InputDataError, KbertError, MissingFileError
+
+# TF's I/O errors -> (kbert's error, what the user can do), for the errors a user can fix.
+_IO_FIXES: dict[type, tuple[type, str]] = {
+    tf.errors.NotFoundError: (MissingFileError, "it does not exist (or its folder does not); check the path"),
+    tf.errors.PermissionDeniedError: (KbertError, "permission denied; fix the permissions or choose another path"),
+    tf.errors.ResourceExhaustedError: (KbertError, "out of space (disk full or quota); free space or write "
+                                                   "elsewhere"),
+    tf.errors.DataLossError: (InputDataError, "the file is corrupt or truncated; recreate or replace it"),
+    tf.errors.FailedPreconditionError: (KbertError, "it cannot be used as a file (a directory?); give a file"),
+}
+
+
+@contextlib.contextmanager
+def io_errors(path: str, flag: str) -> Iterator[None]:
+    """Reraises TensorFlow's I/O errors met on `path` as one-line `KbertError`s naming `flag`, the file and the fix.
+
+    Any other `tf.errors.OpError` becomes a `KbertError` with TF's own message: on a file operation it is about
+    the file, and a traceback would only bury that.
+    """
+    try:
+        yield
+    except tf.errors.OpError as e:
+        error_class, fix = _IO_FIXES.get(type(e), (KbertError, "see the cause"))
+        raise error_class(f"{flag}: {path}: {fix} ({type(e).__name__}: {e.message}).") from e
 
 
 def expand_patterns(patterns: str, flag: str) -> list[str]:

@@ -3,8 +3,8 @@
 Example:
 
 ```python
-from kbert.data.dynamic_masking import read_vocab
-stats = inspect_files("data/train-*.tfrecord", 128, 20, vocab=read_vocab("vocab.txt"))
+from kbert.data.vocab_file import read_vocabulary
+stats = inspect_files("data/train-*.tfrecord", 128, 20, vocab=read_vocabulary("vocab.txt"))
 stats.records, stats.nsp_share_random()
 ```
 """

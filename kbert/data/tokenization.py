@@ -14,32 +14,23 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tft
 
-from kbert.data.vocab import SPECIAL_TOKENS
-from kbert.errors import MissingFileError, VocabularyError
+from kbert.data.vocab_file import SPECIAL_TOKENS, read_vocabulary, reserved_tokens
+from kbert.errors import VocabularyError
 
 # Lines per tokenizer call: large enough to amortise the op dispatch, small enough to bound the ragged tensors.
 _BATCH_LINES = 8192
 
 
 def load_vocabulary(path: str) -> list[str]:
-    """Reads a one-token-per-line vocabulary and checks that BERT's special tokens are in it, once each."""
-    try:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            tokens = [line.decode("utf-8").rstrip("\r\n") for line in f]
-    except tf.errors.NotFoundError as e:
-        raise MissingFileError(f"--vocab_file: {path} does not exist.") from e
-    except UnicodeDecodeError as e:
-        raise VocabularyError(f"--vocab_file: {path} is not UTF-8 ({e}).") from e
-    missing = [t for t in SPECIAL_TOKENS if t not in tokens]
-    if missing:
+    """The tokens of a vocabulary that tokenization can use: `read_vocabulary`'s checks, all of BERT's special
+    tokens, and at least one token that is not reserved (tensorflow-text cannot build its trie without one)."""
+    tokens = read_vocabulary(path)
+    reserved = set(reserved_tokens("bert"))
+    if all(t in reserved for t in tokens):
         raise VocabularyError(
-            f"--vocab_file: {path} lacks the special token(s) {', '.join(missing)}; every BERT vocabulary needs "
-            f"{', '.join(SPECIAL_TOKENS)}. Build one with tools/build_vocab.py or add them to the file."
+            f"--vocab_file: {path} holds only reserved tokens ({', '.join(SPECIAL_TOKENS)}, [unusedN]) and no word "
+            "pieces to tokenize with; learn one from your text with kbert-build-vocab."
         )
-    seen: set[str] = set()
-    duplicates = sorted({t for t in tokens if t in seen or seen.add(t)})
-    if duplicates:
-        raise VocabularyError(f"--vocab_file: {path} repeats token(s) {duplicates[:10]}; each line must be unique.")
     return tokens
 
 

@@ -1,13 +1,6 @@
 """Learning a WordPiece vocabulary from text with tensorflow-text's BERT vocabulary learner.
 
-Two layouts for the reserved tokens:
-
-* ``"bert"`` (default): the ids of bert-base-uncased, ``[PAD]=0``, ``[unused0]..[unused98]=1..99``, ``[UNK]=100``,
-  ``[CLS]=101``, ``[SEP]=102``, ``[MASK]=103``; learned pieces start at 104. Code and configs written for Google's
-  vocabularies (which hard-code ``[PAD]=0`` and sometimes 101/102/103) keep working, and the ``[unusedN]`` slots
-  can later hold domain tokens without changing any id.
-* ``"compact"``: ``[PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4`` and nothing else reserved, for small vocabularies
-  where 99 unused rows would be a large share of the embedding table.
+The reserved tokens that open the vocabulary follow one of vocab_file.py's layouts (``--reserved_layout``).
 
 Example:
 
@@ -26,18 +19,7 @@ from typing import Callable, Iterable, Sequence
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as vocab_learner
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-NUM_BERT_UNUSED = 99
-LAYOUTS = ("bert", "compact")
-
-
-def reserved_tokens(layout: str = "bert") -> list[str]:
-    """The reserved tokens, in id order, that open a vocabulary of the given layout."""
-    if layout == "bert":
-        return ["[PAD]"] + [f"[unused{i}]" for i in range(NUM_BERT_UNUSED)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    if layout == "compact":
-        return list(SPECIAL_TOKENS)
-    raise ValueError(f"Unknown reserved-token layout {layout!r}; use one of {LAYOUTS}.")
+from kbert.data.vocab_file import reserved_tokens
 
 
 @dataclasses.dataclass
