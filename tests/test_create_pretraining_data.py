@@ -16,7 +16,7 @@ import tensorflow as tf
 from kbert.data import schema
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
-from kbert.data.tfrecord_writer import ShardedWriter, encode_examples
+from kbert.data.tfrecord_writer import ShardedWriter, encode_examples, example_proto
 from kbert.data.tokenization import VocabularyError, WordpieceTokenizer
 from kbert.data.vocab_file import SPECIAL_TOKENS
 
@@ -236,14 +236,10 @@ def test_encoding_equals_protobuf_deterministic_serialization():
     }
     for v2 in (False, True):
         for row, record in enumerate(encode_examples(features, v2)):
-            example = tf.train.Example()
-            for name, values in features.items():
-                target = example.features.feature[schema.file_name(name, v2)]
-                if values.dtype == np.float32:
-                    target.float_list.value.extend(values[row].tolist())
-                else:
-                    target.int64_list.value.extend(values[row].tolist())
-            assert record == example.SerializeToString(deterministic=True)
+            assert record == example_proto({name: values[row] for name, values in features.items()}, v2)
+    parsed = tf.train.Example.FromString(example_proto({"masked_lm_weights": [0.5], "input_ids": [2**40]}, True))
+    assert parsed.features.feature["masked_lm_weights"].float_list.value == [0.5]
+    assert parsed.features.feature["input_word_ids"].int64_list.value == [2**40]
 
 
 def test_output_identical_for_any_worker_count(corpus, vocab_file, tmp_path):

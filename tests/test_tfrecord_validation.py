@@ -7,7 +7,8 @@ import tensorflow as tf
 
 from kbert.data import pretraining_dataset
 from kbert.data.validation import InputDataError, check_framing, match_files, validate_file
-from tfrecord_fixtures import make_instances, to_example, write_records
+from kbert.data.tfrecord_writer import example_proto
+from tfrecord_fixtures import make_instances, write_records
 
 SEQ, PRED, VOCAB = 32, 5, 200
 
@@ -128,7 +129,7 @@ def test_unmasked_records_need_dynamic_masking(tmp_path):
 def test_not_bert_records_are_named(tmp_path):
     bad = tmp_path / "images.tfrecord"
     with tf.io.TFRecordWriter(str(bad)) as writer:
-        writer.write(to_example({"image_ids": [1, 2, 3]}))
+        writer.write(example_proto({"image_ids": [1, 2, 3]}))
     with raises_naming(bad, "neither 'input_ids' nor 'input_word_ids'"):
         build(tmp_path)
 

@@ -1,4 +1,4 @@
-"""Test fixtures: a tiny BERT-style vocabulary and pretraining TFRecords written with tf.train.Example."""
+"""Test fixtures: a tiny BERT-style vocabulary and pretraining TFRecords written with kbert's `example_proto`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from kbert.data.tfrecord_writer import example_proto
 from kbert.data.vocab_file import BERT_SPECIAL_IDS, SPECIAL_TOKENS, reserved_tokens
 
 PAD, UNK, CLS, SEP, MASK = (BERT_SPECIAL_IDS[t] for t in SPECIAL_TOKENS)
@@ -66,22 +67,10 @@ def make_instances(n: int, seq_length: int, max_predictions: int | None, vocab_s
     return [mask_instance(rng, inst, max_predictions) for inst in instances]
 
 
-def to_example(instance: dict, v2: bool = False) -> bytes:
-    names = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"} if v2 else {}
-    features = {}
-    for name, values in instance.items():
-        if name == "masked_lm_weights":
-            feature = tf.train.Feature(float_list=tf.train.FloatList(value=values))
-        else:
-            feature = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-        features[names.get(name, name)] = feature
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
-
-
 def write_records(path: str, instances: list, v2: bool = False, gzip_compressed: bool = False) -> str:
     options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip_compressed else "")
     with tf.io.TFRecordWriter(os.fspath(path), options) as writer:
         for instance in instances:
-            writer.write(to_example(instance, v2))
+            writer.write(example_proto(instance, v2))
     return os.fspath(path)
 

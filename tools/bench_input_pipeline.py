@@ -22,6 +22,8 @@ import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from kbert.data import pretraining_dataset  # noqa: E402
+from kbert.data.tfrecord_writer import example_proto  # noqa: E402
+from kbert.data.vocab_file import BERT_SPECIAL_IDS  # noqa: E402
 from kbert.modeling import BertConfig  # noqa: E402
 from model_garden_peer import kbert_train_step  # noqa: E402
 
@@ -37,19 +39,9 @@ flags.DEFINE_string("policy", "mixed_bfloat16", "Keras dtype policy of the train
 flags.DEFINE_string("vocab_file", None, "A WordPiece vocabulary: adds a whole-word dynamic masking row.")
 FLAGS = flags.FLAGS
 
-VOCAB_SIZE, CLS, SEP, MASK, FIRST_WORD = 30522, 101, 102, 103, 1000
-
-
-def example(ids, mask, segments, label, positions=None, labels=None, weights=None) -> bytes:
-    def ints(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-
-    features = {"input_ids": ints(ids), "input_mask": ints(mask), "segment_ids": ints(segments),
-                "next_sentence_labels": ints([label])}
-    if positions is not None:
-        features.update(masked_lm_positions=ints(positions), masked_lm_ids=ints(labels),
-                        masked_lm_weights=tf.train.Feature(float_list=tf.train.FloatList(value=weights)))
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+# bert-base-uncased's vocabulary size and special ids; word ids are drawn from FIRST_WORD up.
+VOCAB_SIZE, FIRST_WORD = 30522, 1000
+CLS, SEP, MASK = (BERT_SPECIAL_IDS[t] for t in ("[CLS]", "[SEP]", "[MASK]"))
 
 
 def write_files(folder: str, masked: bool, rng: np.random.Generator) -> str:
@@ -66,9 +58,10 @@ def write_files(folder: str, masked: bool, rng: np.random.Generator) -> str:
                 segments = np.zeros(seq, np.int64)
                 segments[split + 1 : length] = 1
                 mask = (np.arange(seq) < length).astype(np.int64)
-                label = int(rng.integers(0, 2))
+                record = dict(input_ids=ids, input_mask=mask, segment_ids=segments,
+                              next_sentence_labels=[int(rng.integers(0, 2))])
                 if not masked:
-                    w.write(example(ids, mask, segments, label))
+                    w.write(example_proto(record))
                     continue
                 candidates = np.setdiff1d(np.arange(1, length - 1), [split])
                 n = min(pred, max(1, round(0.15 * len(candidates))))
@@ -76,8 +69,9 @@ def write_files(folder: str, masked: bool, rng: np.random.Generator) -> str:
                 labels = ids[positions].copy()
                 ids[positions] = MASK
                 padding = [0] * (pred - n)
-                w.write(example(ids, mask, segments, label, positions.tolist() + padding,
-                                labels.tolist() + padding, [1.0] * n + [0.0] * (pred - n)))
+                w.write(example_proto(dict(record, input_ids=ids, masked_lm_positions=positions.tolist() + padding,
+                                           masked_lm_ids=labels.tolist() + padding,
+                                           masked_lm_weights=[1.0] * n + [0.0] * (pred - n))))
     return os.path.join(folder, f"{'masked' if masked else 'unmasked'}-*")
 
 

@@ -1,9 +1,10 @@
 """Serializing batches of pretraining features as `tf.train.Example` records, and sharded, crash-safe writing.
 
 `encode_examples` writes the protobuf wire format with NumPy, a whole batch at a time: per-record
-`tf.train.Example` construction cost more than all of instance creation. Its bytes equal
-`tf.train.Example(...).SerializeToString(deterministic=True)` (keys sorted), which the tests check, so any
-TFRecord reader parses them.
+`tf.train.Example` construction cost more than all of instance creation. Its bytes equal those of
+`example_proto`, the protobuf-built record (`SerializeToString(deterministic=True)`, keys sorted), which the tests
+check, so any TFRecord reader parses them. `example_proto` is also the builder for tools and tests that write a
+few records.
 
 Example:
 
@@ -16,7 +17,7 @@ with ShardedWriter(["out-0.tfrecord", "out-1.tfrecord"], gzip=False) as writer:
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -87,6 +88,20 @@ def encode_examples(features: Mapping[str, np.ndarray], use_v2_feature_names: bo
             pieces.append(header + data[start:end])
         columns.append(pieces)
     return [_length_delimited(1, b"".join(entries)) for entries in zip(*columns)]
+
+
+def example_proto(features: Mapping[str, Iterable[float]], use_v2_feature_names: bool = False) -> bytes:
+    """One record, built with protobuf: the features of schema.PREDICTION_FLOAT_FEATURES as float lists, every
+    other name (names outside the schema too, for records that are not BERT's) as an int64 list."""
+    example = tf.train.Example()
+    for name, values in features.items():
+        feature = example.features.feature[schema.file_name(name, use_v2_feature_names)]
+        values = np.asarray(values).ravel().tolist()
+        if name in schema.PREDICTION_FLOAT_FEATURES:
+            feature.float_list.value.extend(values)
+        else:
+            feature.int64_list.value.extend(values)
+    return example.SerializeToString(deterministic=True)
 
 
 def _length_delimited(field: int, body: bytes) -> bytes:
