@@ -43,17 +43,15 @@ from kbert.optimizers import LAMB  # noqa: E402
 from kbert.training.checkpointing import load_init_checkpoint  # noqa: E402
 from kbert.training.config import load_experiment  # noqa: E402
 
-SHARED = "/work/shared/data"
-flags.DEFINE_string("corpus", os.path.join(SHARED, "pydoc_sample.txt"), "Text: one sentence a line, blank line "
-                    "between documents.")
-flags.DEFINE_string("vocab_file", "", "WordPiece vocabulary; default: learn one of --vocab_size from the corpus.")
+import bench_flags  # noqa: E402
+
+bench_flags.define("vocab_file", required=("corpus",), work_dir="/tmp/kbert_bench_mslt", seq_length=64,
+                   max_predictions=10, batch_size=32,
+                   notes={"vocab_file": "Not given: one of --vocab_size is learned from --corpus.",
+                          "work_dir": "Both runs' model dirs and the plot go there too."})
 flags.DEFINE_integer("vocab_size", 8000, "Size of the vocabulary learned when --vocab_file is not given.")
-flags.DEFINE_string("work_dir", "/tmp/kbert_bench_mslt", "Data, both runs' model dirs, logs and the plot.")
 flags.DEFINE_integer("num_layers", 12, "Depth of the model.")
 flags.DEFINE_integer("hidden_size", 128, "Width (heads of 64, intermediate 4x).")
-flags.DEFINE_integer("seq_length", 64, "Sequence length.")
-flags.DEFINE_integer("max_predictions", 10, "Masked positions per sequence.")
-flags.DEFINE_integer("batch_size", 32, "Global batch size.")
 flags.DEFINE_integer("total_steps", 1500, "Optimizer steps of each run.")
 flags.DEFINE_list("stages", ["3", "6", "9", "12"], "MSLT growth stages' depths.")
 flags.DEFINE_enum("embeddings", "train", ["freeze_after_first_stage", "train"],
