@@ -1,0 +1,125 @@
+"""What happens after each epoch of `model.fit`: evaluate, report, keep the best epoch, checkpoint.
+
+Invariant: after epoch E returns, `model_dir/checkpoints` holds epoch E (model, optimizer, epoch) and
+`model_dir/best` the weights of the epoch with the highest primary metric on `eval` (earliest on a tie), so a
+killed run resumes at E + 1 and still ends with the best weights.
+
+Example:
+
+>>> evaluator = EpochEvaluator(model, evals, data, checkpoints, epoch, best, writers, epochs=3)
+>>> model.fit(train_dataset, epochs=3, callbacks=[evaluator], verbose=0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any, Callable, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kbert.finetuning.examples import TaskData
+from kbert.finetuning.metrics import compute_metrics
+from kbert.finetuning.predictions import predicted_values
+from kbert.finetuning.run_dir import BEST_RECORD, read_json, write_json
+from kbert.training.checkpointing import variables_by_path
+
+
+def evaluate(model: keras.Model, dataset: tf.data.Dataset, labels: np.ndarray, data: TaskData) -> dict[str, float]:
+    """The task's metrics of `model` on one eval set, from all its outputs at once (float64)."""
+    outputs = model.predict(dataset, verbose=0)
+    return compute_metrics(data.metrics, labels, predicted_values(outputs, data.label_names))
+
+
+class BestWeights:
+    """The best epoch's weights and record under `directory` (`weights` checkpoint, `best.json`)."""
+
+    def __init__(self, model: keras.Model, directory: str):
+        self.directory = directory
+        self._checkpoint = tf.train.Checkpoint(model=variables_by_path(model.weights))
+        self.record: dict[str, Any] = read_json(os.path.join(directory, BEST_RECORD)) or {}
+
+    @property
+    def score(self) -> float:
+        return self.record.get("score", -np.inf)
+
+    def offer(self, epoch: int, score: float, metrics: dict[str, Any]) -> bool:
+        """Keeps the current weights if `score` beats the best so far; returns whether it did."""
+        if score <= self.score:
+            return False
+        tf.io.gfile.makedirs(self.directory)
+        self._checkpoint.write(os.path.join(self.directory, "weights"))
+        self.record = {"epoch": epoch, "score": score, **metrics}
+        write_json(os.path.join(self.directory, BEST_RECORD), self.record)
+        return True
+
+    def restore(self) -> None:
+        self._checkpoint.read(os.path.join(self.directory, "weights")).assert_consumed()
+
+
+@dataclasses.dataclass
+class EvalSet:
+    dataset: tf.data.Dataset
+    labels: np.ndarray
+
+
+class EpochEvaluator(keras.callbacks.Callback):
+    """Evaluates every eval set after each epoch and keeps the best one (see the module docstring).
+
+    `save_checkpoint(epoch)` writes the training checkpoint; `writers` are TensorBoard writers (`train`, `eval`)
+    or None off the chief; `print_fn` prints the progress line.
+    """
+
+    def __init__(self, data: TaskData, evals: dict[str, EvalSet], best: BestWeights,
+                 save_checkpoint: Callable[[int], None], epochs: int, examples_per_epoch: int,
+                 writers: Optional[dict[str, tf.summary.SummaryWriter]], print_fn=print):
+        super().__init__()
+        self.data = data
+        self.evals = evals
+        self.best = best
+        self.save_checkpoint = save_checkpoint
+        self.epochs = epochs
+        self.examples_per_epoch = examples_per_epoch
+        self.writers = writers
+        self.print_fn = print_fn
+        self.history: list[dict[str, Any]] = []
+        self._started = time.perf_counter()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._started = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = time.perf_counter() - self._started
+        number = epoch + 1
+        results = {split: evaluate(self.model, s.dataset, s.labels, self.data) for split, s in self.evals.items()}
+        learning_rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        record = {"epoch": number, "loss": float(logs["loss"]), "learning_rate": learning_rate,
+                  "sequences_per_second": self.examples_per_epoch / seconds, **results}
+        self.history.append(record)
+        self.save_checkpoint(number)
+        improved = self.best.offer(number, results["eval"][self.data.metrics[0]], results)
+        self._write_summaries(number, record)
+        self.print_fn(self._line(record, improved), flush=True)
+
+    def _line(self, record: dict[str, Any], improved: bool) -> str:
+        scores = " | ".join(f"{split} " + " ".join(f"{k} {v:.4f}" for k, v in record[split].items())
+                            for split in self.evals)
+        best = "best" if improved else f"best epoch {self.best.record.get('epoch')}"
+        return (f"epoch {record['epoch']}/{self.epochs} | loss {record['loss']:.4f} | {scores} | {best} | "
+                f"{record['sequences_per_second']:.1f} seq/s")
+
+    def _write_summaries(self, number: int, record: dict[str, Any]) -> None:
+        if self.writers is None:
+            return
+        with self.writers["train"].as_default(step=number):
+            for name in ("loss", "learning_rate", "sequences_per_second"):
+                tf.summary.scalar(name, record[name])
+        with self.writers["eval"].as_default(step=number):
+            for split in self.evals:
+                for name, value in record[split].items():
+                    tf.summary.scalar(f"{split}/{name}" if split != "eval" else name, value)
+        for writer in self.writers.values():
+            writer.flush()

@@ -1,0 +1,38 @@
+"""Model outputs to predictions: class ids or regression values, and files in GLUE's submission format.
+
+Invariant: a written file is `index<TAB>prediction` with a header line, one row per example in file order, the
+prediction being the label as the task's files spell it (`entailment`, `1`) or the regression value; that is
+what the GLUE server takes, one file per task (`SST-2.tsv`, `MNLI-m.tsv`, ...).
+
+Example:
+
+>>> write_submission("run/predictions/SST-2.tsv", ["0", "1"], np.array([[0.2, 1.3], [2.0, -1.0]]), ("0", "1"))
+'run/predictions/SST-2.tsv'
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+
+def predicted_values(outputs: np.ndarray, label_names: Optional[Sequence[str]]) -> np.ndarray:
+    """Class ids (argmax of the logits) for classification, the single output for regression; float64 values."""
+    if label_names is None:
+        return np.asarray(outputs, np.float64)[:, 0]
+    return np.argmax(outputs, axis=-1)
+
+
+def write_submission(path: str, index: Sequence[str], outputs: np.ndarray,
+                     label_names: Optional[Sequence[str]]) -> str:
+    """Writes `path` (see the module docstring); returns it."""
+    values = predicted_values(outputs, label_names)
+    shown = [f"{v:.6g}" for v in values] if label_names is None else [label_names[int(v)] for v in values]
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write("index\tprediction\n")
+        f.write("".join(f"{i}\t{p}\n" for i, p in zip(index, shown)))
+    return path

@@ -1,0 +1,153 @@
+"""Where a fine-tuning (or export) model comes from: the checkpoint `train.init_checkpoint` names, the BERT config
+that goes with it, and the checks that both fit the vocabulary, before anything is built or trained.
+
+Invariant: `check_checkpoint_fits` raises before any weight is assigned when the checkpoint's vocabulary, width or
+depth differ from the model's or the vocabulary file's; `load_encoder` then loads every encoder weight or fails
+naming the checkpoint.
+
+Accepted checkpoints: a kbert pretraining `model_dir` (its newest `checkpoints/ckpt-N`) or checkpoint prefix; an
+MSLT run (its last `stage_N/export`) or one stage's `export/` (Google format); a Google TF1 download
+(`bert_model.ckpt` with `bert_config.json` beside it).
+
+Example:
+
+>>> path = resolve_checkpoint("runs/bert_tiny")
+>>> bert = bert_config_for("", path)
+>>> check_checkpoint_fits(path, bert, vocab_size=30522, vocab_file="vocab.txt")
+>>> load_encoder(model.encoder, path)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from typing import Optional
+
+import tensorflow as tf
+
+from kbert.errors import CheckpointMismatchError, ConfigError, KbertError, MissingFileError, VocabularyError
+from kbert.modeling import BertConfig, BertEncoder
+from kbert.training import checkpointing
+from kbert.training.config import ModelConfig
+
+BERT_CONFIG = "bert_config.json"
+_MSLT_EXPORT = re.compile(r"stage_(\d+)$")
+_LAYER = re.compile(r"layer_(\d+)")
+
+
+def _last_mslt_export(model_dir: str) -> Optional[str]:
+    stages = [d.rstrip("/") for d in tf.io.gfile.glob(os.path.join(model_dir, "stage_*"))]
+    stages = sorted((int(_MSLT_EXPORT.search(d).group(1)), d) for d in stages if _MSLT_EXPORT.search(d))
+    for _, stage in reversed(stages):
+        found = tf.train.latest_checkpoint(os.path.join(stage, "export"))
+        if found:
+            return found
+    return None
+
+
+def resolve_checkpoint(path: str) -> str:
+    """The checkpoint prefix `path` stands for (see the module docstring).
+
+    Raises:
+      MissingFileError: nothing loadable there.
+    """
+    resolved = path
+    if tf.io.gfile.isdir(path):
+        resolved = (checkpointing.latest_checkpoint(path) or tf.train.latest_checkpoint(path)
+                    or _last_mslt_export(path))
+    if not resolved or not tf.io.gfile.exists(resolved + ".index"):
+        raise MissingFileError(
+            f"train.init_checkpoint={path!r}: no checkpoint there; give a kbert model_dir, an MSLT run or stage "
+            "export, a checkpoint prefix (.../ckpt-1000, .../bert_model.ckpt), or a directory with a 'checkpoint' "
+            "file.")
+    return resolved
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointSize:
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+
+
+def checkpoint_size(prefix: str) -> CheckpointSize:
+    """Vocabulary, width and depth of the BERT in a kbert or Google checkpoint, read from its variable shapes."""
+    shapes = dict(tf.train.list_variables(prefix))
+    # kbert keys model weights "model/<variable.path>" (slashes escaped as ".S"); Google names them "bert/...".
+    weights = {n.replace(".S", "/"): s for n, s in shapes.items() if n.startswith(("model/", "bert/"))}
+    tables = [s for n, s in weights.items() if "word_embeddings" in n and len(s) == 2]
+    if not tables:
+        raise CheckpointMismatchError(f"{prefix} holds no BERT word embeddings: it is not a BERT checkpoint.")
+    layers = {int(m.group(1)) for n in weights for m in [_LAYER.search(n)] if m}
+    return CheckpointSize(vocab_size=tables[0][0], hidden_size=tables[0][1], num_layers=len(layers))
+
+
+def _summary_model(prefix: str) -> Optional[BertConfig]:
+    """The model section of the pretraining run's summary.json (prefix `model_dir/checkpoints/ckpt-N`)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(prefix)), "summary.json")
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        model = json.load(f).get("config", {}).get("model")
+    if not model:
+        return None
+    config = ModelConfig()
+    config.override(model, is_strict=False)
+    return config.bert_config()
+
+
+def bert_config_for(model_config: ModelConfig, prefix: Optional[str]) -> BertConfig:
+    """`model.bert` (with `model.overrides`) if set, else what the checkpoint `prefix` comes with.
+
+    Raises:
+      ConfigError: neither `model.bert` nor a config beside the checkpoint.
+    """
+    if model_config.bert:
+        try:
+            return model_config.bert_config()
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"model.bert={model_config.bert!r}: {e}") from None
+    if prefix:
+        beside = os.path.join(os.path.dirname(prefix), BERT_CONFIG)
+        if tf.io.gfile.exists(beside):
+            return dataclasses.replace(model_config, bert=beside).bert_config()
+        from_summary = _summary_model(prefix)
+        if from_summary is not None:
+            return from_summary
+    raise ConfigError(
+        "model.bert is not set and no bert_config.json comes with train.init_checkpoint: set model.bert to a "
+        f"preset (bert_base, ...) or to the bert_config.json the model was {'pretrained' if prefix else 'built'} "
+        "with.")
+
+
+def check_checkpoint_fits(prefix: str, bert: BertConfig, vocab_size: int, vocab_file: str) -> None:
+    """Raises VocabularyError or CheckpointMismatchError, naming both sides, if the checkpoint cannot be loaded."""
+    size = checkpoint_size(prefix)
+    if size.vocab_size != vocab_size:
+        raise VocabularyError(
+            f"data.vocab_file={vocab_file} has {vocab_size} tokens but train.init_checkpoint {prefix} was "
+            f"pretrained with {size.vocab_size}; use the vocabulary file of that pretraining run.")
+    if (size.hidden_size, size.num_layers) != (bert.hidden_size, bert.num_hidden_layers):
+        raise CheckpointMismatchError(
+            f"train.init_checkpoint {prefix} holds a {size.num_layers}-layer BERT of hidden size "
+            f"{size.hidden_size}, but the model config has {bert.num_hidden_layers} layers of hidden size "
+            f"{bert.hidden_size}; set model.bert to the bert_config.json (or preset) it was pretrained with.")
+
+
+def load_encoder(encoder: BertEncoder, prefix: str) -> str:
+    """Loads the encoder's weights from a kbert or Google checkpoint (heads and optimizer slots ignored);
+    returns 'kbert' or 'google'.
+
+    Raises:
+      CheckpointMismatchError: some encoder weight is missing or has another shape.
+    """
+    try:
+        return checkpointing.load_init_checkpoint(encoder, prefix)
+    except KbertError:
+        raise
+    except ValueError as e:
+        first_line = (str(e).strip().splitlines() or [""])[0]
+        raise CheckpointMismatchError(f"train.init_checkpoint {prefix} does not fit the encoder: {first_line[:300]}") \
+            from None

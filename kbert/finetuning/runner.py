@@ -1,0 +1,179 @@
+"""`run_finetuning`: from a config to a fine-tuned model, its best eval scores and its predictions.
+
+Invariant: every check that can fail on the user's input (config, files, labels, vocabulary, checkpoint, model_dir)
+runs before the model is built; training is plain `model.fit` under the strategy, one epoch per checkpoint, and
+what is kept (weights, `summary.json`, predictions) is the best epoch on `eval`.
+
+Example:
+
+```python
+config = load_finetune_config(["configs/finetune/glue_sst2.yaml"], "task.data_dir=glue_data")
+summary = run_finetuning(config, "runs/sst2", make_strategy("auto"))
+summary["eval"]["accuracy"]
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+import time
+from typing import Any, Optional
+
+import keras
+import tensorflow as tf
+
+from kbert.errors import ConfigError
+from kbert.finetuning import pretrained, run_dir
+from kbert.finetuning.config import FinetuneConfig
+from kbert.finetuning.encoding import PairEncoder
+from kbert.finetuning.epochs import BestWeights, EpochEvaluator, EvalSet
+from kbert.finetuning.examples import TaskData, load_task_data
+from kbert.finetuning.model import BertClassifier
+from kbert.finetuning.predictions import write_submission
+from kbert.finetuning.tasks import resolve_task
+from kbert.modeling import BertConfig
+from kbert.optimizers import PolynomialWarmup
+from kbert.training.checkpointing import TrainingCheckpoints
+from kbert.training.loop import build_optimizer
+
+
+@dataclasses.dataclass
+class Prepared:
+    """Everything checked and read before a model exists."""
+
+    data: TaskData
+    encoder: PairEncoder
+    bert: BertConfig
+    init_checkpoint: Optional[str]
+    steps_per_epoch: int
+
+
+def prepare(config: FinetuneConfig) -> Prepared:
+    """Reads and checks the task's files, the vocabulary and the init checkpoint (see the module invariant).
+
+    Raises:
+      KbertError: ConfigError, InputDataError, MissingFileError, VocabularyError or CheckpointMismatchError.
+    """
+    data = load_task_data(resolve_task(config.task))
+    encoder = PairEncoder(config.data.vocab_file, config.data.seq_length, config.data.lower_case)
+    init = config.train.init_checkpoint
+    prefix = pretrained.resolve_checkpoint(init) if init else None
+    bert = pretrained.bert_config_for(config.model, prefix)
+    if prefix:
+        pretrained.check_checkpoint_fits(prefix, bert, encoder.vocab_size, config.data.vocab_file)
+    # The word table follows the vocabulary file; a checkpoint was just checked to have the same size.
+    bert = bert.replace(vocab_size=encoder.vocab_size)
+    if config.data.seq_length > bert.max_position_embeddings:
+        raise ConfigError(f"data.seq_length={config.data.seq_length} exceeds the model's max_position_embeddings="
+                          f"{bert.max_position_embeddings}.")
+    steps_per_epoch = len(data.train) // config.train.global_batch_size
+    if not steps_per_epoch:
+        raise ConfigError(f"train.global_batch_size={config.train.global_batch_size} is larger than "
+                          f"{data.task.train_file}'s {len(data.train)} examples; lower it.")
+    return Prepared(data, encoder, bert, prefix, steps_per_epoch)
+
+
+def learning_rate(config: FinetuneConfig, total_steps: int) -> PolynomialWarmup:
+    """`schedule` over `total_steps` optimizer steps; warmup `warmup_steps`, or `warmup_fraction` of the steps."""
+    s = config.schedule
+    warmup = s.warmup_steps or round(s.warmup_fraction * total_steps)
+    return PolynomialWarmup(peak_learning_rate=s.peak_learning_rate, warmup_steps=warmup,
+                            decay_steps=s.decay_steps or max(total_steps - warmup, 1),
+                            end_learning_rate=s.end_learning_rate, power=s.power, step_offset=s.step_offset)
+
+
+def _report_input(prepared: Prepared, print_fn) -> dict[str, Any]:
+    """Prints and returns the examples per file, the rows skipped and how many examples were truncated."""
+    files = {"train": prepared.data.train, **prepared.data.evals}
+    counts = {}
+    for split, examples in files.items():
+        truncated = prepared.encoder.count_truncated(examples)
+        counts[split] = {"examples": len(examples), "truncated": truncated, "skipped_rows": examples.skipped_rows}
+        skipped = f", {examples.skipped_rows} malformed rows skipped" if examples.skipped_rows else ""
+        print_fn(f"{split}: {len(examples)} examples from {examples.path}, {truncated} truncated to "
+                 f"seq_length={prepared.encoder.seq_length}{skipped}.", flush=True)
+    return counts
+
+
+def _compile(config: FinetuneConfig, model: BertClassifier, total_steps: int, regression: bool) -> None:
+    optimizer = build_optimizer(config, model.trainable_variables, learning_rate=learning_rate(config, total_steps))
+    loss = (keras.losses.MeanSquaredError() if regression
+            else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(optimizer=optimizer, loss=loss, jit_compile=config.train.jit_compile,
+                  steps_per_execution=config.train.steps_per_execution)
+    optimizer.build(model.trainable_variables)  # slots exist before a checkpoint is restored into them
+
+
+def _write_predictions(model: keras.Model, prepared: Prepared, evals: dict[str, EvalSet], model_dir: str,
+                       batch_size: int) -> list[str]:
+    """The best epoch's eval predictions (`<split>.tsv`) and, for GLUE, its test-set submission files."""
+    directory = os.path.join(model_dir, "predictions")
+    data, written = prepared.data, []
+    for split, eval_set in evals.items():
+        index = [str(i) for i in range(len(eval_set.labels))]
+        written.append(write_submission(os.path.join(directory, f"{split}.tsv"), index,
+                                        model.predict(eval_set.dataset, verbose=0), data.label_names))
+    for name, examples in data.tests.items():
+        outputs = model.predict(prepared.encoder.dataset(examples, batch_size, with_labels=False), verbose=0)
+        written.append(write_submission(os.path.join(directory, f"{name}.tsv"), examples.index, outputs,
+                                        data.label_names))
+    return written
+
+
+def run_finetuning(config: FinetuneConfig, model_dir: str, strategy: tf.distribute.Strategy,
+                   print_fn=print) -> dict[str, Any]:
+    """Fine-tunes (resuming a partial run in `model_dir`), keeps the best epoch, writes predictions and
+    `model_dir/summary.json` (chief); returns the summary."""
+    t = config.train
+    prepared = prepare(config)
+    run_dir.check_resumable(model_dir, config.as_dict())
+    chief = strategy.extended.should_checkpoint
+    counts = _report_input(prepared, print_fn if chief else (lambda *a, **k: None))
+    keras.utils.set_random_seed(t.seed)
+    keras.mixed_precision.set_global_policy(t.mixed_precision)
+    data = prepared.data
+    total_steps = t.epochs * prepared.steps_per_epoch
+    with strategy.scope():
+        model = BertClassifier(prepared.bert, data.num_outputs, dropout=config.model.classifier_dropout)
+        _compile(config, model, total_steps, regression=data.label_names is None)
+        epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+    checkpoints = TrainingCheckpoints(model, model.optimizer, epoch, None, model_dir, strategy, max_to_keep=1,
+                                      interval=1)
+    restored = checkpoints.restore_latest()
+    if restored:
+        print_fn(f"Resumed from {restored} after epoch {int(epoch.numpy())}.", flush=True)
+    elif prepared.init_checkpoint:
+        kind = pretrained.load_encoder(model.encoder, prepared.init_checkpoint)
+        print_fn(f"Initialised the encoder from {kind} checkpoint {prepared.init_checkpoint}.", flush=True)
+    evals = {split: EvalSet(prepared.encoder.dataset(examples, t.eval_batch_size), examples.labels)
+             for split, examples in data.evals.items()}
+    best = BestWeights(model, os.path.join(model_dir, run_dir.BEST_DIR) if chief else tempfile.mkdtemp())
+    writers = {name: tf.summary.create_file_writer(os.path.join(model_dir, name)) for name in ("train", "eval")} \
+        if chief else None
+
+    def save_checkpoint(number: int) -> None:
+        epoch.assign(number)
+        checkpoints.save(number, final=True)
+
+    evaluator = EpochEvaluator(data, evals, best, save_checkpoint, t.epochs,
+                               prepared.steps_per_epoch * t.global_batch_size, writers, print_fn)
+    started = time.time()
+    train_dataset = prepared.encoder.dataset(data.train, t.global_batch_size, training=True, seed=t.seed)
+    try:
+        model.fit(train_dataset, epochs=t.epochs, initial_epoch=int(epoch.numpy()), callbacks=[evaluator],
+                  shuffle=False, verbose=0)  # the dataset shuffles itself, seeded
+    finally:
+        checkpoints.close()
+    best.restore()
+    summary = {split: best.record[split] for split in evals}
+    summary.update({"best_epoch": best.record["epoch"], "epochs": evaluator.history, "task": data.task.name,
+                    "labels": list(data.label_names or []), "input": counts, "init_checkpoint": t.init_checkpoint,
+                    "resumed_from": restored, "strategy": type(strategy).__name__,
+                    "replicas": strategy.num_replicas_in_sync, "wall_seconds": time.time() - started,
+                    "config": config.as_dict()})
+    if chief:
+        summary["predictions"] = _write_predictions(model, prepared, evals, model_dir, t.eval_batch_size)
+        run_dir.write_json(os.path.join(model_dir, run_dir.SUMMARY_FILE), summary)
+    return summary
