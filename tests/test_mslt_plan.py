@@ -2,9 +2,10 @@
 
 import pytest
 
+from kbert.errors import ConfigError, PlanError
+from kbert.experiment import load_experiment
 from kbert.modeling import BertConfig, BertPretrainer
-from kbert.mslt import MsltConfig, PlanError, build_plan, parameter_counts
-from kbert.training.config import ConfigError, load_experiment
+from kbert.mslt import MsltConfig, build_plan, parameter_counts
 
 BERT = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=6, num_attention_heads=2, intermediate_size=64,
                   max_position_embeddings=32)
@@ -93,9 +94,7 @@ def test_describe_lists_every_stage():
     ({"stages": stages(2, 6), "final_stage": {"steps": -1}}, r"mslt.final_stage.steps=-1"),
     ({"stages": stages(2, 6), "final_stage": {"num_layers": 4}}, r"mslt.final_stage.num_layers=4"),
     ({"stages": [{"num_layers": 6, "steps": 5, "warmup_steps": 5}]}, r"stage 1\).warmup_steps=5: must be in \[0, steps=5\)"),
-    ({"stages": [{"num_layers": 6, "step": 5}]}, r"stages\[0\] \(stage 1\): unknown key 'step'. Did you mean 'steps'"),
     ({"stages": stages(6), "new_layer_init": "zeros"}, r"mslt.new_layer_init='zeros': choose one of copy, random"),
-    ({"stages": stages(6), "embedings": "train"}, r"mslt: unknown key 'embedings'. Did you mean 'embeddings'"),
     ({"stages": []}, r"mslt.stages is empty"),
     ({"stages": stages(6), "frozen_dropout": 0}, r"mslt.frozen_dropout=0: must be true or false"),
 ])
@@ -112,3 +111,16 @@ def test_experiment_config_holds_the_mslt_section(tmp_path):
     assert load_experiment([]).mslt is None
     with pytest.raises(ConfigError, match="mslt.final_stag"):
         load_experiment([str(path)], "mslt.final_stag.steps=2")
+
+
+@pytest.mark.parametrize("mslt, message", [
+    ("{stages: [{num_layers: 4, step: 5}]}", r"unknown config key 'mslt.stages\[0\].step'. Did you mean "
+                                             r"'mslt.stages\[0\].steps'"),
+    ("{stages: [{num_layers: 4, steps: 5}], embedings: train}",
+     r"unknown config key 'mslt.embedings'. Did you mean 'mslt.embeddings'"),
+    ("{stages: [{num_layers: two, steps: 5}]}", r"'mslt.stages\[0\].num_layers' must be of type int"),
+    ("{stages: [{num_layers: 2, steps: 5}]}", r"mslt.stages\[0\] \(stage 1\).num_layers=2: the last stage must"),
+])
+def test_the_mslt_section_is_checked_at_load(mslt, message):
+    with pytest.raises(ConfigError, match=message):
+        load_experiment([], f"{{model: {{overrides: {{num_hidden_layers: 4}}}}, mslt: {mslt}}}")

@@ -4,20 +4,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from kbert.mslt import PlanError
-from kbert.mslt.runner import run_mslt
-from kbert.training.config import load_experiment
+from kbert import experiment
+from kbert.errors import PlanError
+from kbert.experiment import load_experiment
 from kbert.training.strategy import make_strategy
-from training_fixtures import write_config, write_shards
+from training_fixtures import cli_env, pretrain_command, run_cli, write_config, write_shards
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {
     "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
     "num_hidden_layers": 4, "max_position_embeddings": 32}}
@@ -31,13 +29,7 @@ def data(tmp_path_factory):
 
 
 def mslt_config(path, data, mslt, model=FOUR_LAYERS, **train):
-    config = write_config(str(path), data[0], data[1], model=model, train=train)
-    import yaml
-    values = yaml.safe_load(open(config))
-    values["mslt"] = mslt
-    with open(config, "w") as f:
-        yaml.safe_dump(values, f)
-    return config
+    return write_config(str(path), data[0], data[1], model=model, train=train, mslt=mslt)
 
 
 def export(model_dir, stage):
@@ -51,7 +43,7 @@ def test_stages_train_only_their_layers_and_export(tmp_path, data):
             "embeddings": "freeze_after_first_stage"}
     config = load_experiment([mslt_config(tmp_path / "c.yaml", data, mslt, deterministic=False)])
     lines = []
-    summary = run_mslt(config, str(tmp_path / "run"), make_strategy("one_device"), "train_and_eval",
+    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), "train_and_eval",
                        print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
     assert lines[0].startswith("MSLT plan: mode mslt") and "MSLT stage 2/3: 4 layers, training blocks [2, 3]" in \
         "\n".join(lines)
@@ -73,12 +65,12 @@ def test_stages_train_only_their_layers_and_export(tmp_path, data):
         assert name.endswith("beta") or not np.array_equal(two[name], three[name]), name
 
     # Done: the same command again trains nothing; another plan in the same model_dir is refused.
-    again = run_mslt(config, str(tmp_path / "run"), make_strategy("one_device"), "train", print_fn=lambda *a, **k: 0)
+    again = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), "train", print_fn=lambda *a, **k: 0)
     assert [s["global_step"] for s in again["stages"]] == [4, 8, 10]
     mslt["stages"][0]["steps"] = 6
     other = load_experiment([mslt_config(tmp_path / "c2.yaml", data, mslt)])
     with pytest.raises(PlanError, match="holds a run of another MSLT plan"):
-        run_mslt(other, str(tmp_path / "run"), make_strategy("one_device"))
+        experiment.run(other, str(tmp_path / "run"), make_strategy("one_device"))
 
 
 @pytest.mark.parametrize("new_layer_init", ["copy", "random"])
@@ -92,7 +84,7 @@ def test_stages_built_ahead_on_a_thread_train_bit_identically(tmp_path, data, ne
         config = load_experiment([mslt_config(tmp_path / "c.yaml", data, dict(mslt, build_ahead=build_ahead),
                                               steps_per_loop=1)])
         lines = []
-        summary = run_mslt(config, str(tmp_path / str(build_ahead)), make_strategy("one_device"),
+        summary = experiment.run(config, str(tmp_path / str(build_ahead)), make_strategy("one_device"),
                            print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
         runs[build_ahead] = summary
         ahead = [s["built_ahead_seconds"] > 0 for s in summary["stages"]]
@@ -115,27 +107,14 @@ def test_a_failed_build_ahead_is_reported_and_the_stage_is_built_when_it_starts(
     mslt = {"stages": [{"num_layers": 2, "steps": 3}, {"num_layers": 4, "steps": 3}], "final_stage": {"steps": 0}}
     config = load_experiment([mslt_config(tmp_path / "c.yaml", data, mslt, steps_per_loop=1)])
     lines = []
-    summary = run_mslt(config, str(tmp_path / "run"), make_strategy("one_device"),
+    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
                        print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
     assert "MSLT stage 2: building it ahead failed (RuntimeError: out of host memory); building it now." in lines
     assert [(s["global_step"], s["built_ahead_seconds"]) for s in summary["stages"]] == [(3, 0.0), (6, 0.0)]
 
 
 def _command(config, model_dir):
-    return [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config}", f"--model_dir={model_dir}",
-            "--strategy=one_device"]
-
-
-def _env():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    env.pop("TF_CONFIG", None)
-    return env
-
-
-def _run(command, expect=0):
-    result = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=900)
-    assert result.returncode == expect, result.stdout[-3000:] + result.stderr[-3000:]
-    return result
+    return pretrain_command(config, model_dir)
 
 
 def _weights(model_dir, stage, step):
@@ -149,9 +128,9 @@ def test_kill_9_mid_stage_resumes_in_that_stage(tmp_path, data):
     two_layers = {"bert": "bert_tiny", "overrides": dict(FOUR_LAYERS["overrides"], num_hidden_layers=2)}
     config = mslt_config(tmp_path / "c.yaml", data, mslt, model=two_layers, steps_per_loop=1,
                          checkpoint_interval=4, max_checkpoints=100)
-    _run(_command(config, tmp_path / "straight"))
+    run_cli(_command(config, tmp_path / "straight"))
     command = _command(config, tmp_path / "killed")
-    process = subprocess.Popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     first_save = tmp_path / "killed" / "stage_2" / "checkpoints" / "checkpoint"
     deadline = time.time() + 600
     while not first_save.exists():
@@ -160,7 +139,7 @@ def test_kill_9_mid_stage_resumes_in_that_stage(tmp_path, data):
     process.send_signal(signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL
     assert not (tmp_path / "killed" / "stage_2" / "summary.json").exists()  # killed inside stage 2
-    result = _run(command)
+    result = run_cli(command)
     assert "MSLT stage 1/2" not in result.stdout  # stage 1 is done and not rebuilt
     assert "MSLT stage 2/2: 2 layers, training blocks [1]" in result.stdout and "(resuming)" in result.stdout
     assert "Resumed from" in result.stdout and "stage_2/checkpoints/ckpt-" in result.stdout
@@ -173,7 +152,7 @@ def test_kill_9_mid_stage_resumes_in_that_stage(tmp_path, data):
 def test_a_bad_plan_is_a_one_line_error_before_training(tmp_path, data):
     mslt = {"stages": [{"num_layers": 2, "steps": 4}, {"num_layers": 2, "steps": 4}]}
     config = mslt_config(tmp_path / "c.yaml", data, mslt)
-    result = _run(_command(config, tmp_path / "run"), expect=1)
+    result = run_cli(_command(config, tmp_path / "run"), expect=1)
     assert result.stderr.strip().splitlines()[-1] == (
         "kbert-pretrain: error: mslt.stages[1] (stage 2).num_layers=2: must be greater than the previous "
         "stage's 2: each stage grows the model.")

@@ -2,8 +2,10 @@
 
 import pytest
 
-from kbert.training.config import ConfigError, ExperimentConfig, load_experiment, parse_override
-from kbert.training.strategy import StrategyError, make_strategy
+from kbert.errors import ConfigError, StrategyError
+from kbert.experiment import ExperimentConfig, load_experiment
+from kbert.training.config import parse_override
+from kbert.training.strategy import make_strategy
 
 
 def _write(tmp_path, name, text):
@@ -54,10 +56,17 @@ def test_bad_values_are_named(override, fragment):
     assert fragment in str(error.value)
 
 
-def test_mslt_slot_is_open_for_its_own_config(tmp_path):
+def test_the_optional_mslt_section_is_checked_like_the_others(tmp_path):
     assert ExperimentConfig().mslt is None
     path = _write(tmp_path, "mslt.yaml", "mslt:\n  stages: [2, 4]\n")
-    assert load_experiment([path]).mslt.stages == [2, 4]
+    with pytest.raises(ConfigError, match=r"mslt.yaml: 'mslt.stages\[0\]' must be a mapping of keys, got 2"):
+        load_experiment([path])
+
+
+def test_yaml_tags_are_refused_not_run(tmp_path):
+    path = _write(tmp_path, "evil.yaml", "train:\n  seed: !!python/object/apply:os.getpid []\n")
+    with pytest.raises(ConfigError, match=r"evil.yaml: cannot read it as plain YAML .*tags such as"):
+        load_experiment([path])
 
 
 def test_override_syntax():
@@ -76,8 +85,10 @@ def test_experiment_files_load():
     import os
 
     root = os.path.join(os.path.dirname(__file__), "..", "configs", "experiments")
-    for path in sorted(glob.glob(os.path.join(root, "*.yaml"))):
-        load_experiment([path])
+    paths = sorted(glob.glob(os.path.join(root, "*.yaml")))
+    assert len(paths) >= 8, f"the shipped experiment configs were not found under {root}"
+    for path in paths:
+        assert load_experiment([path]).train.total_steps > 0, path
 
 
 def test_tpu_strategy_without_tpu_is_one_clear_error():

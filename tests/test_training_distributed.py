@@ -1,7 +1,4 @@
-"""kbert-pretrain end to end, each run in its own process: strategies agree, multi-worker, kill -9 resume, SIGTERM.
-
-Logical CPU devices and TF_CONFIG must be set before TensorFlow starts, hence the subprocesses.
-"""
+"""kbert-pretrain end to end, each run in its own process: strategies agree, multi-worker, kill -9 resume, SIGTERM."""
 
 import json
 import os
@@ -14,43 +11,8 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-import yaml
 
-from training_fixtures import write_config, write_shards
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-# Runs kbert-pretrain after splitting the CPU into N logical devices (argv[1]).
-LAUNCHER = """
-import sys
-import tensorflow as tf
-cpus = int(sys.argv[1])
-if cpus > 1:
-    tf.config.set_logical_device_configuration(
-        tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * cpus)
-sys.argv = ["kbert-pretrain"] + sys.argv[2:]
-from kbert.run_pretraining import run
-run()
-"""
-
-
-def _command(config, model_dir, strategy="one_device", cpus=1, mode="train"):
-    return [sys.executable, "-c", LAUNCHER, str(cpus), f"--config_file={config}", f"--model_dir={model_dir}",
-            f"--strategy={strategy}", f"--mode={mode}"]
-
-
-def _env(**extra):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT, **extra)
-    env.pop("TF_CONFIG", None)
-    env.update(extra)
-    return env
-
-
-def _run(command, env=None, expect=0):
-    result = subprocess.run(command, env=env or _env(), capture_output=True, text=True, timeout=900)
-    assert result.returncode == expect, result.stdout[-3000:] + result.stderr[-3000:]
-    return result
-
+from training_fixtures import cli_env, pretrain_command, run_cli, write_config, write_shards
 
 def _weights(model_dir, step):
     reader = tf.train.load_checkpoint(os.path.join(model_dir, "checkpoints", f"ckpt-{step}"))
@@ -73,8 +35,8 @@ def test_one_device_and_two_mirrored_replicas_reach_the_same_weights(tmp_path, d
         "attention_probs_dropout_prob": 0.0}}
     config = write_config(str(tmp_path / "c.yaml"), data[0], model=no_dropout,
                           train={"gradient_accumulation_steps": 2, "total_steps": 4})
-    _run(_command(config, tmp_path / "one", "one_device"))
-    result = _run(_command(config, tmp_path / "two", "mirrored", cpus=2))
+    run_cli(pretrain_command(config, tmp_path / "one", "one_device"))
+    result = run_cli(pretrain_command(config, tmp_path / "two", "mirrored", cpus=2))
     assert json.loads((tmp_path / "two" / "summary.json").read_text())["replicas"] == 2, result.stdout
     one, two = _weights(tmp_path / "one", 4), _weights(tmp_path / "two", 4)
     assert one.keys() == two.keys()
@@ -95,8 +57,8 @@ def test_two_workers_train_and_only_the_chief_writes(tmp_path, data):
     cluster = {"worker": [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]}
     model_dir = tmp_path / "run"
     workers = [subprocess.Popen(
-        _command(config, model_dir, "multi_worker_mirrored"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})))
+        pretrain_command(config, model_dir, "multi_worker_mirrored"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=cli_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})))
         for i in range(2)]
     outputs = [w.communicate(timeout=900) for w in workers]
     for worker, (out, err) in zip(workers, outputs):
@@ -122,14 +84,14 @@ def test_kill_9_and_restart_gives_the_uninterrupted_weights(tmp_path, data):
     config = write_config(str(tmp_path / "c.yaml"), data[0],
                           train={"total_steps": 60, "steps_per_loop": 1, "checkpoint_interval": 4,
                                  "max_checkpoints": 100})
-    _run(_command(config, tmp_path / "straight"))
-    command = _command(config, tmp_path / "killed")
-    process = subprocess.Popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_cli(pretrain_command(config, tmp_path / "straight"))
+    command = pretrain_command(config, tmp_path / "killed")
+    process = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(tmp_path / "killed" / "checkpoints" / "checkpoint", process)
     process.send_signal(signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL
     assert not (tmp_path / "killed" / "checkpoints" / "ckpt-60.index").exists()
-    result = _run(command)
+    result = run_cli(command)
     assert "Resumed from" in result.stdout
     straight, resumed = _weights(tmp_path / "straight", 60), _weights(tmp_path / "killed", 60)
     for name in straight:
@@ -139,8 +101,8 @@ def test_kill_9_and_restart_gives_the_uninterrupted_weights(tmp_path, data):
 def test_sigterm_saves_and_exits_for_a_restart(tmp_path, data):
     config = write_config(str(tmp_path / "c.yaml"), data[0],
                           train={"total_steps": 1000, "steps_per_loop": 1, "checkpoint_interval": 500})
-    command = _command(config, tmp_path / "run")
-    process = subprocess.Popen(command, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = pretrain_command(config, tmp_path / "run")
+    process = subprocess.Popen(command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 600
     line = ""
     while "step 2/1000" not in line:  # training is under way
@@ -157,7 +119,7 @@ def test_sigterm_saves_and_exits_for_a_restart(tmp_path, data):
 
 def test_strategy_tpu_without_a_tpu_is_a_one_line_error(tmp_path, data):
     config = write_config(str(tmp_path / "c.yaml"), data[0])
-    result = _run(_command(config, tmp_path / "run", "tpu"), expect=1)
+    result = run_cli(pretrain_command(config, tmp_path / "run", "tpu"), expect=1)
     assert "kbert-pretrain: error: --strategy=tpu" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists()
@@ -166,14 +128,11 @@ def test_strategy_tpu_without_a_tpu_is_a_one_line_error(tmp_path, data):
 def test_mslt_stages_built_ahead_under_two_mirrored_replicas_match_building_them_in_turn(tmp_path, data):
     exports = {}
     for build_ahead in (True, False):
-        config = write_config(str(tmp_path / f"c{build_ahead}.yaml"), data[0], train={"total_steps": 4})
-        values = yaml.safe_load(open(config))
-        values["mslt"] = {"stages": [{"num_layers": 1, "steps": 3}, {"num_layers": 2, "steps": 3}],
-                          "final_stage": {"steps": 2}, "build_ahead": build_ahead}
-        with open(config, "w") as f:
-            yaml.safe_dump(values, f)
+        mslt = {"stages": [{"num_layers": 1, "steps": 3}, {"num_layers": 2, "steps": 3}],
+                "final_stage": {"steps": 2}, "build_ahead": build_ahead}
+        config = write_config(str(tmp_path / f"c{build_ahead}.yaml"), data[0], train={"total_steps": 4}, mslt=mslt)
         model_dir = tmp_path / str(build_ahead)
-        result = _run(_command(config, model_dir, "mirrored", cpus=2))
+        result = run_cli(pretrain_command(config, model_dir, "mirrored", cpus=2))
         assert result.stdout.count("its graph built ahead in") == (2 if build_ahead else 0), result.stdout
         assert json.loads((model_dir / "summary.json").read_text())["replicas"] == 2
         reader = tf.train.load_checkpoint(str(model_dir / "stage_3" / "export" / "bert_model.ckpt"))

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from kbert import experiment
 from kbert.data import schema
+from kbert.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError
+from kbert.experiment import load_experiment
 from kbert.modeling import BertPretrainer, export_google_checkpoint
-from kbert.training.checkpointing import CheckpointMismatchError
-from kbert.training.config import load_experiment
-from kbert.training.loop import build_optimizer, dataset_fn, run_experiment
-from kbert.training.reporting import NonFiniteLossError
+from kbert.training.loop import build_optimizer, dataset_fn
 from kbert.training.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
 from training_fixtures import MAX_PREDICTIONS, SEQ_LENGTH, write_config, write_shards
@@ -52,7 +52,7 @@ def test_eval_matches_a_direct_float64_computation(tmp_path, data):
     config = _experiment(tmp_path, data)
     model, checkpoint = _google_checkpoint(config, str(tmp_path / "google"))
     config.override({"train": {"init_checkpoint": checkpoint}})
-    summary = run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"), mode="eval",
+    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), mode="eval",
                              print_fn=lambda *a, **k: None)
 
     records = list(tf.data.TFRecordDataset(tf.io.gfile.glob(data[1])).batch(100))[0]
@@ -90,7 +90,7 @@ def test_train_starts_from_a_google_tf1_checkpoint(tmp_path, data):
     model, checkpoint = _google_checkpoint(config, str(tmp_path / "google"))
     config.override({"train": {"init_checkpoint": checkpoint}})
     printed = []
-    run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"),
+    experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
                    print_fn=lambda s, **k: printed.append(s))
     assert any("from google checkpoint" in line for line in printed)
     reader = _model_weights(str(tmp_path / "run"))
@@ -101,10 +101,10 @@ def test_train_starts_from_a_google_tf1_checkpoint(tmp_path, data):
 
 def test_phase_two_starts_from_phase_one_weights_with_a_fresh_optimizer(tmp_path, data):
     phase1 = _experiment(tmp_path, data, "train.total_steps=2")
-    run_experiment(phase1, str(tmp_path / "phase1"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    experiment.run(phase1, str(tmp_path / "phase1"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     phase2 = _experiment(tmp_path, data, f"train.total_steps=2,schedule.peak_learning_rate=1e-12,"
                                           f"train.init_checkpoint={tmp_path / 'phase1'}")
-    summary = run_experiment(phase2, str(tmp_path / "phase2"), make_strategy("one_device"),
+    summary = experiment.run(phase2, str(tmp_path / "phase2"), make_strategy("one_device"),
                              print_fn=lambda *a, **k: None)
     assert summary["global_step"] == 2 and summary["restored_from"] is None
     first, second = _model_weights(str(tmp_path / "phase1")), _model_weights(str(tmp_path / "phase2"))
@@ -115,11 +115,11 @@ def test_phase_two_starts_from_phase_one_weights_with_a_fresh_optimizer(tmp_path
 
 def test_init_checkpoint_of_another_size_is_refused(tmp_path, data):
     config = _experiment(tmp_path, data, "train.total_steps=2")
-    run_experiment(config, str(tmp_path / "small"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    experiment.run(config, str(tmp_path / "small"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     bigger = _experiment(tmp_path, data,
                          f"model.overrides.num_hidden_layers=3,train.init_checkpoint={tmp_path / 'small'}")
     with pytest.raises(ValueError, match="init_checkpoint"):
-        run_experiment(bigger, str(tmp_path / "big"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+        experiment.run(bigger, str(tmp_path / "big"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 
 def test_non_finite_loss_stops_with_the_step_and_never_saves_bad_weights(tmp_path, data):
@@ -127,7 +127,7 @@ def test_non_finite_loss_stops_with_the_step_and_never_saves_bad_weights(tmp_pat
                                          "train.total_steps=20,train.steps_per_loop=1,train.checkpoint_interval=1,"
                                          "train.max_checkpoints=100")
     with pytest.raises(NonFiniteLossError, match=r"Non-finite loss at step \d+ \(.*loss=(nan|inf)") as error:
-        run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+        experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     bad_step = int(str(error.value).split("step ")[1].split(" ")[0])
     directory = str(tmp_path / "run" / "checkpoints")
     saved = tf.train.get_checkpoint_state(directory)
@@ -145,7 +145,7 @@ def test_non_finite_loss_stops_with_the_step_and_never_saves_bad_weights(tmp_pat
                                       "train.jit_compile=true,train.gradient_accumulation_steps=2"])
 def test_precision_policies_and_xla_train(tmp_path, data, override):
     config = _experiment(tmp_path, data, f"{override},train.total_steps=2")
-    summary = run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"),
+    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
                              print_fn=lambda *a, **k: None)
     assert np.isfinite(summary["train"]["loss"]) and summary["global_step"] == 2
     reader = _model_weights(str(tmp_path / "run"))
@@ -155,16 +155,16 @@ def test_precision_policies_and_xla_train(tmp_path, data, override):
 
 def test_model_dir_of_another_model_is_refused_by_name(tmp_path, data):
     config = _experiment(tmp_path, data, "train.total_steps=2")
-    run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     bigger = _experiment(tmp_path, data, "model.overrides.num_hidden_layers=3,train.total_steps=4")
     with pytest.raises(CheckpointMismatchError, match="--model_dir=.*another model"):
-        run_experiment(bigger, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+        experiment.run(bigger, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 
 def test_outputs_console_tensorboard_and_summary_json(tmp_path, data):
     config = _experiment(tmp_path, data, "train.total_steps=4")
     printed = []
-    run_experiment(config, str(tmp_path / "run"), make_strategy("one_device"), mode="train_and_eval",
+    experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), mode="train_and_eval",
                    print_fn=lambda s, **k: printed.append(s))
     progress = [line for line in printed if line.startswith("step ")]
     assert len(progress) == 2 and progress[-1].startswith("step 4/4 | loss ")
@@ -204,7 +204,6 @@ def test_fp16_uses_the_loss_scaler_whose_check_spans_replicas(tmp_path, data):
 
 
 def test_optimizer_and_masking_settings_that_cannot_work_are_refused(tmp_path, data):
-    from kbert.training.config import ConfigError
     from kbert.training.loop import build_optimizer, dataset_fn
 
     with pytest.raises(ConfigError, match="global_clipnorm is not supported with optimizer.type=adamw"):

@@ -1,14 +1,18 @@
-"""Fixtures for the training tests: tiny pretraining TFRecords and a tiny experiment YAML."""
+"""Fixtures for the training tests: tiny pretraining TFRecords, a tiny experiment YAML, and kbert-pretrain run in a
+subprocess (logical CPU devices and TF_CONFIG must be set before TensorFlow starts)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import tensorflow as tf
 
 from kbert.data import schema
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB_SIZE = 64
 SEQ_LENGTH = 16
 MAX_PREDICTIONS = 4
@@ -52,7 +56,8 @@ def write_shards(directory: str, prefix: str, shards: int, records_per_shard: in
 
 
 def write_config(path: str, train_files: str, eval_files: str = "", **sections) -> str:
-    """A YAML experiment for a 2-layer, hidden-32 BERT on the fixture records; `sections` update it."""
+    """A YAML experiment for a 2-layer, hidden-32 BERT on the fixture records; `sections` update it (or add one,
+    e.g. `mslt={...}`)."""
     import yaml
 
     config = {
@@ -68,7 +73,43 @@ def write_config(path: str, train_files: str, eval_files: str = "", **sections) 
         "eval": {"global_batch_size": 8},
     }
     for section, values in sections.items():
-        config[section].update(values)
+        config.setdefault(section, {}).update(values)
     with open(path, "w") as f:
         yaml.safe_dump(config, f)
     return path
+
+
+# Runs kbert-pretrain after splitting the CPU into N logical devices (argv[1]).
+LAUNCHER = """
+import sys
+import tensorflow as tf
+cpus = int(sys.argv[1])
+if cpus > 1:
+    tf.config.set_logical_device_configuration(
+        tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * cpus)
+sys.argv = ["kbert-pretrain"] + sys.argv[2:]
+from kbert.run_pretraining import run
+run()
+"""
+
+
+def pretrain_command(config: str, model_dir, strategy: str = "one_device", cpus: int = 1,
+                     mode: str = "train") -> list[str]:
+    """The kbert-pretrain command line, on `cpus` logical CPU devices."""
+    return [sys.executable, "-c", LAUNCHER, str(cpus), f"--config_file={config}", f"--model_dir={model_dir}",
+            f"--strategy={strategy}", f"--mode={mode}"]
+
+
+def cli_env(**extra: str) -> dict:
+    """This process's environment for a kbert subprocess: kbert importable, TF quiet, no inherited TF_CONFIG."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    env.pop("TF_CONFIG", None)
+    env.update(extra)
+    return env
+
+
+def run_cli(command: list[str], env: dict = None, expect: int = 0) -> subprocess.CompletedProcess:
+    """Runs `command`, asserting its exit status (its output's tail is the assertion message)."""
+    result = subprocess.run(command, env=env or cli_env(), capture_output=True, text=True, timeout=900)
+    assert result.returncode == expect, result.stdout[-3000:] + result.stderr[-3000:]
+    return result

@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any, List, Optional
 
 from official.modeling.hyperparams import base_config
@@ -207,18 +206,6 @@ def _ranges(layers: tuple[int, ...]) -> str:
     return ",".join(parts)
 
 
-def _check_keys(section: Any, cls: type, where: str) -> None:
-    """Model Garden configs accept unknown keys inside a new sub-config; reject them here, with a suggestion."""
-    if not isinstance(section, cls):
-        raise PlanError(f"{where} must be a mapping of {cls.__name__} fields, got {section!r}.")
-    known = {f.name for f in dataclasses.fields(cls)}
-    for key in section.as_dict():
-        if key not in known:
-            hint = difflib.get_close_matches(key, sorted(known), n=1)
-            raise PlanError(f"{where}: unknown key '{key}'.{f' Did you mean {hint[0]!r}?' if hint else ''} "
-                            f"Known keys: {', '.join(sorted(known))}.")
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -299,7 +286,6 @@ def build_plan(mslt: MsltConfig, bert: BertConfig, *, peak_learning_rate: float,
     Raises:
         PlanError: naming the stage (`mslt.stages[i]`, `mslt.final_stage`) and the field, with the fix.
     """
-    _check_keys(mslt, MsltConfig, "mslt")
     for field, choices in (("mode", MODES), ("new_layer_init", NEW_LAYER_INITS), ("embeddings", POLICIES),
                            ("heads", POLICIES)):
         if getattr(mslt, field) not in choices:
@@ -316,7 +302,6 @@ def build_plan(mslt: MsltConfig, bert: BertConfig, *, peak_learning_rate: float,
     stages, layers, step = [], 0, 0
     for index, cfg in enumerate(mslt.stages):
         where = f"mslt.stages[{index}] (stage {index + 1})"
-        _check_keys(cfg, StageConfig, where)
         resolver.need(cfg.num_layers is not None, where, "num_layers", None, "is required.")
         resolver.need(_is_int(cfg.steps) and cfg.steps > 0, where, "steps", cfg.steps,
                       "must be a positive number of optimizer steps.")
@@ -329,7 +314,6 @@ def build_plan(mslt: MsltConfig, bert: BertConfig, *, peak_learning_rate: float,
                         f"num_layers: {bert.num_hidden_layers} or set model.overrides.num_hidden_layers={layers}.")
     final = mslt.final_stage
     where = "mslt.final_stage"
-    _check_keys(final, StageConfig, where)
     default_final = 0 if mslt.mode == "stacking" else round(FINAL_STAGE_SHARE_OF_GROWTH * step)
     final_steps = final.steps if final.steps is not None else default_final
     resolver.need(_is_int(final_steps) and final_steps >= 0, where, "steps", final_steps,

@@ -6,10 +6,11 @@ Layout of `model_dir`:
     stage_N/checkpoints/ckpt-STEP   kbert training checkpoints of stage N (global steps)
     stage_N/export/bert_model.ckpt  the finished stage in Google's TF1 format, with bert_config.json
     stage_N/summary.json            written last: stage N is finished
-    summary.json                    the whole run
+    summary.json                    the whole run (written by `kbert.experiment.run`)
 
 Stage boundaries are global steps: a run killed in stage N restarts from `stage_N/checkpoints` with stage N's
-depth, frozen set and optimizer; a stage not started yet grows from the previous stage's export.
+depth, frozen set and optimizer; a stage not started yet grows from the previous stage's model (in memory, else
+its export).
 
 With `mslt.build_ahead` (one device, MirroredStrategy), stage N+1's model, optimizer and training graph are built
 on a thread once stage N's first step has run; when stage N ends, only its weights are carried over.
@@ -18,8 +19,9 @@ Example:
 
 ```python
 config = load_experiment(["configs/experiments/bert_tiny_mslt_cpu.yaml"])
-summary = run_mslt(config, "/tmp/mslt", make_strategy("one_device"), mode="train_and_eval")
-summary["stages"][-1]["train"]["masked_lm_accuracy"], summary["eval"]["masked_lm_accuracy"]
+with PreemptionWatcher(strategy) as preemption:
+    model, results = run_stages(config, plan_for(config), "/tmp/mslt", strategy, "train", preemption)
+results["stages"][-1]["train"]["masked_lm_accuracy"]
 ```
 """
 
@@ -29,19 +31,21 @@ import json
 import os
 import threading
 import time
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import keras
 import tensorflow as tf
 
+from kbert.errors import MissingFileError, PlanError
 from kbert.modeling import BertPretrainer, export_google_checkpoint
-from kbert.mslt.grow import carry_over, grow, load_stage_export
-from kbert.mslt.plan import PlanError, Stage, StagePlan, build_plan
+from kbert.mslt.grow import build_stage_model, carry_over, load_stage_export
+from kbert.mslt.plan import Stage, StagePlan, build_plan
 from kbert.optimizers import PolynomialWarmup
 from kbert.training import checkpointing
-from kbert.training.config import ExperimentConfig
-from kbert.training.loop import MODES, build_optimizer, evaluate, make_trainer, train
-from kbert.training.reporting import eval_line, write_summary_json
+from kbert.training.config import PretrainingConfig
+from kbert.training.loop import build_optimizer, make_trainer, open_checkpoints, resume, run_steps, train
+from kbert.training.preemption import PreemptionWatcher
+from kbert.training.reporting import write_summary_json
 from kbert.training.trainer import PretrainingTrainer
 
 PLAN_FILE = "mslt_plan.json"
@@ -49,8 +53,8 @@ EXPORT = os.path.join("export", "bert_model.ckpt")
 STAGE_DONE = "summary.json"
 
 
-def plan_for(config: ExperimentConfig) -> StagePlan:
-    """The experiment's validated stage plan; the `schedule` section gives the stages' default rates."""
+def plan_for(config: PretrainingConfig) -> StagePlan:
+    """The validated stage plan of a config with an `mslt` section; `schedule` gives the stages' default rates."""
     if config.mslt is None:
         raise PlanError("The experiment has no `mslt` section.")
     if config.train.init_checkpoint:
@@ -90,7 +94,7 @@ def _check_same_plan(model_dir: str, plan: StagePlan, chief: bool) -> None:
             json.dump(layout, f, indent=2)
 
 
-def _start_stage_session(config: ExperimentConfig, stage: Stage, fresh_thread: bool = False) -> None:
+def _start_stage_session(config: PretrainingConfig, stage: Stage, fresh_thread: bool = False) -> None:
     """Same Keras names and random state for a stage whether the process ran earlier stages or just resumed:
     checkpoints key variables by path, and auto-named ones (dropout seed states) count up per process.
 
@@ -102,7 +106,7 @@ def _start_stage_session(config: ExperimentConfig, stage: Stage, fresh_thread: b
     keras.utils.set_random_seed(config.train.seed + stage.number)
 
 
-def _stage_config(config: ExperimentConfig, strategy: tf.distribute.Strategy, stage: Stage) -> ExperimentConfig:
+def _stage_config(config: PretrainingConfig, strategy: tf.distribute.Strategy, stage: Stage) -> PretrainingConfig:
     if isinstance(strategy, tf.distribute.TPUStrategy):
         # A TPU's input position is not checkpointed (kbert.training.inputs): reshuffle per stage instead, so
         # later stages do not replay the first stage's examples.
@@ -116,24 +120,21 @@ class _StageSetup(NamedTuple):
     build_seconds: float  # spent building it ahead, while the previous stage trained (0: built when it started)
 
 
-def _set_up_stage(config: ExperimentConfig, plan: StagePlan, stage: Stage, strategy: tf.distribute.Strategy,
-                  previous: Optional[BertPretrainer]) -> _StageSetup:
-    """The stage's model (grown from `previous`, else with built weights), its optimizer and trainer."""
+def _set_up_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage,
+                  strategy: tf.distribute.Strategy) -> _StageSetup:
+    """The stage's model with the weights it is built with (frozen as the stage says), its optimizer, trainer."""
     with strategy.scope():
-        model = grow(plan.bert, stage, previous=previous, new_layer_init=plan.new_layer_init,
-                     frozen_dropout=plan.frozen_dropout)
+        model = build_stage_model(plan.bert, stage, plan.frozen_dropout)
         optimizer = build_optimizer(config, learning_rate=stage_schedule(stage))
-        global_step = tf.Variable(stage.start_step, dtype=tf.int64, trainable=False, name="global_step",
-                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     trainer = make_trainer(_stage_config(config, strategy, stage), strategy, model, optimizer,
-                           trainable_variables=model.trainable_variables, global_step=global_step)
+                           initial_step=stage.start_step)
     return _StageSetup(model, trainer, 0.0)
 
 
 class _BuildAhead:
     """Sets up a stage and builds its training graph on a daemon thread (a crash or SIGTERM need not wait)."""
 
-    def __init__(self, config: ExperimentConfig, plan: StagePlan, stage: Stage, strategy: tf.distribute.Strategy):
+    def __init__(self, config: PretrainingConfig, plan: StagePlan, stage: Stage, strategy: tf.distribute.Strategy):
         self.stage = stage
         self._setup: Optional[_StageSetup] = None
         self._error: Optional[BaseException] = None
@@ -145,7 +146,7 @@ class _BuildAhead:
         started = time.time()
         try:
             _start_stage_session(config, stage, fresh_thread=True)
-            setup = _set_up_stage(config, plan, stage, strategy, previous=None)
+            setup = _set_up_stage(config, plan, stage, strategy)
             setup.trainer.build_graph()
             self._setup = setup._replace(build_seconds=time.time() - started)
         except Exception as error:  # reported, then the stage is built the usual way
@@ -159,107 +160,120 @@ class _BuildAhead:
         return self._setup
 
 
-def _can_build_ahead(config: ExperimentConfig, strategy: tf.distribute.Strategy) -> bool:
+def _can_build_ahead(plan_config, strategy: tf.distribute.Strategy) -> bool:
     # Multi-worker and TPU graphs hold collectives whose keys each worker assigns as it traces; tracing one on a
     # thread beside the running stage is not something those strategies are tested for here.
-    return config.mslt.build_ahead and not isinstance(
+    return plan_config.build_ahead and not isinstance(
         strategy, (tf.distribute.TPUStrategy, tf.distribute.MultiWorkerMirroredStrategy))
 
 
-def run_mslt(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strategy, mode: str = "train",
-             print_fn=print) -> dict[str, Any]:
-    """Trains the stages not finished yet in `model_dir`, then evaluates if `mode` says so.
+class _Stages:
+    """The state that passes from one stage to the next within a run."""
 
-    Returns (and writes as `model_dir/summary.json`): per-stage results, the final eval, wall time.
+    def __init__(self, config: PretrainingConfig, plan: StagePlan, model_dir: str, strategy: tf.distribute.Strategy,
+                 preemption: PreemptionWatcher, print_fn):
+        self.config, self.plan, self.model_dir, self.strategy = config, plan, model_dir, strategy
+        self.preemption, self.print_fn = preemption, print_fn
+        self.model: Optional[BertPretrainer] = None  # the last stage trained in this process
+        self.ahead: Optional[_BuildAhead] = None     # the next stage, being built while this one trains
+
+    def stage_dir(self, stage: Stage) -> str:
+        return os.path.join(self.model_dir, stage.name)
+
+    def previous_model(self, stage: Stage) -> BertPretrainer:
+        """The model of the stage before `stage`: trained in this process, else read from its export."""
+        if self.model is not None:
+            return self.model
+        export = os.path.join(self.model_dir, f"stage_{stage.number - 1}", EXPORT)
+        with self.strategy.scope():
+            return load_stage_export(self.plan.bert, stage.previous_layers, export)
+
+    def set_up(self, stage: Stage) -> _StageSetup:
+        """The stage's model and trainer: built ahead if a build was started for it, else built now."""
+        pending, self.ahead = self.ahead, None
+        built = pending.result(self.print_fn) if pending is not None and pending.stage == stage else None
+        if built is not None:
+            return built
+        _start_stage_session(self.config, stage)  # resets the default graph: outside any strategy scope
+        return _set_up_stage(self.config, self.plan, stage, self.strategy)
+
+    def build_ahead(self, stage: Stage) -> None:
+        """Starts building the stage after `stage`, if there is one and the strategy allows it."""
+        following = next((s for s in self.plan.stages if s.number == stage.number + 1), None)
+        if following is not None and _can_build_ahead(self.config.mslt, self.strategy):
+            self.ahead = _BuildAhead(self.config, self.plan, following, self.strategy)
+def run_stages(config: PretrainingConfig, plan: StagePlan, model_dir: str, strategy: tf.distribute.Strategy,
+               mode: str, preemption: PreemptionWatcher, print_fn=print) -> tuple[Optional[BertPretrainer], dict]:
+    """Trains the stages of `plan` not finished yet in `model_dir` (none with `mode="eval"`).
+
+    Returns the model to evaluate (the last one trained here, else the newest stage checkpoint's, in the eval
+    modes; with `mode="train"` the last one trained here or None) and what the run's summary gains: the plan,
+    per-stage results and, in the eval modes, `evaluated_checkpoint`.
 
     Raises:
-      PlanError: a bad plan or a model_dir of another plan, before anything is built.
+      PlanError: `model_dir` holds a run of another plan, before anything is built.
     """
-    if mode not in MODES:
-        raise ValueError(f"--mode={mode}: choose one of {', '.join(MODES)}.")
-    plan = plan_for(config)
     print_fn(plan.describe(), flush=True)
-    chief = strategy.extended.should_checkpoint
-    tf.io.gfile.makedirs(model_dir)
-    _check_same_plan(model_dir, plan, chief)
-    if config.train.deterministic:
-        tf.config.experimental.enable_op_determinism()
-    started = time.time()
-    summary: dict[str, Any] = {"mode": mode, "strategy": type(strategy).__name__,
-                               "replicas": strategy.num_replicas_in_sync, "config": config.as_dict(),
-                               "plan": _stage_layout(plan), "stages": []}
-    model: Optional[BertPretrainer] = None
-    if mode != "eval":
-        ahead: dict[int, _BuildAhead] = {}  # stage number -> its build, started while the stage before trained
-        for index, stage in enumerate(plan.stages):
-            done = os.path.join(model_dir, stage.name, STAGE_DONE)
-            if tf.io.gfile.exists(done):
-                model = None
-                with tf.io.gfile.GFile(done) as f:
-                    summary["stages"].append(json.load(f))
-                continue
-            pending = ahead.pop(stage.number, None)
-            built = pending.result(print_fn) if pending else None
-            following = plan.stages[index + 1] if index + 1 < len(plan.stages) else None
-            build_next = None
-            if following is not None and _can_build_ahead(config, strategy):
-                def build_next(following=following):
-                    ahead[following.number] = _BuildAhead(config, plan, following, strategy)
-            model, result = _train_stage(config, plan, stage, model_dir, strategy, model, print_fn, built,
-                                         build_next)
-            summary["stages"].append(result)
-    if mode in ("eval", "train_and_eval"):
-        model, summary["evaluated_checkpoint"] = _latest_model(plan, model_dir, strategy, model)
-        summary["eval"] = evaluate(config, strategy, model)
-        print_fn(eval_line(summary["eval"]), flush=True)
-    summary["wall_seconds"] = time.time() - started
-    if chief:
-        write_summary_json(model_dir, summary)
-    return summary
+    _check_same_plan(model_dir, plan, strategy.extended.should_checkpoint)
+    results: dict[str, Any] = {"plan": _stage_layout(plan), "stages": []}
+    stages = _Stages(config, plan, model_dir, strategy, preemption, print_fn)
+    for stage in plan.stages if mode != "eval" else ():
+        done = os.path.join(stages.stage_dir(stage), STAGE_DONE)
+        if tf.io.gfile.exists(done):
+            stages.model = None  # the next stage reads this one's export
+            with tf.io.gfile.GFile(done) as f:
+                results["stages"].append(json.load(f))
+        else:
+            results["stages"].append(_train_stage(stages, stage))
+    if mode == "train":
+        return stages.model, results
+    model, results["evaluated_checkpoint"] = _latest_model(plan, model_dir, strategy, stages.model)
+    return model, results
 
 
-def _train_stage(config: ExperimentConfig, plan: StagePlan, stage: Stage, model_dir: str,
-                 strategy: tf.distribute.Strategy, previous: Optional[BertPretrainer], print_fn,
-                 built: Optional[_StageSetup] = None,
-                 build_next: Optional[Callable[[], None]] = None) -> tuple[BertPretrainer, dict]:
-    """Trains the stage's steps on its model (grown, as checkpointed, or `built` ahead), exports it (chief).
+def _train_stage(stages: _Stages, stage: Stage) -> dict:
+    """Trains one stage to its last step and exports it (chief); its model is left in `stages.model`.
 
-    `build_next` is called once the stage's first step has run, to start building the following stage.
+    1. The model and trainer: built ahead while the previous stage trained, else built now.
+    2. The weights: the stage's own newest checkpoint (a resumed stage); else the previous stage's model carried
+       over (stage 2 on; stage 1 keeps its built weights), the input continuing where that stage stopped.
+    3. One step, which builds the training graph; then the next stage's build starts beside this one.
+    4. The loop, to the stage's last step; the export.
     """
-    stage_dir = os.path.join(model_dir, stage.name)
-    previous_dir = os.path.join(model_dir, f"stage_{stage.number - 1}")
-    resuming = checkpointing.latest_checkpoint(stage_dir) is not None
-    if resuming or stage.number == 1:
-        previous = None  # the stage's own checkpoint restores every weight
-    elif previous is None:
-        with strategy.scope():
-            previous = load_stage_export(plan.bert, stage.previous_layers, os.path.join(previous_dir, EXPORT))
-    if built is not None:
-        if previous is not None:
-            carry_over(built.model, previous, stage, plan.new_layer_init)
-    else:
-        _start_stage_session(config, stage)  # resets the default graph: outside any strategy scope
-        built = _set_up_stage(config, plan, stage, strategy, previous)
-    model, trainer = built.model, built.trainer
-    trainable = trainer.train_variables
-    built_note = f", its graph built ahead in {built.build_seconds:.1f} s" if built.build_seconds else ""
+    config = _stage_config(stages.config, stages.strategy, stage)
+    plan, strategy, print_fn = stages.plan, stages.strategy, stages.print_fn
+    stage_dir = stages.stage_dir(stage)
+    setup = stages.set_up(stage)
+    model, trainer = setup.model, setup.trainer
+    checkpoints = open_checkpoints(config, strategy, trainer, stage_dir)
+    resumed = resume(checkpoints, trainer, print_fn)
+    if not resumed and stage.number > 1:
+        carry_over(model, stages.previous_model(stage), stage, plan.new_layer_init)
+        previous = checkpointing.latest_checkpoint(os.path.join(stages.model_dir, f"stage_{stage.number - 1}"))
+        if previous:
+            checkpoints.restore_input(previous)
+    built_note = f", its graph built ahead in {setup.build_seconds:.1f} s" if setup.build_seconds else ""
     print_fn(f"MSLT stage {stage.number}/{len(plan.stages)}: {stage.num_layers} layers, training blocks "
              f"{list(stage.trainable_layers)} (backward cut below block {stage.stop_gradient_below}), "
-             f"{len(trainable)} variables, global steps {stage.start_step}-{stage.end_step}"
-             f"{' (resuming)' if resuming else ''}{built_note}.", flush=True)
+             f"{len(trainer.train_variables)} variables, global steps {stage.start_step}-{stage.end_step}"
+             f"{' (resuming)' if resumed else ''}{built_note}.", flush=True)
     started = time.time()
-    result = train(_stage_config(config, strategy, stage), strategy, stage_dir, model, trainer.optimizer,
-                   trainer=trainer, until_step=stage.end_step, print_fn=print_fn, after_first_step=build_next,
-                   continue_input_from=checkpointing.latest_checkpoint(previous_dir) if stage.number > 1 else None)
+    if int(trainer.global_step.numpy()) < stage.end_step:
+        run_steps(trainer, 1)  # not saved: a checkpoint would hold one step more than the last
+        stages.build_ahead(stage)
+    result = train(config, strategy, trainer, checkpoints, until_step=stage.end_step,
+                   preemption=stages.preemption, print_fn=print_fn)
     result = {"stage": stage.number, "num_layers": stage.num_layers, "trainable_layers": list(stage.trainable_layers),
-              "trainable_variables": len(trainable), "trainable_parameters": stage.trainable_parameters(plan.bert),
-              "start_step": stage.start_step, "end_step": stage.end_step, "wall_seconds": time.time() - started,
-              "built_ahead_seconds": built.build_seconds,
+              "trainable_variables": len(trainer.train_variables),
+              "trainable_parameters": stage.trainable_parameters(plan.bert), "start_step": stage.start_step,
+              "end_step": stage.end_step, "wall_seconds": time.time() - started,
+              "built_ahead_seconds": setup.build_seconds, "restored_from": resumed,
               "checkpoint": checkpointing.latest_checkpoint(stage_dir), **result}
     if strategy.extended.should_checkpoint:
         result["export"] = export_google_checkpoint(model, os.path.join(stage_dir, EXPORT))
         write_summary_json(stage_dir, result)
-    return model, result
+    stages.model = model
+    return result
 
 
 def _latest_model(plan: StagePlan, model_dir: str, strategy: tf.distribute.Strategy,
@@ -270,7 +284,7 @@ def _latest_model(plan: StagePlan, model_dir: str, strategy: tf.distribute.Strat
         if path:
             break
     else:
-        raise FileNotFoundError(f"--mode=eval: no MSLT stage checkpoint under {model_dir}/stage_*/checkpoints.")
+        raise MissingFileError(f"--mode=eval: no MSLT stage checkpoint under {model_dir}/stage_*/checkpoints.")
     if model is None:
         with strategy.scope():
             model = BertPretrainer(plan.bert.replace(num_hidden_layers=stage.num_layers))

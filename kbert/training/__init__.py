@@ -1,9 +1,14 @@
-"""Distributed BERT pretraining: experiment config, strategies, the training loop, checkpoints, reporting."""
+"""Distributed BERT pretraining: config sections, strategies, the training loop, checkpoints, preemption, reporting.
 
-from kbert.training.config import ConfigError, ExperimentConfig, load_experiment
-from kbert.training.loop import build_model, build_optimizer, evaluate, run_experiment, train
-from kbert.training.strategy import StrategyError, make_strategy
+Knows no MSLT stage: `kbert.mslt` composes this loop, and `kbert.experiment` runs either.
+"""
+
+from kbert.training.config import PretrainingConfig, load_config
+from kbert.training.loop import build_model, build_optimizer, evaluate, make_trainer, pretrain, train
+from kbert.training.preemption import PREEMPTED_EXIT_CODE, Preempted, PreemptionWatcher
+from kbert.training.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
 
-__all__ = ["ConfigError", "ExperimentConfig", "PretrainingTrainer", "StrategyError", "build_model",
-           "build_optimizer", "evaluate", "load_experiment", "make_strategy", "run_experiment", "train"]
+__all__ = ["PREEMPTED_EXIT_CODE", "Preempted", "PreemptionWatcher", "PretrainingConfig", "PretrainingTrainer",
+           "build_model", "build_optimizer", "evaluate", "load_config", "make_strategy", "make_trainer", "pretrain",
+           "train"]

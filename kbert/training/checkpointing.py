@@ -8,15 +8,17 @@ Dropout seed states are numbered per process (`seed_generator_26/...`), so they 
 Example:
 
 ```python
-checkpoint = training_checkpoint(model, optimizer, global_step, trainer.iterator)
-manager = checkpoint_manager(checkpoint, "/tmp/run", strategy, max_to_keep=5, interval=1000, step=global_step)
-restore_latest(checkpoint, "/tmp/run")
+checkpoints = TrainingCheckpoints(model, optimizer, global_step, trainer.input.checkpointable, "/tmp/run",
+                                  strategy, max_to_keep=5, interval=1000)
+checkpoints.restore_latest()          # the newest of /tmp/run/checkpoints, or None
+checkpoints.save(step)                # every `interval` steps; save(step, final=True) always
 ```
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from typing import Iterable, Optional
 
@@ -40,7 +42,7 @@ def variables_by_path(variables: Iterable[keras.Variable]) -> dict[str, tf.Varia
     return table
 
 
-def training_checkpoint(
+def _training_checkpoint(
     model: keras.Model,
     optimizer: Optional[keras.optimizers.Optimizer],
     global_step: tf.Variable,
@@ -57,7 +59,7 @@ def training_checkpoint(
     return tf.train.Checkpoint(**items)
 
 
-def checkpoint_manager(
+def _checkpoint_manager(
     checkpoint: tf.train.Checkpoint,
     model_dir: str,
     strategy: tf.distribute.Strategy,
@@ -78,7 +80,7 @@ def latest_checkpoint(model_dir: str) -> Optional[str]:
     return tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
 
 
-def restore_latest(checkpoint: tf.train.Checkpoint, model_dir: str) -> Optional[str]:
+def _restore_latest(checkpoint: tf.train.Checkpoint, model_dir: str) -> Optional[str]:
     """Restores the newest checkpoint of `model_dir` (every worker reads the chief's); returns its path.
 
     Raises:
@@ -94,6 +96,41 @@ def restore_latest(checkpoint: tf.train.Checkpoint, model_dir: str) -> Optional[
                 f"({str(e).splitlines()[0][:200]}). Resume with the config that wrote it, or use a new "
                 "--model_dir (train.init_checkpoint loads weights only).") from None
     return path
+
+
+class TrainingCheckpoints:
+    """A run's training checkpoint and where it goes: the chief writes `model_dir/checkpoints` and keeps the
+    newest `max_to_keep`; other workers take part in every save (it is a collective) into a temp dir that
+    `close()` removes."""
+
+    def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, global_step: tf.Variable,
+                 iterator: Optional[Iterable], model_dir: str, strategy: tf.distribute.Strategy, *,
+                 max_to_keep: int, interval: int):
+        self.model_dir = model_dir
+        self.checkpoint = _training_checkpoint(model, optimizer, global_step, iterator)
+        self.manager = _checkpoint_manager(self.checkpoint, model_dir, strategy, max_to_keep, interval, global_step)
+        self._iterator = iterator
+        self._chief = strategy.extended.should_checkpoint
+
+    def restore_latest(self) -> Optional[str]:
+        """Restores the newest checkpoint of `model_dir`, if any; returns its path (see `_restore_latest`)."""
+        return _restore_latest(self.checkpoint, self.model_dir)
+
+    def restore_input(self, path: str) -> None:
+        """Continues the input where training checkpoint `path` left it (an MSLT stage after the previous one)."""
+        if self._iterator is not None:
+            tf.train.Checkpoint(train_iterator=self._iterator).restore(path).expect_partial()
+
+    def save(self, step: int, final: bool = False) -> None:
+        """Saves checkpoint `step` when `interval` steps have passed since the last one, or always if `final`
+        (unless it exists)."""
+        if final and (self.manager.latest_checkpoint or "").endswith(f"-{step}"):
+            return
+        self.manager.save(checkpoint_number=step, check_interval=not final)
+
+    def close(self) -> None:
+        if not self._chief:
+            shutil.rmtree(self.manager.directory, ignore_errors=True)
 
 
 def _is_google_checkpoint(path: str) -> bool:

@@ -1,8 +1,9 @@
-"""The pretraining experiment config: Model Garden `hyperparams` dataclasses, YAML files and `a.b=1` overrides.
+"""The pretraining config sections (Model Garden `hyperparams` dataclasses), and loading any such config from YAML
+files and `a.b=1` overrides with every key and type checked.
 
 Example:
 
->>> cfg = load_experiment(["configs/experiments/bert_tiny_cpu.yaml"], "train.total_steps=20")
+>>> cfg = load_config(PretrainingConfig, ["configs/experiments/bert_tiny_cpu.yaml"], "train.total_steps=20")
 >>> cfg.train.total_steps
 20
 """
@@ -11,15 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Any, Optional, Sequence
+import typing
+from typing import Any, Callable, Optional, Sequence
 
+import tensorflow as tf
 import yaml
 from official.modeling.hyperparams import base_config, params_dict
 
 from kbert.choices import OPTIMIZERS, PRECISION_POLICIES
 from kbert.errors import ConfigError
 from kbert.modeling.config import BertConfig
-from kbert.mslt.plan import MsltConfig
 
 
 
@@ -85,7 +87,10 @@ class OptimizerConfig(base_config.Config):
 class ScheduleConfig(base_config.Config):
     """Linear warmup to `peak_learning_rate`, then polynomial decay to `end_learning_rate`.
 
-    `decay_steps` defaults to `train.total_steps`; `step_offset` shifts the schedule (phase 2, MSLT stages).
+    `decay_steps` defaults to the steps left after the warmup, `train.total_steps - step_offset - warmup_steps`.
+    `step_offset` restarts the schedule, warmup included, at that optimizer step: a second pretraining phase that
+    resumes the first one's step count sets it to the first phase's steps. (MSLT stages get their own schedules
+    from the `mslt` section.)
     """
 
     peak_learning_rate: float = 1e-4
@@ -125,8 +130,8 @@ class EvalConfig(base_config.Config):
 
 
 @dataclasses.dataclass
-class ExperimentConfig(base_config.Config):
-    """Everything `kbert-pretrain` needs besides the model dir and the strategy."""
+class PretrainingConfig(base_config.Config):
+    """The sections the pretraining loop reads (`kbert.experiment.ExperimentConfig` adds `mslt`)."""
 
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
@@ -134,17 +139,28 @@ class ExperimentConfig(base_config.Config):
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
-    # Multi-stage layerwise training (kbert.mslt); None trains the whole model at once.
-    mslt: Optional[MsltConfig] = None
 
 
-def _field_type(config: params_dict.ParamsDict, key: str) -> str:
-    """'float', 'int', 'bool', 'str' or '' for a field, from its current value or its annotation."""
-    value = getattr(config, key)
-    if value is not None:
-        return type(value).__name__ if isinstance(value, (bool, int, float, str)) else ""
-    annotation = str(getattr(type(config), "__annotations__", {}).get(key, ""))
-    return next((t for t in ("float", "int", "bool", "str") if t in annotation), "")
+def _section_class(annotation: Any) -> Optional[type]:
+    """The Config class a field holds (through `Optional[...]`), or None for a leaf."""
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, base_config.Config):
+            return candidate
+    return None
+
+
+def _list_item_class(annotation: Any) -> Optional[type]:
+    """For `List[SomeConfig]` (possibly Optional): SomeConfig; else None."""
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if typing.get_origin(candidate) in (list, typing.List):
+            return _section_class(typing.get_args(candidate)[0])
+    return None
+
+
+def _leaf_kind(annotation: Any) -> str:
+    """'float', 'int', 'bool', 'str' or '' (anything goes) for a leaf field's annotation."""
+    text = str(annotation)
+    return next((kind for kind in ("float", "int", "bool", "str") if kind in text), "")
 
 
 def _coerce(value: Any, kind: str, path: str, source: str) -> Any:
@@ -160,41 +176,67 @@ def _coerce(value: Any, kind: str, path: str, source: str) -> Any:
             return value
         if kind == "str":
             return str(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     raise ConfigError(f"{source}: config key '{path}' must be of type {kind}, got {value!r}.")
 
 
-def _check_keys_and_types(config: params_dict.ParamsDict, values: dict, source: str, prefix: str = "") -> dict:
-    """`values` with leaf types fixed; raises ConfigError naming the first unknown key or ill-typed value."""
-    known = set(config.as_dict())
+def _unknown_key(key: Any, known: list[str], prefix: str, source: str) -> ConfigError:
+    hint = difflib.get_close_matches(str(key), known, n=1)
+    did_you_mean = f" Did you mean '{prefix}{hint[0]}'?" if hint else ""
+    where = f" under {prefix.rstrip('.')}" if prefix else ""
+    return ConfigError(f"{source}: unknown config key '{prefix}{key}'.{did_you_mean} "
+                       f"Known keys{where}: {', '.join(known)}.")
+
+
+def check_values(config_class: type, values: dict, source: str, prefix: str = "") -> dict:
+    """`values` with leaf types fixed, checked against `config_class`'s fields all the way down: optional
+    sections (`mslt`, None by default) and lists of sections (`mslt.stages`) included.
+
+    Raises:
+      ConfigError: naming the first unknown key (with a "did you mean") or ill-typed value, and `source`.
+    """
+    if not isinstance(values, dict):
+        raise ConfigError(f"{source}: '{prefix.rstrip('.') or 'the config'}' must be a mapping of keys, "
+                          f"got {values!r}.")
+    hints = typing.get_type_hints(config_class)
+    known = sorted(f.name for f in dataclasses.fields(config_class))
     checked = {}
     for key, value in values.items():
-        path = f"{prefix}{key}"
         if key not in known:
-            hint = difflib.get_close_matches(str(key), sorted(known), n=1)
-            did_you_mean = f" Did you mean '{prefix}{hint[0]}'?" if hint else ""
-            raise ConfigError(
-                f"{source}: unknown config key '{path}'.{did_you_mean} "
-                f"Known keys{' under ' + prefix.rstrip('.') if prefix else ''}: {', '.join(sorted(known))}.")
-        child = getattr(config, key)
-        if isinstance(value, dict) and isinstance(child, params_dict.ParamsDict):
-            checked[key] = _check_keys_and_types(child, value, source, f"{path}.")
+            raise _unknown_key(key, known, prefix, source)
+        path = f"{prefix}{key}"
+        item, section = _list_item_class(hints[key]), _section_class(hints[key])
+        if item is not None:
+            if isinstance(value, (list, tuple)):
+                value = [check_values(item, v, source, f"{path}[{i}].") for i, v in enumerate(value)]
+            checked[key] = value
+        elif section is not None and value is not None:
+            checked[key] = check_values(section, value, source, f"{path}.")
         else:
-            checked[key] = _coerce(value, _field_type(config, key), path, source)
+            checked[key] = _coerce(value, _leaf_kind(hints[key]), path, source)
     return checked
 
 
-def _apply(config: ExperimentConfig, values: Any, source: str) -> None:
+def _apply(config: base_config.Config, values: Any, source: str) -> None:
     if values is None:
         return
-    if not isinstance(values, dict):
-        raise ConfigError(f"{source}: expected a mapping of config sections, got {type(values).__name__}.")
-    values = _check_keys_and_types(config, values, source)
+    values = check_values(type(config), values, source)
     try:
         config.override(values, is_strict=True)
     except (KeyError, ValueError, TypeError) as e:
         raise ConfigError(f"{source}: {e}") from None
+
+
+def read_yaml(path: str) -> Any:
+    """The YAML file's plain data (safe loader: a `!!python/...` tag is an error, never an object)."""
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            return yaml.safe_load(f)
+    except (tf.errors.OpError, OSError, yaml.YAMLError) as e:
+        first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ConfigError(f"--config_file={path}: cannot read it as plain YAML ({first_line}); fix the file or "
+                          "the path (tags such as !!python/... are not allowed).") from None
 
 
 def parse_override(params_override: str) -> dict:
@@ -213,7 +255,7 @@ def parse_override(params_override: str) -> dict:
     return values
 
 
-def validate(config: ExperimentConfig) -> None:
+def validate(config: PretrainingConfig) -> None:
     """Checks values that need no files or devices; raises ConfigError naming the key."""
     def need(ok: bool, message: str) -> None:
         if not ok:
@@ -245,20 +287,18 @@ def validate(config: ExperimentConfig) -> None:
          f"{bert.max_position_embeddings}.")
 
 
-def load_experiment(config_files: Sequence[str] = (), params_override: str = "") -> ExperimentConfig:
-    """Defaults, then each YAML file in order, then `params_override`; validated.
+def load_config(config_class: type, config_files: Sequence[str] = (), params_override: str = "",
+                validate: Optional[Callable[[Any], None]] = None) -> Any:
+    """`config_class()` defaults, then each YAML file in order, then `params_override`; then `validate`.
 
     Raises:
       ConfigError: an unknown key (named, with the file or flag), a bad value, or an unreadable file.
     """
-    config = ExperimentConfig()
+    config = config_class()
     for path in config_files:
-        try:
-            values = params_dict.read_yaml_to_params_dict(path).as_dict()
-        except Exception as e:  # gfile raises NotFoundError, yaml raises YAMLError; both mean "fix this file".
-            raise ConfigError(f"--config_file={path}: cannot read it as YAML: {e}") from None
-        _apply(config, values, f"--config_file={path}")
+        _apply(config, read_yaml(path), f"--config_file={path}")
     if params_override:
         _apply(config, parse_override(params_override), f"--params_override={params_override!r}")
-    validate(config)
+    if validate is not None:
+        validate(config)
     return config

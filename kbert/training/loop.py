@@ -1,54 +1,49 @@
-"""The pretraining driver: build, resume, train in loops of `steps_per_loop`, checkpoint, evaluate, report.
+"""The pretraining loop: build, restore, train in loops of `steps_per_loop`, checkpoint, evaluate, report.
 
-`run_experiment` is what `kbert-pretrain` runs. `train` takes a model and optimizer built by the caller (in
-`strategy.scope()`), the variables to train and the step to stop at, so a multi-stage schedule (kbert.mslt) can call
-it once per stage with a model it grew.
+`pretrain` is a plain (single-stage) run: it builds the model, optimizer and trainer, restores or initialises
+them, and calls `train`. `train` is the loop itself and knows no stages: it takes a trainer restored by its
+caller, so a multi-stage schedule (kbert.mslt) composes it once per stage. `kbert.experiment.run` wraps both with
+the run's set-up, evaluation and summary.
 
 Example:
 
 ```python
-config = load_experiment(["configs/experiments/bert_tiny_cpu.yaml"])
-strategy = make_strategy("auto")
-summary = run_experiment(config, "/tmp/run", strategy, mode="train_and_eval")
-summary["train"]["loss"], summary["eval"]["masked_lm_accuracy"]
+with strategy.scope():
+    model = build_model(config)
+    optimizer = build_optimizer(config, model.trainable_variables)
+trainer = make_trainer(config, strategy, model, optimizer)
+checkpoints = open_checkpoints(config, strategy, trainer, "/tmp/run")
+resume(checkpoints, trainer)
+with PreemptionWatcher(strategy) as preemption:
+    result = train(config, strategy, trainer, checkpoints, until_step=1000, preemption=preemption)
+result["train"]["loss"], evaluate(config, strategy, model)["masked_lm_accuracy"]
 ```
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import threading
-import time
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from kbert.data import pretraining_dataset
+from kbert.errors import ConfigError, MissingFileError
 from kbert.modeling import BertPretrainer
 from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
 from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, PolynomialWarmup
 from kbert.optimizers.layerwise import path_matches
 from kbert.training import checkpointing
-from kbert.training.config import ConfigError, ExperimentConfig
-from kbert.training.reporting import ProgressReporter, check_finite, eval_line, write_summary_json
+from kbert.training.checkpointing import TrainingCheckpoints
+from kbert.training.config import PretrainingConfig
+from kbert.training.preemption import PreemptionWatcher
+from kbert.training.reporting import ProgressReporter, check_finite
 from kbert.training.trainer import PretrainingTrainer
 
-MODES = ("train", "eval", "train_and_eval")
 
-
-# The exit status of a preempted run, as TF's PreemptionCheckpointHandler uses: "saved, restart me".
-PREEMPTED_EXIT_CODE = 42
-
-
-class Preempted(RuntimeError):
-    """SIGTERM arrived; a checkpoint of the current step was written. Exit with PREEMPTED_EXIT_CODE."""
-
-
-def learning_rate_schedule(config: ExperimentConfig) -> PolynomialWarmup:
+def learning_rate_schedule(config: PretrainingConfig) -> PolynomialWarmup:
     s = config.schedule
     decay_steps = s.decay_steps or max(config.train.total_steps - s.step_offset - s.warmup_steps, 1)
     return PolynomialWarmup(peak_learning_rate=s.peak_learning_rate, warmup_steps=s.warmup_steps,
@@ -56,7 +51,7 @@ def learning_rate_schedule(config: ExperimentConfig) -> PolynomialWarmup:
                             step_offset=s.step_offset)
 
 
-def build_optimizer(config: ExperimentConfig, variables: Sequence[keras.Variable] = (),
+def build_optimizer(config: PretrainingConfig, variables: Sequence[keras.Variable] = (),
                     learning_rate=None) -> keras.optimizers.Optimizer:
     """LAMB, LARS or AdamW from `config.optimizer` (call in `strategy.scope()`); fp16 adds loss scaling whose
     finiteness check spans all replicas (`kbert.optimizers.LossScaleOptimizer`).
@@ -90,12 +85,12 @@ def build_optimizer(config: ExperimentConfig, variables: Sequence[keras.Variable
     return optimizer
 
 
-def build_model(config: ExperimentConfig) -> BertPretrainer:
+def build_model(config: PretrainingConfig) -> BertPretrainer:
     """The `BertPretrainer` of `config.model` (call in `strategy.scope()` after setting the precision policy)."""
     return BertPretrainer(config.model.bert_config())
 
 
-def dataset_fn(config: ExperimentConfig, is_training: bool, vocab_size: Optional[int]):
+def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: Optional[int]):
     """`input_context -> tf.data.Dataset` of micro-batches (train) or eval batches."""
     d = config.data
     files = d.train_files if is_training else d.eval_files
@@ -118,136 +113,79 @@ def dataset_fn(config: ExperimentConfig, is_training: bool, vocab_size: Optional
     return make
 
 
-class _SigtermFlag:
-    """Turns SIGTERM into a flag checked between loops (single-host strategies; see `_preemption_check`)."""
-
-    def __init__(self):
-        self.raised = False
-        # Python only lets the main thread install handlers; a loop run from another thread keeps the default.
-        self._installed = threading.current_thread() is threading.main_thread()
-        if self._installed:
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
-
-    def _handle(self, signum, frame):
-        self.raised = True
-
-    def close(self):
-        if self._installed:
-            signal.signal(signal.SIGTERM, self._previous)
-
-
-def _preemption_check(strategy, manager, global_step):
-    """A callable run after each loop: saves and raises Preempted on SIGTERM / a TPU maintenance event."""
-    if isinstance(strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)):
-        # Agrees on one step across workers before saving; exits the process after the save.
-        handler = tf.distribute.experimental.PreemptionCheckpointHandler(strategy.cluster_resolver, manager)
-        return (lambda: handler.save_checkpoint_if_preempted(checkpoint_number=int(global_step.numpy()),
-                                                             check_interval=False)), (lambda: None)
-    flag = _SigtermFlag()
-
-    def check():
-        if flag.raised:
-            path = manager.save(checkpoint_number=int(global_step.numpy()), check_interval=False)
-            raise Preempted(f"SIGTERM: saved {path} at step {int(global_step.numpy())}; rerun the same command "
-                            "to resume.")
-    return check, flag.close
-
-
-def make_trainer(config: ExperimentConfig, strategy: tf.distribute.Strategy, model: keras.Model,
-                 optimizer: keras.optimizers.Optimizer, *,
-                 trainable_variables: Optional[Sequence[keras.Variable]] = None,
-                 global_step: Optional[tf.Variable] = None) -> PretrainingTrainer:
-    """The `PretrainingTrainer` of `config.train` and `config.data` (builds the optimizer's slots and the input)."""
+def make_trainer(config: PretrainingConfig, strategy: tf.distribute.Strategy, model: keras.Model,
+                 optimizer: keras.optimizers.Optimizer, initial_step: int = 0) -> PretrainingTrainer:
+    """The `PretrainingTrainer` of `config.train` and `config.data` for the model's trainable variables (builds
+    the optimizer's slots and the input); its step counter starts at `initial_step`."""
     t = config.train
     with strategy.scope():
-        if global_step is None:
-            global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
-                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        global_step = tf.Variable(initial_step, dtype=tf.int64, trainable=False, name="global_step",
+                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         return PretrainingTrainer(
             strategy, model, optimizer, dataset_fn(config, True, model.config.vocab_size),
             global_step=global_step, global_batch_size=t.global_batch_size,
-            accumulation_steps=t.gradient_accumulation_steps, trainable_variables=trainable_variables,
-            jit_compile=t.jit_compile)
+            accumulation_steps=t.gradient_accumulation_steps, jit_compile=t.jit_compile)
 
 
-def train(
-    config: ExperimentConfig,
-    strategy: tf.distribute.Strategy,
-    model_dir: str,
-    model: keras.Model,
-    optimizer: keras.optimizers.Optimizer,
-    *,
-    trainable_variables: Optional[Sequence[keras.Variable]] = None,
-    global_step: Optional[tf.Variable] = None,
-    until_step: Optional[int] = None,
-    continue_input_from: Optional[str] = None,
-    trainer: Optional[PretrainingTrainer] = None,
-    after_first_step: Optional[Callable[[], None]] = None,
-    print_fn=print,
-) -> dict[str, Any]:
-    """Trains from the newest checkpoint in `model_dir` (or from scratch) up to `until_step` optimizer steps.
+def open_checkpoints(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
+                     model_dir: str) -> TrainingCheckpoints:
+    """The trainer's checkpoints in `model_dir` (the input position too, with `data.checkpoint_input`)."""
+    t = config.train
+    iterator = trainer.input.checkpointable if config.data.checkpoint_input else None
+    return TrainingCheckpoints(trainer.model, trainer.optimizer, trainer.global_step, iterator, model_dir, strategy,
+                               max_to_keep=t.max_checkpoints, interval=t.checkpoint_interval)
 
-    `continue_input_from`: a training checkpoint whose input position a run without a checkpoint of its own
-    starts from (an MSLT stage continues the data where the previous stage stopped).
-    `trainer`: one `make_trainer` built for this model and optimizer beforehand (e.g. with its graph built while
-    the previous MSLT stage trained; its own variables and step counter are then used); by default one is made
-    here.
-    `after_first_step`: called once the graph is built and has run one step (the first loop is then one step).
 
-    Checkpoints every `train.checkpoint_interval` steps and at the end; stops with NonFiniteLossError before
-    saving non-finite weights; on SIGTERM saves and raises `Preempted`.
+def resume(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, print_fn=print) -> Optional[str]:
+    """Restores the newest checkpoint of the run, if there is one, and says so; returns its path."""
+    restored = checkpoints.restore_latest()
+    if restored:
+        print_fn(f"Resumed from {restored} at step {int(trainer.global_step.numpy())}.", flush=True)
+    return restored
+
+
+def run_steps(trainer: PretrainingTrainer, steps: int) -> dict[str, float]:
+    """Runs `steps` optimizer steps; raises NonFiniteLossError (before anything is saved) if a loss was not finite."""
+    metrics = trainer.train(tf.constant(steps, tf.int32))
+    check_finite(int(trainer.global_step.numpy()), metrics, trainer.first_nonfinite_step())
+    return metrics
+
+
+def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
+          checkpoints: TrainingCheckpoints, *, until_step: int, preemption: PreemptionWatcher,
+          print_fn=print) -> dict[str, Any]:
+    """Trains from the trainer's step (restored by the caller) up to `until_step` optimizer steps.
+
+    Loops end on multiples of `train.steps_per_loop`; after each loop: a progress line, a checkpoint every
+    `train.checkpoint_interval` steps, and a preemption check. The last step is always saved. Stops with
+    NonFiniteLossError before saving non-finite weights; on preemption saves and raises `Preempted`.
 
     Returns:
-      `{"global_step", "train": last loop's metrics, "sequences_per_second", "restored_from"}`.
+      `{"global_step", "train": last loop's metrics, "sequences_per_second"}`.
     """
     t = config.train
-    until_step = until_step or t.total_steps
-    if trainer is None:
-        trainer = make_trainer(config, strategy, model, optimizer, trainable_variables=trainable_variables,
-                               global_step=global_step)
-    global_step = trainer.global_step
-    checkpoint = checkpointing.training_checkpoint(
-        model, optimizer, global_step, trainer.input.checkpointable if config.data.checkpoint_input else None)
-    restored = checkpointing.restore_latest(checkpoint, model_dir)
-    if not restored and continue_input_from and trainer.input.checkpointable is not None \
-            and config.data.checkpoint_input:
-        tf.train.Checkpoint(train_iterator=trainer.input.checkpointable).restore(continue_input_from).expect_partial()
-    manager = checkpointing.checkpoint_manager(checkpoint, model_dir, strategy, t.max_checkpoints,
-                                               t.checkpoint_interval, global_step)
     chief = strategy.extended.should_checkpoint
-    writer = tf.summary.create_file_writer(os.path.join(model_dir, "train")) if chief else None
-    layerwise = hasattr(getattr(optimizer, "inner_optimizer", optimizer), "trust_ratios")
-    reporter = ProgressReporter(until_step, writer, t.summary_interval, optimizer if layerwise else None,
+    writer = tf.summary.create_file_writer(os.path.join(checkpoints.model_dir, "train")) if chief else None
+    layerwise = hasattr(getattr(trainer.optimizer, "inner_optimizer", trainer.optimizer), "trust_ratios")
+    reporter = ProgressReporter(until_step, writer, t.summary_interval, trainer.optimizer if layerwise else None,
                                 print_fn=print_fn if chief else (lambda *a, **k: None))
-    preemption_check, close = _preemption_check(strategy, manager, global_step)
     metrics: dict[str, float] = {}
+    step = int(trainer.global_step.numpy())
     try:
-        step = int(global_step.numpy())
-        if restored:
-            print_fn(f"Resumed from {restored} at step {step}.", flush=True)
         while step < until_step:
-            steps = 1 if after_first_step is not None else min(t.steps_per_loop - step % t.steps_per_loop, until_step - step)
-            metrics = trainer.train(tf.constant(steps, tf.int32))
-            step = int(global_step.numpy())
-            check_finite(step, metrics, trainer.first_nonfinite_step())
+            steps = min(t.steps_per_loop - step % t.steps_per_loop, until_step - step)
+            metrics = run_steps(trainer, steps)
+            step = int(trainer.global_step.numpy())
             reporter(step, metrics, steps)
-            if after_first_step is not None:  # no checkpoint: it would hold just one step more than the last
-                after_first_step()
-                after_first_step = None
-            else:
-                manager.save(checkpoint_number=step, check_interval=True)
-            preemption_check()
-        if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
-            manager.save(checkpoint_number=step, check_interval=False)
+            checkpoints.save(step)
+            preemption.check(checkpoints.manager, step)
+        checkpoints.save(step, final=True)
     finally:
-        close()
-        if not chief:
-            shutil.rmtree(manager.directory, ignore_errors=True)
-    return {"global_step": int(global_step.numpy()), "train": metrics,
-            "sequences_per_second": reporter.mean_throughput(), "restored_from": restored}
+        checkpoints.close()
+    return {"global_step": step, "train": metrics, "sequences_per_second": reporter.mean_throughput()}
 
 
-def evaluate(config: ExperimentConfig, strategy: tf.distribute.Strategy, model: keras.Model) -> dict[str, float]:
+def evaluate(config: PretrainingConfig, strategy: tf.distribute.Strategy, model: keras.Model) -> dict[str, float]:
     """MLM/NSP loss and accuracy over `data.eval_files` (all of it, or `eval.steps` batches), summed globally."""
     make = dataset_fn(config, False, model.config.vocab_size)
     steps = config.eval.steps
@@ -275,41 +213,32 @@ def evaluate(config: ExperimentConfig, strategy: tf.distribute.Strategy, model: 
 def _restore_weights_for_eval(model: keras.Model, model_dir: str, init_checkpoint: str) -> str:
     path = checkpointing.latest_checkpoint(model_dir) or init_checkpoint
     if not path:
-        raise FileNotFoundError(f"--mode=eval: no checkpoint in {model_dir}/checkpoints and no "
-                                "train.init_checkpoint to evaluate.")
+        raise MissingFileError(f"--mode=eval: no checkpoint in {model_dir}/checkpoints and no "
+                               "train.init_checkpoint to evaluate.")
     checkpointing.load_init_checkpoint(model, path)
     return path
 
 
-def run_experiment(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strategy,
-                   mode: str = "train", print_fn=print) -> dict[str, Any]:
-    """Trains and/or evaluates as `mode` says and writes `model_dir/summary.json` (chief only)."""
-    if mode not in MODES:
-        raise ValueError(f"--mode={mode}: choose one of {', '.join(MODES)}.")
+def pretrain(config: PretrainingConfig, model_dir: str, strategy: tf.distribute.Strategy, mode: str,
+             preemption: PreemptionWatcher, print_fn=print) -> tuple[BertPretrainer, dict[str, Any]]:
+    """A single-stage run: trains to `train.total_steps` from the newest checkpoint of `model_dir` (else from
+    `train.init_checkpoint`, else from scratch), or with `mode="eval"` only restores the weights to evaluate.
+
+    Returns the model and what the run's summary gains (`restored_from`, `train`, ... or `evaluated_checkpoint`).
+    """
     t = config.train
-    if t.deterministic:
-        tf.config.experimental.enable_op_determinism()
-    keras.utils.set_random_seed(t.seed)
-    keras.mixed_precision.set_global_policy(t.mixed_precision)
-    tf.io.gfile.makedirs(model_dir)
-    started = time.time()
-    summary: dict[str, Any] = {"mode": mode, "strategy": type(strategy).__name__,
-                               "replicas": strategy.num_replicas_in_sync, "config": config.as_dict()}
     with strategy.scope():
         model = build_model(config)
     if mode == "eval":
-        summary["evaluated_checkpoint"] = _restore_weights_for_eval(model, model_dir, t.init_checkpoint)
-    else:
-        with strategy.scope():
-            optimizer = build_optimizer(config, model.trainable_variables)
-        if t.init_checkpoint and not checkpointing.latest_checkpoint(model_dir):
-            kind = checkpointing.load_init_checkpoint(model, t.init_checkpoint)
-            print_fn(f"Initialised the model from {kind} checkpoint {t.init_checkpoint}.", flush=True)
-        summary.update(train(config, strategy, model_dir, model, optimizer, print_fn=print_fn))
-    if mode in ("eval", "train_and_eval"):
-        summary["eval"] = evaluate(config, strategy, model)
-        print_fn(eval_line(summary["eval"]), flush=True)
-    summary["wall_seconds"] = time.time() - started
-    if strategy.extended.should_checkpoint:
-        write_summary_json(model_dir, summary)
-    return summary
+        return model, {"evaluated_checkpoint": _restore_weights_for_eval(model, model_dir, t.init_checkpoint)}
+    with strategy.scope():
+        optimizer = build_optimizer(config, model.trainable_variables)
+    trainer = make_trainer(config, strategy, model, optimizer)
+    checkpoints = open_checkpoints(config, strategy, trainer, model_dir)
+    restored = resume(checkpoints, trainer, print_fn)
+    if not restored and t.init_checkpoint:
+        kind = checkpointing.load_init_checkpoint(model, t.init_checkpoint)
+        print_fn(f"Initialised the model from {kind} checkpoint {t.init_checkpoint}.", flush=True)
+    result = train(config, strategy, trainer, checkpoints, until_step=t.total_steps, preemption=preemption,
+                   print_fn=print_fn)
+    return model, {**result, "restored_from": restored}
