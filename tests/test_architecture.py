@@ -1,0 +1,46 @@
+"""The package layering of docs/architecture.md, checked on the source: lower layers never import higher ones."""
+
+import ast
+import pathlib
+
+import pytest
+
+KBERT = pathlib.Path(__file__).resolve().parents[1] / "kbert"
+# Each package and what it may import from kbert, besides itself and the leaf modules errors.py and choices.py.
+ALLOWED = {
+    "optimizers": set(),
+    "modeling": set(),
+    "data": set(),
+    "training": {"optimizers", "modeling", "data"},
+    "mslt": {"optimizers", "modeling", "data", "training"},
+    "finetuning": {"optimizers", "modeling", "data", "training"},
+}
+LEAVES = {"errors", "choices"}
+
+
+def _kbert_imports(path: pathlib.Path) -> set[str]:
+    """The kbert subpackages or top-level modules a file imports (`kbert.training.loop` -> `training`)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        names.update(m.split(".")[1] for m in modules if m.startswith("kbert.") and m.count(".") >= 1)
+    return names
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_packages_import_only_the_layers_below_them(package):
+    files = sorted((KBERT / package).rglob("*.py"))
+    assert files, f"kbert/{package} has no modules"
+    for path in files:
+        higher = _kbert_imports(path) - ALLOWED[package] - LEAVES - {package}
+        assert not higher, f"{path.relative_to(KBERT.parent)} imports kbert.{sorted(higher)}, a layer above it"
+
+
+def test_leaf_modules_import_nothing_from_kbert():
+    for name in LEAVES:
+        assert not _kbert_imports(KBERT / f"{name}.py"), f"kbert/{name}.py must stay a leaf"
