@@ -21,6 +21,7 @@ import math
 import os
 import time
 
+import bench_flags
 from absl import app, flags
 
 FLAGS = flags.FLAGS
@@ -42,8 +43,8 @@ flags.DEFINE_float("target_loss", None, "Held-out MLM loss target; default: the 
 flags.DEFINE_integer("max_micro_batch", 256, "Largest batch run at once; bigger ones accumulate gradients.")
 flags.DEFINE_integer("num_layers", 2, "Transformer blocks.")
 flags.DEFINE_integer("hidden_size", 128, "Hidden size (heads of 64, feed-forward 4x).")
-flags.DEFINE_integer("seq_length", 64, "Sequence length (used when building the data).")
-flags.DEFINE_integer("max_predictions", 10, "Masked positions per sequence (used when building the data).")
+bench_flags.define(seq_length=64, max_predictions=10, notes={"seq_length": "Used when building the data.",
+                                                               "max_predictions": "Used when building the data."})
 flags.DEFINE_string("from_results", None, "Only redraw the table and plot (e.g. with another --target_loss) from "
                     "a results.json of an earlier run, into --out.")
 flags.DEFINE_integer("seed", 12345, "Seed of the weights (the same initial model for every run) and the data order.")

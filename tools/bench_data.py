@@ -7,7 +7,8 @@ spend about 5 s importing TensorFlow before any work, which dominates small corp
 ratios it prints each tool's steady rate, (instances of the larger corpus - of the smaller) / (difference of
 their wall times), in which every fixed cost cancels. Prints the speed ratios last.
 
-    python tools/bench_data.py --dupe_factor=3 --scales=1,8
+    python tools/bench_data.py --corpus=runs/demo-.../data/train.txt --vocab_file=vocab.txt --dupe_factor=3 \\
+        --scales=1,8
 """
 
 from __future__ import annotations
@@ -21,19 +22,17 @@ import time
 from typing import NamedTuple
 
 import psutil
+import bench_flags
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", "/work/shared/data/pydoc_sample.txt", "Text in BERT's pretraining format.")
-flags.DEFINE_string("vocab_file", "/work/shared/data/bert_uncased_vocab.txt", "WordPiece vocabulary.")
+bench_flags.define("seq_length", "max_predictions", "work_dir", required=("corpus", "vocab_file"),
+                   notes={"work_dir": "Default: a temporary one."})
 flags.DEFINE_integer("dupe_factor", 3, "Passes over the data (both tools).")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
 flags.DEFINE_integer("num_workers", 2, "kbert worker processes.")
 flags.DEFINE_float("work_unit_mb", 1.0, "kbert work-unit size.")
 flags.DEFINE_list("scales", ["1", "8"], "Corpus sizes, in copies of --corpus: the smallest and the largest give "
                   "the steady rates.")
-flags.DEFINE_string("work_dir", None, "Scratch directory (default: a temporary one).")
 
 
 class Run(NamedTuple):
@@ -104,8 +103,8 @@ def main(argv: list[str]) -> None:
         if copies > 1:
             _scaled_corpus(FLAGS.corpus, copies, corpora[f"{copies}x"])
     common = [
-        f"--vocab_file={FLAGS.vocab_file}", "--do_lower_case=true", f"--max_seq_length={FLAGS.max_seq_length}",
-        f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}", f"--dupe_factor={FLAGS.dupe_factor}",
+        f"--vocab_file={FLAGS.vocab_file}", "--do_lower_case=true", f"--max_seq_length={FLAGS.seq_length}",
+        f"--max_predictions_per_seq={FLAGS.max_predictions}", f"--dupe_factor={FLAGS.dupe_factor}",
         "--masked_lm_prob=0.15", "--short_seq_prob=0.1", "--random_seed=12345",
     ]
     startup = {
@@ -128,7 +127,7 @@ def main(argv: list[str]) -> None:
             rows.append(Run(label, size_mb, tool, instances, seconds, pss, rss))
             print(f"{label} {tool}: {instances:,} instances in {seconds:.1f} s", flush=True)
     print(f"\ncpu cores: {os.cpu_count()}, load average at end: {os.getloadavg()[0]:.1f}; "
-          f"dupe_factor={FLAGS.dupe_factor}, max_seq_length={FLAGS.max_seq_length}, kbert workers={FLAGS.num_workers}")
+          f"dupe_factor={FLAGS.dupe_factor}, seq_length={FLAGS.seq_length}, kbert workers={FLAGS.num_workers}")
     print(f"start-up (import only): kbert {startup['kbert']:.1f} s, model_garden {startup['model_garden']:.1f} s")
     print(f"{'corpus':>8} {'MB':>6} {'tool':>13} {'instances':>10} {'wall s':>7} {'inst/s':>8} "
           f"{'peak PSS MB':>11} {'max RSS MB':>10}")

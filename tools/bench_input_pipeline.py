@@ -19,6 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import bench_flags  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from kbert.data import pretraining_dataset  # noqa: E402
@@ -27,16 +28,14 @@ from kbert.data.vocab_file import BERT_SPECIAL_IDS  # noqa: E402
 from kbert.modeling import BertConfig  # noqa: E402
 from model_garden_peer import kbert_train_step  # noqa: E402
 
-flags.DEFINE_integer("seq_length", 128, "Sequence length.")
-flags.DEFINE_integer("max_predictions", 20, "Masked positions per sequence.")
-flags.DEFINE_integer("batch_size", 32, "Examples per batch (and per training step).")
+bench_flags.define("seq_length", "max_predictions", "batch_size", "vocab_file", model="bert_base",
+                   notes={"vocab_file": "Given, it adds a whole-word dynamic masking row; the records' ids "
+                                          "need bert-base-uncased's (30,522 tokens)."})
 flags.DEFINE_integer("num_files", 8, "TFRecord files per set.")
 flags.DEFINE_integer("records_per_file", 2048, "Records per file.")
 flags.DEFINE_integer("pipeline_batches", 400, "Batches timed per pipeline (after warm-up).")
 flags.DEFINE_integer("train_steps", 3, "Training steps timed (after one warm-up step).")
-flags.DEFINE_string("model", "bert_base", "Model preset for the training step.")
 flags.DEFINE_string("policy", "mixed_bfloat16", "Keras dtype policy of the training step (the faster one on CPU).")
-flags.DEFINE_string("vocab_file", None, "A WordPiece vocabulary: adds a whole-word dynamic masking row.")
 FLAGS = flags.FLAGS
 
 # bert-base-uncased's vocabulary size and special ids; word ids are drawn from FIRST_WORD up.

@@ -15,18 +15,14 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import bench_flags  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from kbert.modeling import BertConfig  # noqa: E402
 from model_garden_peer import (kbert_train_step, measured_peak_flops, model_garden_train_step,  # noqa: E402
                                synthetic_batch, training_flops_per_sequence)
 
-flags.DEFINE_string("model", "bert_small", "Preset name or bert_config.json path.")
-flags.DEFINE_integer("seq_length", 128, "Sequence length.")
-flags.DEFINE_integer("max_predictions", 20, "Masked positions per sequence.")
-flags.DEFINE_integer("batch_size", 32, "Sequences per step.")
-flags.DEFINE_integer("steps", 5, "Steps per timed round.")
-flags.DEFINE_integer("rounds", 4, "Alternating timed rounds per contestant.")
+bench_flags.define("model", "seq_length", "max_predictions", "batch_size", "steps", rounds=4)
 flags.DEFINE_bool("jit_compile", False, "XLA-compile both training steps.")
 flags.DEFINE_bool("with_bfloat16", True, "Also time kbert under the mixed_bfloat16 policy (extra row).")
 FLAGS = flags.FLAGS

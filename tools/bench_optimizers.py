@@ -20,6 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import bench_flags  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from kbert.optimizers import LAMB, LARS  # noqa: E402
@@ -27,8 +28,7 @@ from kbert.optimizers import LAMB, LARS  # noqa: E402
 flags.DEFINE_integer("num_layers", 12, "Transformer layers (BERT-base: 12).")
 flags.DEFINE_integer("hidden_size", 768, "Hidden size (BERT-base: 768).")
 flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size.")
-flags.DEFINE_integer("steps", 3, "Optimizer steps per timed round.")
-flags.DEFINE_integer("rounds", 5, "Alternating timed rounds per contestant.")
+bench_flags.define(steps=3, rounds=5)
 flags.DEFINE_list("jit_compile", ["false", "true"], "jit_compile settings to time (XLA on CPU compiles slowly).")
 FLAGS = flags.FLAGS
 

@@ -21,14 +21,11 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
+import bench_flags  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-flags.DEFINE_string("model", "bert_small", "Preset name or bert_config.json path.")
-flags.DEFINE_integer("seq_length", 128, "Sequence length.")
-flags.DEFINE_integer("max_predictions", 20, "Masked positions per sequence.")
-flags.DEFINE_integer("batch_size", 16, "Global sequences per optimizer step.")
-flags.DEFINE_integer("steps", 5, "Optimizer steps per timed round (one tf.function call).")
-flags.DEFINE_integer("rounds", 3, "Alternating timed rounds per contestant.")
+bench_flags.define("model", "seq_length", "max_predictions", "steps", "rounds", batch_size=16,
+                   notes={"steps": "One tf.function call runs them all."})
 flags.DEFINE_enum("strategy", "one_device", ["one_device", "mirrored", "auto"], "Strategy for both sides.")
 FLAGS = flags.FLAGS
 
