@@ -118,8 +118,9 @@ def test_polynomial_warmup_values():
 def test_polynomial_warmup_round_trips_through_keras_serialization():
     schedule = PolynomialWarmup(1e-3, 10, 100, end_learning_rate=1e-5, power=0.5, step_offset=7)
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
-    assert isinstance(restored, PolynomialWarmup)
     assert restored.get_config() == schedule.get_config()
+    steps = [0, 7, 12, 17, 60, 107, 500]  # before the offset, in warmup, at the peak, decaying, at the end, after
+    np.testing.assert_array_equal([float(restored(s)) for s in steps], [float(schedule(s)) for s in steps])
 
 
 @pytest.mark.parametrize("make", [lambda: LAMB(PolynomialWarmup(1e-3, 10, 100), exclude_from_weight_decay=["x"]),

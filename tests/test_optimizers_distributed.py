@@ -24,18 +24,20 @@ def _data():
     return x, ids, y
 
 
+def _initial_weights() -> dict[str, np.ndarray]:
+    """The model's variables before training, by name (the same in every run)."""
+    rng = np.random.default_rng(0)
+    return {"dense_kernel": rng.normal(size=(8, 4)).astype("float32"), "dense_bias": np.zeros(4, "float32"),
+            "embeddings": rng.normal(size=(10, 4)).astype("float32")}
+
+
 def _train(strategy, make_optimizer, dtype="float32", poison_replica=None):
     """Trains a linear model + embedding for STEPS steps; returns the weights and the optimizer."""
     import keras
     import tensorflow as tf
 
-    rng = np.random.default_rng(0)
     with strategy.scope():
-        variables = [
-            keras.Variable(rng.normal(size=(8, 4)).astype("float32"), name="dense_kernel"),
-            keras.Variable(np.zeros(4, "float32"), name="dense_bias"),
-            keras.Variable(rng.normal(size=(10, 4)).astype("float32"), name="embeddings"),
-        ]
+        variables = [keras.Variable(value, name=name) for name, value in _initial_weights().items()]
         optimizer = make_optimizer()
         optimizer.build(variables)  # slots created eagerly, not inside the traced step
     replicas = strategy.num_replicas_in_sync
@@ -120,8 +122,12 @@ def measured():
 @pytest.mark.parametrize("name", ["lamb", "lamb_clipnorm", "lars_clipnorm"])
 def test_two_replicas_equal_one_device(measured, name):
     runs = measured["weights"][name]
-    for one, mirrored in zip(runs["one"], runs["mirrored"]):
-        np.testing.assert_allclose(mirrored, one, rtol=1e-5, atol=1e-6)
+    initial = _initial_weights()
+    # Every variable is reported and trained: a short list or an optimizer that did nothing would pass vacuously.
+    assert len(runs["one"]) == len(runs["mirrored"]) == len(initial), {k: len(v) for k, v in runs.items()}
+    for (variable, start), one, mirrored in zip(initial.items(), runs["one"], runs["mirrored"]):
+        assert not np.allclose(one, start), f"{variable} did not move in {STEPS} steps of {name}"
+        np.testing.assert_allclose(mirrored, one, rtol=1e-5, atol=1e-6, err_msg=variable)
 
 
 def test_overflow_on_one_replica_skips_the_step_everywhere(measured):
