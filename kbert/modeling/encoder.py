@@ -24,9 +24,11 @@ class BertEncoder(keras.layers.Layer):
 
     Example:
 
-    >>> encoder = BertEncoder(BertConfig.load("bert_tiny"))
-    >>> out = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
-    >>> out["sequence_output"], out["pooled_output"], out["encoder_outputs"][-1]
+    ```python
+    encoder = BertEncoder(BertConfig.load("bert_tiny"))
+    out = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
+    out["sequence_output"], out["pooled_output"], out["encoder_outputs"][-1]
+    ```
     """
 
     def __init__(self, config: BertConfig, stop_gradient_below: int = 0, dropout_below_cut: bool = True,

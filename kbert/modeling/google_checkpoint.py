@@ -86,8 +86,10 @@ def load_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str,
 
     Example:
 
-    >>> model = BertPretrainer(BertConfig.from_json_file("uncased_L-12_H-768_A-12/bert_config.json"))
-    >>> load_google_checkpoint(model, "uncased_L-12_H-768_A-12/bert_model.ckpt")
+    ```python
+    model = BertPretrainer(BertConfig.from_json_file("uncased_L-12_H-768_A-12/bert_config.json"))
+    load_google_checkpoint(model, "uncased_L-12_H-768_A-12/bert_model.ckpt")
+    ```
     """
     try:
         reader = tf.train.load_checkpoint(path)
@@ -132,8 +134,10 @@ def export_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: st
 
     Example:
 
-    >>> export_google_checkpoint(model, "export/bert_model.ckpt")
-    'export/bert_model.ckpt'
+    ```python
+    export_google_checkpoint(model, "export/bert_model.ckpt")
+    # -> 'export/bert_model.ckpt'
+    ```
     """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)

@@ -18,9 +18,11 @@ class MaskedLMHead(keras.layers.Layer):
 
     Example:
 
-    >>> head = MaskedLMHead(config)
-    >>> table = encoder.embeddings.word_embeddings.embeddings
-    >>> logits = head(sequence_output, masked_lm_positions, table)  # [B, P, vocab_size], float32
+    ```python
+    head = MaskedLMHead(config)
+    table = encoder.embeddings.word_embeddings.embeddings
+    logits = head(sequence_output, masked_lm_positions, table)  # [B, P, vocab_size], float32
+    ```
     """
 
     def __init__(self, config: BertConfig, **kwargs):

@@ -18,8 +18,10 @@ def pretraining_loss_terms(batch: Mapping, outputs: Mapping) -> dict:
 
     Example:
 
-    >>> terms = pretraining_loss_terms(batch, model(batch))
-    >>> metrics = pretraining_metrics(terms)  # or after all-reducing each term across replicas
+    ```python
+    terms = pretraining_loss_terms(batch, model(batch))
+    metrics = pretraining_metrics(terms)  # or after all-reducing each term across replicas
+    ```
     """
     mlm_logits = ops.cast(outputs["mlm_logits"], "float32")
     nsp_logits = ops.cast(outputs["nsp_logits"], "float32")
