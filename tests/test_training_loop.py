@@ -200,7 +200,16 @@ def test_fp16_uses_the_loss_scaler_whose_check_spans_replicas(tmp_path, data):
     from kbert.training.loop import build_optimizer
 
     config = _experiment(tmp_path, data, "train.mixed_precision=mixed_float16")
-    assert isinstance(build_optimizer(config), LossScaleOptimizer)
+    optimizer = build_optimizer(config)
+    assert isinstance(optimizer, LossScaleOptimizer)
+    weights = keras.Variable([1.0, 2.0])
+    optimizer.build([weights])
+    scale = float(optimizer.dynamic_scale)
+    optimizer.apply_gradients([(tf.constant([np.inf, 1.0]), weights)])  # an overflow: skipped, scale halved
+    np.testing.assert_array_equal(weights.numpy(), [1.0, 2.0])
+    assert (float(optimizer.dynamic_scale), int(optimizer.iterations)) == (scale / 2, 0)
+    optimizer.apply_gradients([(tf.constant([scale, scale]), weights)])  # finite: the step is taken
+    assert (float(optimizer.dynamic_scale), int(optimizer.iterations)) == (scale / 2, 1)
 
 
 def test_optimizer_and_masking_settings_that_cannot_work_are_refused(tmp_path, data):
