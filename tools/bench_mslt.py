@@ -1,6 +1,6 @@
 """MSLT vs full training of the same BERT on the same data for the same number of steps, side by side in one run.
 
-    python tools/bench_mslt.py --total_steps=1500 --work_dir=/tmp/kbert_bench_mslt
+    python tools/bench_mslt.py --corpus=runs/demo-.../data/train.txt --work_dir=/tmp/kbert_bench_mslt
 
 Learns a WordPiece vocabulary of `--vocab_size` pieces from the training text (8,000 by default, so the MLM
 output costs about the same share of a step as BERT-base's 30,522 x 768 head does at 12 x 768 layers; with
@@ -58,7 +58,8 @@ flags.DEFINE_enum("embeddings", "train", ["freeze_after_first_stage", "train"],
                   "MSLT's mslt.embeddings policy.")
 flags.DEFINE_float("final_share", 0.2, "Share of the steps in MSLT's all-layer stage.")
 flags.DEFINE_float("final_rate_scale", 1.0, "Peak rate of MSLT's all-layer stage, as a multiple of the growth "
-                   "stages' (the library's default is 0.1; at a few hundred steps per stage 1.0 scored higher).")
+                   "stages' (the library's default is 0.1; docs/mslt.md compares the two at this benchmark's "
+                   "stage lengths).")
 flags.DEFINE_bool("frozen_dropout", False, "MSLT's mslt.frozen_dropout: dropout in the frozen blocks.")
 flags.DEFINE_float("peak_learning_rate", 5e-3, "LAMB peak rate (both runs).")
 flags.DEFINE_integer("checkpoint_every", 100, "Steps between the checkpoints that are evaluated.")

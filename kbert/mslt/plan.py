@@ -11,6 +11,11 @@ Example:
 >>> [(s.number, s.num_layers, s.trainable_layers, s.start_step, s.end_step) for s in plan.stages]
 [(1, 3, (0, 1, 2), 0, 1000), (2, 6, (3, 4, 5), 1000, 2000), (3, 6, (0, 1, 2, 3, 4, 5), 2000, 2500)]
 >>> print(plan.describe())
+MSLT plan: mode mslt, new layers copy, 6 layers, 2500 steps, 5.23M parameters, frozen blocks without dropout
+stage  layers  trains     embeddings heads              steps   peak lr warmup power    trainable params
+    1       3  0-2        all        train       0-1000 (1000)  1.00e-03    100  1.00       4.63M ( 89%)
+    2       6  3-5        word_table train    1000-2000 (1000)  1.00e-03    100  1.00       4.57M ( 87%)
+    3       6  0-5        all        train    2000-2500 ( 500)  1.00e-04     50  1.00       5.23M (100%)
 """
 
 from __future__ import annotations
@@ -72,10 +77,10 @@ class MsltConfig(base_config.Config):
     embeddings, heads: `train` (default) or `freeze_after_first_stage` (stages may override). Heads are the
         pooler and the MLM/NSP heads. With frozen lower blocks, trained embeddings can only learn through the tied
         MLM output, so only the word-embedding table trains then; freezing it after stage 1 freezes the MLM
-        output too, which cost much held-out loss (docs/mslt.md).
+        output too, which stalls the held-out loss (docs/mslt.md).
     frozen_dropout: whether the frozen blocks below a stage's trained ones (and the embeddings under them) apply
-        dropout. false (default) runs them as at inference: 15-25% cheaper stages, and the trained blocks learn on
-        clean features (held-out MLM accuracy was higher without, docs/mslt.md).
+        dropout. false (default) runs them as at inference: no dropout masks to draw, so cheaper growth stages,
+        and the trained blocks learn on clean features (docs/mslt.md has the benchmark that compares both).
     build_ahead: build the next stage's model, optimizer and training graph on a thread while the current stage
         trains (its weights are carried over when the stage starts), so a stage starts without graph building.
         Used with one device and MirroredStrategy; TPU and multi-worker runs build each stage when it starts.

@@ -164,10 +164,9 @@ class LAMB(LayerwiseOptimizer):
     _step_scalars = None  # set only while one step's variables are updated
 
     def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
-        # The TF backend's per-step hook: computing the bias-correction scalars once per step instead of once
-        # per variable makes the traced graph ~20% smaller to build and optimise (about 4 s less per graph for
-        # a 12-layer model on CPU, which every MSLT stage pays). Backends without the hook compute them per
-        # variable in update_step.
+        # The TF backend's per-step hook: the bias-correction scalars are computed once per step instead of once
+        # per variable, so the traced graph is smaller to build and optimise (a cost every training graph, and
+        # so every MSLT stage, pays). Backends without the hook compute them per variable in update_step.
         self._step_scalars = self._bias_correction()
         try:
             return super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
