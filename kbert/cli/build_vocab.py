@@ -10,7 +10,7 @@ import time
 from absl import flags, logging
 
 from kbert.cli import entry
-from kbert.data import files, vocab, vocab_file
+from kbert.data import files, outputs, vocab, vocab_file
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Text files: comma-separated list of globs.")
@@ -28,6 +28,7 @@ flags.mark_flags_as_required(["input_file", "output_file"])
 def main(argv: list[str]) -> None:
     del argv
     inputs = files.expand_patterns(FLAGS.input_file, "--input_file")
+    outputs.check_outputs([FLAGS.output_file], {"--input_file": inputs})
     logging.info("Learning a vocabulary of at most %d tokens from %d file(s).", FLAGS.vocab_size, len(inputs))
     start = time.time()
 

@@ -65,6 +65,8 @@ def _progress(summary: Summary, total_units: int) -> None:
 
 def main(argv: list[str]) -> None:
     del argv
+    if not FLAGS.work_unit_mb > 0:
+        raise ConfigError(f"--work_unit_mb={FLAGS.work_unit_mb} must be positive, e.g. 1 for 1 MiB work units.")
     inputs = files.expand_patterns(FLAGS.input_file, "--input_file")
     outputs = output_paths(FLAGS.output_file, FLAGS.num_output_shards)
     config = InstanceConfig(
@@ -77,15 +79,17 @@ def main(argv: list[str]) -> None:
         sentence_order=FLAGS.sentence_order,
         no_masking=FLAGS.no_masking,
     )
-    summary = create_pretraining_data(
-        inputs, outputs, FLAGS.vocab_file, FLAGS.do_lower_case, config,
-        random_seed=FLAGS.random_seed, num_workers=FLAGS.num_workers,
-        use_v2_feature_names=FLAGS.use_v2_feature_names, gzip=FLAGS.gzip,
-        unit_bytes=max(1, int(FLAGS.work_unit_mb * (1 << 20))), progress=_progress,
-        # This process has run no TensorFlow op, so workers can fork from it and skip importing TensorFlow again.
-        start_method="fork",
-    )
-    print(file=sys.stderr)
+    try:
+        summary = create_pretraining_data(
+            inputs, outputs, FLAGS.vocab_file, FLAGS.do_lower_case, config,
+            random_seed=FLAGS.random_seed, num_workers=FLAGS.num_workers,
+            use_v2_feature_names=FLAGS.use_v2_feature_names, gzip=FLAGS.gzip,
+            unit_bytes=int(FLAGS.work_unit_mb * (1 << 20)), progress=_progress,
+            # This process has run no TensorFlow op, so workers can fork from it and skip importing TensorFlow again.
+            start_method="fork",
+        )
+    finally:
+        print(file=sys.stderr)  # ends the progress line, so an error starts a line of its own
     print(summary.format())
     print(f"wrote {len(outputs)} file(s): {', '.join(outputs[:3])}{' ...' if len(outputs) > 3 else ''}")
 

@@ -29,8 +29,10 @@ import numpy as np
 
 from kbert.data import documents as documents_lib
 from kbert.data import instances as instances_lib
+from kbert.data import outputs
 from kbert.data.tfrecord_writer import ShardedWriter, encode_examples
 from kbert.data.tokenization import WordpieceTokenizer, load_vocabulary
+from kbert.errors import ConfigError
 
 
 @dataclasses.dataclass
@@ -176,16 +178,21 @@ def create_pretraining_data(
 ) -> Summary:
     """Writes pretraining instances of `input_files` to `output_files`; returns the totals.
 
-    Settings and the vocabulary are checked before any work starts. `progress(summary_so_far, total_units)` is
+    Settings, file names, the vocabulary and the input are checked before any output is touched; the outputs are
+    staged and replace existing files only once all are complete and none is empty (outputs.py, ShardedWriter),
+    so a failed run leaves every file as it was. `progress(summary_so_far, total_units)` is
     called after each work unit. Workers start with `start_method`: "forkserver" (default) forks them from a fresh
     server that imported TensorFlow but ran no op, safe whatever this process did; "fork" saves that server's
     TensorFlow import (seconds) but deadlocks if this process has already run a TensorFlow op, so only a fresh
     process (the command-line tool) may use it.
     """
     config.validate()
+    outputs.check_outputs(output_files, {"--input_file": input_files, "--vocab_file": [vocab_file]})
     load_vocabulary(vocab_file)  # fail on a bad vocabulary before reading the corpus
     if num_workers < 1:
-        raise ValueError(f"--num_workers={num_workers} must be at least 1.")
+        raise ConfigError(f"--num_workers={num_workers} must be at least 1.")
+    if unit_bytes < 1:
+        raise ConfigError(f"--work_unit_mb: a work unit of {unit_bytes} bytes; give a positive size, e.g. 1 (MiB).")
     if start_method not in ("fork", "forkserver", "spawn"):
         raise ValueError(f"start_method={start_method!r}: use 'forkserver', 'fork' or 'spawn'.")
     start = time.time()

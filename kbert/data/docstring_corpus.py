@@ -27,7 +27,8 @@ import unicodedata
 import warnings
 from typing import BinaryIO, Callable, Iterator, Sequence
 
-from kbert.errors import MissingFileError
+from kbert.data import outputs
+from kbert.errors import ConfigError, MissingFileError
 
 # Directories that are never library prose: tests are full of throwaway docstrings, and a stdlib tree may contain
 # the site-packages tree, which would otherwise be read twice.
@@ -220,7 +221,7 @@ def build_docstring_corpus(
       The `CorpusStats` of the run.
     """
     if max_bytes is not None and max_bytes <= 0:
-        raise ValueError(f"max_bytes={max_bytes}: give a positive size in bytes, or None for no cap.")
+        raise ConfigError(f"max_bytes={max_bytes}: give a positive size in bytes, or None for no cap.")
     roots = list(roots) if roots is not None else default_roots()
     missing = [r for r in roots if not os.path.isdir(r)]
     if missing:
@@ -228,15 +229,10 @@ def build_docstring_corpus(
     parent = os.path.dirname(os.path.abspath(output_path))
     if not os.path.isdir(parent):
         raise MissingFileError(f"Output directory {parent} does not exist; create it or choose another output file.")
+    outputs.check_outputs([output_path], {})
     stats = CorpusStats()
-    tmp = f"{output_path}.tmp"
-    try:
-        with open(tmp, "wb") as out:
-            _write_documents(out, roots, max_bytes, min_words, progress, stats)
-    except BaseException:
-        os.remove(tmp)
-        raise
-    os.replace(tmp, output_path)
+    with outputs.staged(output_path) as temp, open(temp, "wb") as out:
+        _write_documents(out, roots, max_bytes, min_words, progress, stats)
     return stats
 
 

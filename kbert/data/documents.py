@@ -19,6 +19,8 @@ from typing import Iterator, Sequence
 
 import tensorflow as tf
 
+from kbert.data.files import io_errors, require_text
+
 
 @dataclasses.dataclass(frozen=True)
 class WorkUnit:
@@ -47,12 +49,14 @@ class ReadStats:
 def plan_work_units(files: Sequence[str], unit_bytes: int) -> Iterator[WorkUnit]:
     """Cuts every file into units of whole documents, each closed at the first blank line after `unit_bytes`.
 
-    Streams the files once without decoding, so planning costs a read of the input and no memory.
+    Streams the files once without decoding, so planning costs a read of the input and no memory. A file without
+    text is an `InputDataError` naming it (`files.require_text`).
     """
     index = 0
     for path in files:
+        require_text(path)
         start = offset = 0
-        with tf.io.gfile.GFile(path, "rb") as f:
+        with io_errors(path, "--input_file"), tf.io.gfile.GFile(path, "rb") as f:
             for line in f:
                 offset += len(line)
                 if offset - start >= unit_bytes and not line.strip():
@@ -71,7 +75,7 @@ def read_documents(unit: WorkUnit) -> tuple[list[list[str]], ReadStats]:
     lines separate documents like one blank line does.
     """
     stats = ReadStats()
-    with tf.io.gfile.GFile(unit.path, "rb") as f:
+    with io_errors(unit.path, "--input_file"), tf.io.gfile.GFile(unit.path, "rb") as f:
         f.seek(unit.start)
         block = f.read(unit.end - unit.start)
     try:

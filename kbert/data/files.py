@@ -16,29 +16,47 @@ _IO_FIXES: dict[type, tuple[type, str]] = {
     tf.errors.ResourceExhaustedError: (KbertError, "out of space (disk full or quota); free space or write "
                                                    "elsewhere"),
     tf.errors.DataLossError: (InputDataError, "the file is corrupt or truncated; recreate or replace it"),
-    tf.errors.FailedPreconditionError: (KbertError, "it cannot be used as a file (a directory?); give a file"),
+    tf.errors.FailedPreconditionError: (KbertError, "a directory stands where a file is needed, or a file where "
+                                                    "a folder is; check the path"),
 }
+
+
+def io_error(error: tf.errors.OpError, path: str, flag: str) -> KbertError:
+    """TensorFlow's I/O error met on `path` as a one-line `KbertError` naming `flag`, the file and the fix.
+
+    An `OpError` without a known fix keeps TF's own message: on a file operation it is about the file, and a
+    traceback would only bury that.
+    """
+    error_class, fix = _IO_FIXES.get(type(error), (KbertError, "see the cause"))
+    return error_class(f"{flag}: {path}: {fix} ({type(error).__name__}: {error.message}).")
 
 
 @contextlib.contextmanager
 def io_errors(path: str, flag: str) -> Iterator[None]:
-    """Reraises TensorFlow's I/O errors met on `path` as one-line `KbertError`s naming `flag`, the file and the fix.
-
-    Any other `tf.errors.OpError` becomes a `KbertError` with TF's own message: on a file operation it is about
-    the file, and a traceback would only bury that.
-    """
+    """Reraises TensorFlow's I/O errors in the block as `io_error(error, path, flag)`."""
     try:
         yield
     except tf.errors.OpError as e:
-        error_class, fix = _IO_FIXES.get(type(e), (KbertError, "see the cause"))
-        raise error_class(f"{flag}: {path}: {fix} ({type(e).__name__}: {e.message}).") from e
+        raise io_error(e, path, flag) from e
+
+
+def require_text(path: str, flag: str = "--input_file") -> None:
+    """Raises `InputDataError` naming `path` unless it holds a non-blank line (reads up to the first one).
+
+    An empty input is a wrong name far more often than a part of the corpus, and it would make empty output.
+    """
+    with io_errors(path, flag), tf.io.gfile.GFile(path, "rb") as f:
+        if any(line.strip() for line in f):
+            return
+    raise InputDataError(f"{flag}: {path} holds no text (it is empty or only blank lines); fix it or leave it out "
+                         f"of {flag}.")
 
 
 def expand_patterns(patterns: str, flag: str) -> list[str]:
     """Returns the sorted, de-duplicated files matched by a comma list of globs, in pattern order.
 
-    Raises `FileNotFoundError` naming the flag and the pattern when a pattern matches nothing, so a typo fails
-    before any work starts.
+    Raises `MissingFileError` naming the flag and the pattern when a pattern matches nothing, and
+    `InputDataError` when it matches a directory, so a typo fails before any work starts.
 
     Example:
 
@@ -53,6 +71,10 @@ def expand_patterns(patterns: str, flag: str) -> list[str]:
         matches = sorted(tf.io.gfile.glob(pattern))
         if not matches:
             raise MissingFileError(f"{flag}: no file matches {pattern!r}; check the path or quote the glob.")
+        folders = [m for m in matches if tf.io.gfile.isdir(m)]
+        if folders:
+            raise InputDataError(f"{flag}: {folders[0]} is a directory, not a file; give the files in it, e.g. "
+                                 f"{flag}='{folders[0].rstrip('/')}/*.txt'.")
         files.extend(m for m in matches if m not in files)
     if not files:
         raise MissingFileError(f"{flag} is empty; give one or more files or globs, comma-separated.")

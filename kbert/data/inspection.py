@@ -12,6 +12,7 @@ stats.records, stats.nsp_share_random()
 from __future__ import annotations
 
 from kbert.data import validation
+from kbert.errors import ConfigError
 from kbert.data.record_stats import RecordStats, decode
 
 
@@ -40,7 +41,10 @@ def inspect_files(
     max_records: int | None = None,
     num_examples: int = 3,
 ) -> RecordStats:
-    """Checks every file and prints the report; raises `validation.InputDataError` on the first bad file."""
+    """Checks every file (its first `max_records` records, or all) and prints the report; raises
+    `validation.InputDataError` on the first bad file."""
+    if max_records is not None and max_records < 1:
+        raise ConfigError(f"--max_records={max_records}: give at least 1, or leave it out to read every record.")
     paths = validation.match_files(patterns, "--input_file")
     stats, first = None, None
     examples = []

@@ -29,6 +29,8 @@ from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from kbert.errors import ConfigError
+
 Document = Sequence[np.ndarray]  # one int32 id array per sentence
 
 
@@ -55,17 +57,17 @@ class InstanceConfig:
 
     def validate(self) -> None:
         if self.max_seq_length < 5:
-            raise ValueError(f"--max_seq_length={self.max_seq_length} must be at least 5 ([CLS] A [SEP] B [SEP]).")
+            raise ConfigError(f"--max_seq_length={self.max_seq_length} must be at least 5 ([CLS] A [SEP] B [SEP]).")
         if not self.no_masking and not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
-            raise ValueError(
+            raise ConfigError(
                 f"--max_predictions_per_seq={self.max_predictions_per_seq} must be in [1, max_seq_length]."
             )
         if not 0.0 < self.masked_lm_prob < 1.0:
-            raise ValueError(f"--masked_lm_prob={self.masked_lm_prob} must be in (0, 1).")
+            raise ConfigError(f"--masked_lm_prob={self.masked_lm_prob} must be in (0, 1).")
         if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ValueError(f"--short_seq_prob={self.short_seq_prob} must be in [0, 1].")
+            raise ConfigError(f"--short_seq_prob={self.short_seq_prob} must be in [0, 1].")
         if self.dupe_factor < 1:
-            raise ValueError(f"--dupe_factor={self.dupe_factor} must be at least 1.")
+            raise ConfigError(f"--dupe_factor={self.dupe_factor} must be at least 1.")
 
 
 @dataclasses.dataclass(frozen=True)

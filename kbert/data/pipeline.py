@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from kbert.data import schema, validation
 from kbert.data.dynamic_masking import DynamicMasker
+from kbert.errors import ConfigError
 
 
 def pretraining_dataset(
@@ -89,9 +90,9 @@ def pretraining_dataset(
             )
             vocab_size = vocab_size or masker.vocab_size
         elif whole_word_masking:
-            raise ValueError("whole_word_masking needs vocab_file, to know which pieces continue a word (##).")
+            raise ConfigError("whole_word_masking needs vocab_file, to know which pieces continue a word (##).")
         elif vocab_size is None:
-            raise ValueError("dynamic_masking needs vocab_size or vocab_file (random replacement ids).")
+            raise ConfigError("dynamic_masking needs vocab_size or vocab_file (random replacement ids).")
         else:
             masker = DynamicMasker(vocab_size, max_predictions, selection_rate=masked_lm_prob)
 

@@ -17,12 +17,15 @@ with ShardedWriter(["out-0.tfrecord", "out-1.tfrecord"], gzip=False) as writer:
 
 from __future__ import annotations
 
+import contextlib
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from kbert.data import schema
+from kbert.data import outputs, schema
+from kbert.data.files import io_error, io_errors
+from kbert.errors import InputDataError
 
 
 def _varint(value: int) -> bytes:
@@ -118,28 +121,33 @@ def _entry_header(key: bytes, kind: int, payload_length: int) -> bytes:
 
 
 class ShardedWriter:
-    """Writes records round-robin over `paths`, as Google's script does.
+    """Writes records round-robin over `paths`, as Google's script does, each file staged (outputs.py).
 
-    Each file is written under a hidden `.<name>.incomplete` beside it and renamed only when the writer closes
-    without an error, so a crash never leaves a file that looks finished; on an error the partial files are removed.
+    The files are moved into place together when the writer closes without an error and every file holds a
+    record; otherwise none of `paths` is touched and the staged files are removed. TensorFlow's I/O errors
+    (a full disk, a denied permission) become `KbertError`s naming the file.
     """
 
     def __init__(self, paths: Sequence[str], gzip: bool = False):
         self.paths = list(paths)
         options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
-        self._temp = []
-        for path in self.paths:
-            parent, _, name = path.rpartition("/")
-            if parent and not tf.io.gfile.exists(parent):
-                tf.io.gfile.makedirs(parent)
-            # A hidden name, so globs over the outputs (`train-*`, `train.tfrecord*`) never pick up a partial file.
-            self._temp.append(f"{parent}/.{name}.incomplete" if parent else f".{name}.incomplete")
-        self._writers = [tf.io.TFRecordWriter(t, options) for t in self._temp]
+        self._staging = contextlib.ExitStack()
+        self._temps = [self._staging.enter_context(outputs.staged(path)) for path in self.paths]
+        self._writers = []
+        try:
+            for temp in self._temps:
+                with io_errors(temp, "--output_file"):
+                    self._writers.append(tf.io.TFRecordWriter(temp, options))
+        except BaseException as error:
+            self.__exit__(type(error), error, error.__traceback__)
         self._next = 0
         self.count = 0
 
     def write(self, record: bytes) -> None:
-        self._writers[self._next].write(record)
+        try:
+            self._writers[self._next].write(record)
+        except tf.errors.OpError as error:  # not `with io_errors(...)`: this runs for every record
+            raise io_error(error, self._temps[self._next], "--output_file") from error
         self._next = (self._next + 1) % len(self._writers)
         self.count += 1
 
@@ -147,10 +155,23 @@ class ShardedWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        for writer in self._writers:
-            writer.close()
-        for temp, path in zip(self._temp, self.paths):
-            if exc_type is None:
-                tf.io.gfile.rename(temp, path, overwrite=True)
-            elif tf.io.gfile.exists(temp):
-                tf.io.gfile.remove(temp)
+        with self._staging:  # moves every staged file into place, or on an error removes them all
+            for writer, temp in zip(self._writers, self._temps):
+                with io_errors(temp, "--output_file"):
+                    writer.close()
+            if exc is not None:
+                raise exc
+            self._check_every_file_has_records()
+
+    def _check_every_file_has_records(self) -> None:
+        if self.count == 0:
+            raise InputDataError(
+                "--input_file: the input gave no instance (no document has a token of the vocabulary); nothing "
+                "was written. Check the input's format: one sentence per line, a blank line between documents."
+            )
+        if self.count < len(self.paths):
+            raise InputDataError(
+                f"--output_file/--num_output_shards: {self.count} instance(s) for {len(self.paths)} output files would leave "
+                f"{len(self.paths) - self.count} empty; nothing was written. Write at most {self.count} files, or "
+                "give more text or a larger --dupe_factor."
+            )

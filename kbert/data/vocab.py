@@ -19,7 +19,10 @@ from typing import Callable, Iterable, Sequence
 import tensorflow as tf
 from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as vocab_learner
 
+from kbert.data import outputs
+from kbert.data.files import io_errors, require_text
 from kbert.data.vocab_file import reserved_tokens
+from kbert.errors import ConfigError, InputDataError
 
 
 @dataclasses.dataclass
@@ -43,11 +46,12 @@ def learn_vocabulary(
 
     The text is split into words with BERT's basic tokenizer (same `lower_case` as the tokenizer that will use the
     vocabulary), then `bert_vocab_from_dataset` picks the pieces. The learner aims at `vocab_size` within a 5%
-    slack, so the result may be slightly smaller. `progress(lines, chars)` is called as the files are read.
+    slack, so the result may be slightly smaller. `progress(lines, chars)` is called as the files are read. Files
+    without text, or text without words, are an `InputDataError`.
     """
     reserved = reserved_tokens(layout)
     if vocab_size <= len(reserved):
-        raise ValueError(
+        raise ConfigError(
             f"--vocab_size={vocab_size} leaves no room for learned pieces after the {len(reserved)} reserved tokens "
             f"of the {layout!r} layout; raise it or use --reserved_layout=compact."
         )
@@ -61,13 +65,22 @@ def learn_vocabulary(
                 progress(counter["lines"], counter["chars"])
             yield text
 
+    for path in files:
+        require_text(path)  # read errors and empty files named here: inside tf.data they would be a traceback
     dataset = tf.data.Dataset.from_generator(lines, output_signature=tf.TensorSpec([], tf.string)).batch(1024)
-    tokens = vocab_learner.bert_vocab_from_dataset(
-        dataset,
-        vocab_size=vocab_size,
-        reserved_tokens=reserved,
-        bert_tokenizer_params={"lower_case": lower_case},
-    )
+    try:
+        tokens = vocab_learner.bert_vocab_from_dataset(
+            dataset,
+            vocab_size=vocab_size,
+            reserved_tokens=reserved,
+            bert_tokenizer_params={"lower_case": lower_case},
+        )
+    except StopIteration:  # the learner's way of saying it counted no word at all
+        raise InputDataError(
+            f"--input_file: no words to learn from in {', '.join(files[:3])}{' ...' if len(files) > 3 else ''} "
+            f"({counter['lines']:,} non-blank line(s), none with a letter, digit or punctuation mark); give text "
+            "in BERT's format: one sentence per line."
+        ) from None
     if progress is not None:
         progress(counter["lines"], counter["chars"])
     return tokens, VocabStats(counter["lines"], counter["chars"], len(tokens), len(reserved))
@@ -83,8 +96,6 @@ def _read_lines(files: Sequence[str]) -> Iterable[str]:
 
 
 def write_vocabulary(tokens: Sequence[str], path: str) -> None:
-    """Writes one token per line, through a temporary name so a crash never leaves a partial vocabulary."""
-    tmp = f"{path}.tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
+    """Writes one token per line, staged (outputs.py) so a crash never leaves a partial vocabulary at `path`."""
+    with outputs.staged(path) as temp, io_errors(temp, "--output_file"), tf.io.gfile.GFile(temp, "w") as f:
         f.write("".join(f"{token}\n" for token in tokens))
-    tf.io.gfile.rename(tmp, path, overwrite=True)

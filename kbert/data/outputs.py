@@ -1,0 +1,121 @@
+"""Writing the data tools' outputs so that a failed or killed run never costs a file that was there before.
+
+Two rules. Checks that can fail run before anything is written (`check_outputs`). And a file is written at its
+staging path, `PARENT/.DIR.kbert-incomplete/NAME` for the output `PARENT/DIR/NAME`, and moved into place only when
+it is complete (`staged`). The staging folder is outside DIR, so no glob over the outputs (`DIR/*`: TensorFlow's
+glob matches dotfiles and folders) ever matches a partial file, and beside it, so on the same file system. A
+killed run's staged file is removed by the next run that writes the same output.
+
+Example:
+
+```python
+check_outputs(["out/vocab.txt"], {"--input_file": inputs})
+with staged("out/vocab.txt", "--output_file") as temp:
+    write(temp)               # out/vocab.txt is replaced only if this returns
+```
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+from typing import Iterator, Mapping, Sequence
+
+import tensorflow as tf
+
+from kbert.data.files import io_errors
+from kbert.errors import ConfigError
+
+STAGING_SUFFIX = ".kbert-incomplete"
+
+
+def _same_file_key(path: str) -> str:
+    """One spelling per file: local paths resolved (links, `..`, relative), URLs as given."""
+    return path if "://" in path else os.path.realpath(path)
+
+
+def check_outputs(outputs: Sequence[str], reads: Mapping[str, Sequence[str]], flag: str = "--output_file") -> None:
+    """Refuses an output named twice, an output that is a directory, and an output that is also a file the run
+    reads (`reads`: flag -> files), each with a `ConfigError` naming the file; runs before anything is written."""
+    seen: set[str] = set()
+    for path in outputs:
+        if _same_file_key(path) in seen:
+            raise ConfigError(f"{flag}: {path} is named twice; give every output file its own name.")
+        if tf.io.gfile.isdir(path):
+            raise ConfigError(f"{flag}: {path} is a directory; give a file name, e.g. {path.rstrip('/')}/out.")
+        seen.add(_same_file_key(path))
+    for read_flag, paths in reads.items():
+        for path in paths:
+            if _same_file_key(path) in seen:
+                raise ConfigError(f"{flag}: {path} is also {read_flag}; writing it would destroy the input. Choose "
+                                  "another output name.")
+
+
+def _split(path: str) -> tuple[str, str, str]:
+    """(scheme://, folder, name) of a path; local paths made absolute."""
+    scheme, sep, rest = path.rpartition("://")
+    if not sep:
+        return "", *os.path.split(os.path.abspath(path))
+    return f"{scheme}://", *posixpath.split(rest)
+
+
+def output_folder(path: str) -> str:
+    """DIR of `PARENT/DIR/NAME` (absolute, for a local path)."""
+    scheme, folder, _ = _split(path)
+    return f"{scheme}{folder}"
+
+
+def staging_path(path: str, flag: str = "--output_file") -> str:
+    """Where `path` is written while incomplete: `PARENT/.DIR.kbert-incomplete/NAME`."""
+    scheme, folder, name = _split(path)
+    parent, base = posixpath.split(folder.rstrip("/"))
+    if not base or not parent:  # "/" or "gs://bucket": no folder beside the output's to stage in
+        raise ConfigError(f"{flag}: {path} is at the root of {scheme}{folder}; put outputs in a folder (kbert "
+                          "stages incomplete files beside it).")
+    return f"{scheme}{posixpath.join(parent, f'.{base}{STAGING_SUFFIX}', name)}"
+
+
+def _remove(path: str) -> None:
+    if tf.io.gfile.exists(path):
+        tf.io.gfile.remove(path)
+
+
+def _remove_folder_if_empty(folder: str) -> None:
+    # Only local folders exist apart from their files; os.rmdir leaves a folder another run is writing into.
+    if "://" not in folder:
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+
+
+def _move(temp: str, path: str) -> None:
+    try:
+        tf.io.gfile.rename(temp, path, overwrite=True)
+    except tf.errors.OpError:
+        # DIR is a mount point, so its parent is another file system: copy, then drop the staged file.
+        tf.io.gfile.copy(temp, path, overwrite=True)
+        tf.io.gfile.remove(temp)
+
+
+@contextlib.contextmanager
+def staged(path: str, flag: str = "--output_file") -> Iterator[str]:
+    """Yields the staging path to write `path` at; moves it to `path` if the block returns, removes it if it raises.
+
+    The output's folder is created if absent; a staged file left by a killed run is removed first. TensorFlow's
+    I/O errors become `KbertError`s naming `flag`.
+    """
+    temp = staging_path(path, flag)
+    folder = posixpath.dirname(temp)
+    with io_errors(path, flag):
+        tf.io.gfile.makedirs(output_folder(path))
+    with io_errors(temp, flag):
+        tf.io.gfile.makedirs(folder)
+        _remove(temp)
+    try:
+        yield temp
+        with io_errors(path, flag):
+            _move(temp, path)
+    finally:  # after a move there is nothing left to remove
+        with contextlib.suppress(tf.errors.OpError):
+            _remove(temp)
+        _remove_folder_if_empty(folder)

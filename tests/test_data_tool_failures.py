@@ -1,0 +1,145 @@
+"""The data tools' failure paths: one line naming the file or flag and the fix, exit 1, and every file that was
+there before left byte-identical (issue #13, items 6, 9, 10 and 13)."""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from kbert.data.outputs import STAGING_SUFFIX, staging_path
+from kbert.data.vocab_file import reserved_tokens
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+WORDS = [f"w{i}" for i in range(40)]
+SMALL = ["--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1"]
+
+
+@pytest.fixture
+def data(tmp_path):
+    """A corpus, its vocabulary, and an earlier run's output, in tmp_path/data."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("\n".join(reserved_tokens("compact") + WORDS) + "\n")
+    documents = ["\n".join(" ".join(WORDS[(d + s + k) % 40] for k in range(6)) for s in range(5)) for d in range(12)]
+    (folder / "corpus.txt").write_text("\n\n".join(documents) + "\n")
+    (folder / "train.tfrecord").write_bytes(b"an earlier run's records")
+    return folder
+
+
+def _snapshot(folder: pathlib.Path) -> dict[str, bytes]:
+    """Every file under the folder's parent (so staging folders beside it count too), by path."""
+    return {str(p.relative_to(folder.parent)): p.read_bytes() for p in folder.parent.rglob("*") if p.is_file()}
+
+
+def _run(tool: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, f"tools/{tool}.py", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=300)
+
+
+def _assert_refused(result: subprocess.CompletedProcess, program: str, *needles: str) -> None:
+    """Exit 1, no traceback, and one `PROGRAM: error:` line that holds every needle."""
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith(f"{program}: error: ")]
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def _create(data: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
+    return _run("create_pretraining_data", f"--vocab_file={data / 'vocab.txt'}", *SMALL, *args)
+
+
+@pytest.mark.parametrize("case", ["empty_input", "directory_input", "input_is_output", "output_twice",
+                                  "more_shards_than_instances", "work_unit_mb", "blank_vocab_line",
+                                  "only_special_tokens", "output_under_a_file"])
+def test_create_pretraining_data_refuses_and_keeps_every_file(data, case):
+    corpus, output = data / "corpus.txt", data / "train.tfrecord"
+    (data / "empty.txt").write_text("\n\n")
+    (data / "texts").mkdir()
+    (data / "blank.txt").write_text("[PAD]\n[UNK]\n[CLS]\n\n[SEP]\n[MASK]\nw0\n")
+    (data / "special.txt").write_text("\n".join(reserved_tokens("compact")) + "\n")
+    args, needles = {
+        "empty_input": ([f"--input_file={data / 'empty.txt'}", f"--output_file={output}"],
+                        ["--input_file", "empty.txt", "no text"]),
+        "directory_input": ([f"--input_file={data / 'texts'}", f"--output_file={output}"],
+                            ["--input_file", "texts is a directory", "/*.txt"]),
+        "input_is_output": ([f"--input_file={corpus}", f"--output_file={corpus}"],
+                            ["--output_file", "corpus.txt is also --input_file"]),
+        "output_twice": ([f"--input_file={corpus}", f"--output_file={output},{data / 'x'},{output}"],
+                         ["--output_file", "train.tfrecord is named twice"]),
+        "more_shards_than_instances": ([f"--input_file={corpus}", f"--output_file={output}",
+                                        "--num_output_shards=500"],
+                                       ["--num_output_shards", "for 500 output files", "nothing was written"]),
+        "work_unit_mb": ([f"--input_file={corpus}", f"--output_file={output}", "--work_unit_mb=-1"],
+                         ["--work_unit_mb=-1", "must be positive"]),
+        "blank_vocab_line": ([f"--input_file={corpus}", f"--output_file={output}",
+                              f"--vocab_file={data / 'blank.txt'}"], ["--vocab_file", "blank.txt line 4 is blank"]),
+        "only_special_tokens": ([f"--input_file={corpus}", f"--output_file={output}",
+                                 f"--vocab_file={data / 'special.txt'}"],
+                                ["--vocab_file", "special.txt", "only reserved tokens", "kbert-build-vocab"]),
+        "output_under_a_file": ([f"--input_file={corpus}", f"--output_file={corpus}/train.tfrecord"],
+                                ["--output_file", "corpus.txt/train.tfrecord", "check the path"]),
+    }[case]
+    before = _snapshot(data)
+    _assert_refused(_create(data, *args), "kbert-create-pretraining-data", *needles)
+    assert _snapshot(data) == before
+
+
+def test_killed_run_leaves_nothing_an_output_glob_matches_and_the_next_run_cleans_up(data):
+    output = data / "train.tfrecord"
+    before = _snapshot(data)
+    # A run killed while writing: the writer is open, records are written, and the process dies without cleanup.
+    script = (
+        "import os, sys\nfrom kbert.data.tfrecord_writer import ShardedWriter\n"
+        "writer = ShardedWriter(sys.argv[1:]).__enter__()\n"
+        "for _ in range(100):\n    writer.write(b'partial record')\n"
+        "writer._writers[0].flush()\nos.kill(os.getpid(), 9)\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", script, str(output), str(data / "other.tfrecord")], cwd=ROOT,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL
+    staged = staging_path(str(output))
+    assert tf.io.gfile.exists(staged) and STAGING_SUFFIX in staged
+    originals = ("corpus.txt", "train.tfrecord", "vocab.txt")
+    assert sorted(tf.io.gfile.glob(f"{data}/*")) == sorted(f"{data}/{name}" for name in originals)
+    assert {k: v for k, v in _snapshot(data).items() if STAGING_SUFFIX not in k} == before
+
+    # The same command again: it replaces the killed run's staged files, and leaves no staging folder behind.
+    rerun = _create(data, f"--input_file={data / 'corpus.txt'}", f"--output_file={output},{data / 'other.tfrecord'}")
+    assert rerun.returncode == 0, rerun.stderr
+    assert not tf.io.gfile.exists(os.path.dirname(staged))
+    assert sum(1 for _ in tf.data.TFRecordDataset(str(output))) > 0
+
+
+def test_build_vocab_on_text_without_words_is_one_line(tmp_path):
+    controls, empty, out = tmp_path / "controls.txt", tmp_path / "empty.txt", tmp_path / "vocab.txt"
+    controls.write_bytes(b"\x01\x02\n\x03\n\n")
+    empty.write_bytes(b"")
+    out.write_text("an earlier vocabulary\n")
+    before = _snapshot(tmp_path)
+    _assert_refused(_run("build_vocab", f"--input_file={controls}", f"--output_file={out}", "--vocab_size=50",
+                         "--reserved_layout=compact"), "kbert-build-vocab", "--input_file", "no words", "controls.txt")
+    _assert_refused(_run("build_vocab", f"--input_file={empty}", f"--output_file={out}"), "kbert-build-vocab",
+                    "--input_file", "empty.txt", "no text")
+    _assert_refused(_run("build_vocab", f"--input_file={out}", f"--output_file={out}"), "kbert-build-vocab",
+                    "--output_file", "is also --input_file")
+    assert _snapshot(tmp_path) == before
+
+
+def test_inspector_rejects_max_records_zero_and_a_blank_vocabulary_line(data, tmp_path):
+    records = tmp_path / "records.tfrecord"
+    made = _create(data, f"--input_file={data / 'corpus.txt'}", f"--output_file={records}")
+    assert made.returncode == 0, made.stderr
+    (data / "blank.txt").write_text("[PAD]\n\n[CLS]\n")
+    before = _snapshot(tmp_path)
+    _assert_refused(_run("inspect_tfrecords", f"--input_file={records}", "--max_records=0"),
+                    "kbert-inspect-tfrecords", "--max_records=0", "leave it out")
+    _assert_refused(_run("inspect_tfrecords", f"--input_file={records}", f"--vocab_file={data / 'blank.txt'}"),
+                    "kbert-inspect-tfrecords", "--vocab_file", "blank.txt line 2 is blank")
+    assert _snapshot(tmp_path) == before
