@@ -45,4 +45,16 @@ class MissingFileError(KbertError, FileNotFoundError):
 
 
 class NonFiniteLossError(KbertError, RuntimeError):
-    """Training produced NaN/Inf; raised before any checkpoint of the bad weights is written."""
+    """Training produced NaN/Inf; raised before any checkpoint of the bad weights is written.
+
+    `bad_from_step`: the first step whose weights are not known good (they gave a non-finite loss, or were
+    non-finite themselves); a checkpoint of that step or a later one must not be resumed from.
+    """
+
+    def __init__(self, message: str, bad_from_step: int):
+        super().__init__(message)
+        self.bad_from_step = bad_from_step
+
+
+class CorruptCheckpointError(KbertError, RuntimeError):
+    """A run directory holds checkpoints but none can be read (files missing or cut short); names them."""

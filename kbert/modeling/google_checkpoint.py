@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.errors import CheckpointMismatchError, MissingFileError
+from kbert.modeling.checkpoint_fit import mismatch
 from kbert.modeling.encoder import BertEncoder
 from kbert.modeling.pretrainer import BertPretrainer
 
@@ -103,21 +104,20 @@ def load_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str,
             f"{path!r} has no google-research/bert variables (bert/...). If it is a kbert training checkpoint, "
             "restore it with tf.train.Checkpoint (the pretraining script's init_checkpoint does both).")
     ignored_prefixes = ("cls/",) if isinstance(model, BertEncoder) else ()
-    missing = sorted(n for n in expected if n not in stored)
-    unexpected = sorted(n for n in stored if n not in expected and not _NOT_WEIGHTS.search(n)
-                        and not n.startswith(ignored_prefixes))
-    wrong_shape = sorted(
-        f"{n}: checkpoint {list(stored[n])} vs model {list(_stored_shape(v, t))}"
-        for n, (v, t) in expected.items() if n in stored and tuple(stored[n]) != _stored_shape(v, t))
-    if wrong_shape or (strict and (missing or unexpected)):
-        problems = [("missing from the checkpoint", missing), ("unexpected in the checkpoint", unexpected),
-                    ("wrong shape", wrong_shape)]
-        listing = "\n".join(f"  {title} ({len(items)}):\n" + "\n".join(f"    {i}" for i in items)
-                            for title, items in problems if items)
-        raise CheckpointMismatchError(
-            f"Checkpoint {path!r} does not fit the model ({model.config.num_hidden_layers} layers, hidden "
-            f"{model.config.hidden_size}, vocab {model.config.vocab_size}):\n{listing}\n"
-            "Check that bert_config.json matches the checkpoint; pass strict=False to load a partial match.")
+    shapes = {n: _stored_shape(v, t) for n, (v, t) in expected.items()}
+    weights = {n: shape for n, shape in stored.items()
+               if not _NOT_WEIGHTS.search(n) and not n.startswith(ignored_prefixes)}
+    missing = sorted(n for n in shapes if n not in stored)
+    unexpected = sorted(n for n in weights if n not in shapes)
+    if not strict:  # only shapes must agree on the names both have
+        shapes = {n: shape for n, shape in shapes.items() if n in weights}
+        weights = {n: shape for n, shape in weights.items() if n in shapes}
+    c = model.config
+    error = mismatch(path, shapes, weights, f"the model ({c.num_hidden_layers} layers, hidden {c.hidden_size}, "
+                     f"vocab {c.vocab_size})", "check that bert_config.json matches the checkpoint (strict=False "
+                     "loads a partial match).")
+    if error:
+        raise error
     loaded = []
     for name, (variable, transposed) in expected.items():
         if name in stored:

@@ -20,13 +20,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 import keras
 import tensorflow as tf
 
-from kbert.errors import CheckpointMismatchError, MissingFileError
+from kbert.errors import CorruptCheckpointError, InputDataError, MissingFileError
+from kbert.modeling.checkpoint_fit import mismatch
 from kbert.modeling.google_checkpoint import load_google_checkpoint
+from kbert.training import checkpoint_files
 
 MODEL_KEY = "model"
 
@@ -42,91 +44,151 @@ def variables_by_path(variables: Iterable[keras.Variable]) -> dict[str, tf.Varia
     return table
 
 
-def _training_checkpoint(
-    model: keras.Model,
-    optimizer: Optional[keras.optimizers.Optimizer],
-    global_step: tf.Variable,
-    iterator: Optional[Iterable] = None,
-) -> tf.train.Checkpoint:
-    """A checkpoint of all model and optimizer variables, the step and (optionally) the input iterator."""
+def _model_state(model: keras.Model, optimizer: Optional[keras.optimizers.Optimizer],
+                 global_step: tf.Variable) -> dict:
+    """The checkpoint items of everything but the input position: weights, seed states, step, optimizer."""
     weights = {id(v) for v in model.weights}
     seed_states = [v.value for v in model.variables if id(v) not in weights]
     items = {MODEL_KEY: variables_by_path(model.weights), "seed_states": seed_states, "global_step": global_step}
     if optimizer is not None:
         items["optimizer"] = variables_by_path(optimizer.variables)
-    if iterator is not None:
-        items["train_iterator"] = iterator
-    return tf.train.Checkpoint(**items)
+    return items
 
 
-def _checkpoint_manager(
-    checkpoint: tf.train.Checkpoint,
-    model_dir: str,
-    strategy: tf.distribute.Strategy,
-    max_to_keep: int,
-    interval: int,
-    step: tf.Variable,
-) -> tf.train.CheckpointManager:
-    """Writes to `model_dir/checkpoints` on the chief; other workers take part in the save into a temp dir."""
-    if strategy.extended.should_checkpoint:
-        directory = os.path.join(model_dir, "checkpoints")
-    else:
-        directory = tempfile.mkdtemp(prefix="kbert_worker_ckpt_")
-    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep, step_counter=step,
-                                      checkpoint_interval=interval)
+def _shapes(items: dict) -> dict[str, tuple]:
+    """`{"model/PATH": shape, "optimizer/PATH": shape}` of the variables a checkpoint of `items` holds."""
+    return {f"{group}/{path}": tuple(v.shape) for group in (MODEL_KEY, "optimizer")
+            for path, v in items.get(group, {}).items()}
+
+
+def _stored_shapes(prefix: str, groups: Sequence[str]) -> dict[str, tuple]:
+    """The same names for the variables stored in checkpoint `prefix` (TF escapes '/' in a key as '.S')."""
+    shapes = {}
+    for key, shape in tf.train.list_variables(prefix):
+        group, _, rest = key.partition("/")
+        if group in groups and rest.endswith("/.ATTRIBUTES/VARIABLE_VALUE"):
+            path = rest[:-len("/.ATTRIBUTES/VARIABLE_VALUE")].replace(".S", "/").replace("..", ".")
+            shapes[f"{group}/{path}"] = tuple(shape)
+    return shapes
+
+
+def _describe(model: keras.Model) -> str:
+    c = getattr(model, "config", None)
+    return f"the model ({c.num_hidden_layers} layers, hidden {c.hidden_size}, vocab {c.vocab_size})" if c \
+        else "the model"
 
 
 def latest_checkpoint(model_dir: str) -> Optional[str]:
     return tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
 
 
-def _restore_latest(checkpoint: tf.train.Checkpoint, model_dir: str) -> Optional[str]:
-    """Restores the newest checkpoint of `model_dir` (every worker reads the chief's); returns its path.
-
-    Raises:
-      CheckpointMismatchError: the checkpoint lacks some of the variables (another model size or optimizer).
-    """
-    path = latest_checkpoint(model_dir)
-    if path:
-        try:
-            checkpoint.restore(path).assert_existing_objects_matched()
-        except AssertionError as e:
-            raise CheckpointMismatchError(
-                f"--model_dir={model_dir}: {path} was written by another model or optimizer than this config's "
-                f"({str(e).splitlines()[0][:200]}). Resume with the config that wrote it, or use a new "
-                "--model_dir (train.init_checkpoint loads weights only).") from None
-    return path
-
-
 class TrainingCheckpoints:
-    """A run's training checkpoint and where it goes: the chief writes `model_dir/checkpoints` and keeps the
-    newest `max_to_keep`; other workers take part in every save (it is a collective) into a temp dir that
-    `close()` removes."""
+    """A run's training checkpoints in `model_dir/checkpoints`.
+
+    Invariants: a resumed run continues from the newest checkpoint that fits the model and reads whole (each
+    newer one is skipped with a note saying why); one that does not fit the model or optimizer stops the run
+    with the full listing; `max_to_keep` checkpoints are kept besides the newest, so the newest known-good one
+    (a step after it had a finite loss) survives the save of one not yet checked. The chief writes; other
+    workers take part in every save (a collective) into a temp dir that `close()` removes.
+    """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, global_step: tf.Variable,
                  iterator: Optional[Iterable], model_dir: str, strategy: tf.distribute.Strategy, *,
                  max_to_keep: int, interval: int):
         self.model_dir = model_dir
-        self.checkpoint = _training_checkpoint(model, optimizer, global_step, iterator)
-        self.manager = _checkpoint_manager(self.checkpoint, model_dir, strategy, max_to_keep, interval, global_step)
+        self.directory = os.path.join(model_dir, "checkpoints")
+        self.notes: list[str] = []  # what restoring skipped or cleaned up, for the run to print
+        self._model = model
+        self._state = _model_state(model, optimizer, global_step)
         self._iterator = iterator
         self._chief = strategy.extended.should_checkpoint
+        self._interval = interval
+        self._last_step = int(global_step.numpy())
+        items = dict(self._state, **({"train_iterator": iterator} if iterator is not None else {}))
+        self.checkpoint = tf.train.Checkpoint(**items)
+        directory = self.directory if self._chief else tempfile.mkdtemp(prefix="kbert_worker_ckpt_")
+        if self._chief and tf.io.gfile.isdir(directory):
+            self.notes += [f"Removed {p}: the leftover of a save that did not finish."
+                           for p in checkpoint_files.remove_unfinished_saves(directory)]
+        self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=max_to_keep + 1)
 
     def restore_latest(self) -> Optional[str]:
-        """Restores the newest checkpoint of `model_dir`, if any; returns its path (see `_restore_latest`)."""
-        return _restore_latest(self.checkpoint, self.model_dir)
+        """Restores the newest usable checkpoint (every worker reads the chief's); returns its path, or None
+        when there is none.
+
+        Raises:
+          CheckpointMismatchError: the newest readable checkpoint was written for another model or optimizer.
+          CorruptCheckpointError: there are checkpoints, but none can be read.
+          InputDataError: its input position does not fit `data.train_files` as they are now.
+        """
+        candidates = checkpoint_files.listed(self.directory)
+        for prefix in candidates:
+            problem = checkpoint_files.missing_files(prefix) or self._restore(prefix)
+            if problem is None:
+                self._last_step = checkpoint_files.step_of(prefix)
+                return prefix
+            self.notes.append(f"Skipped {prefix}: {problem}.")
+        if candidates:
+            raise CorruptCheckpointError(
+                f"{self.directory}: none of its {len(candidates)} checkpoints can be read ({self.notes[-1]}). "
+                "Restore the files from a backup, or move the folder away to start the run over; kbert deletes "
+                "nothing.")
+        return None
+
+    def _restore(self, prefix: str) -> Optional[str]:
+        """Restores `prefix`; returns why it cannot be read, or None."""
+        error = mismatch(prefix, _shapes(self._state), _stored_shapes(prefix, (MODEL_KEY, "optimizer")),
+                         _describe(self._model), "resume with the config that wrote it, or train into a new "
+                         "--model_dir (train.init_checkpoint loads weights only).")
+        if error:
+            raise error
+        try:
+            tf.train.Checkpoint(**self._state).restore(prefix).expect_partial()
+        except (tf.errors.OpError, IndexError, ValueError) as e:
+            return f"it cannot be read ({(str(e).strip().splitlines() or [type(e).__name__])[0][:200]})"
+        self.restore_input(prefix)
+        return None
 
     def restore_input(self, path: str) -> None:
-        """Continues the input where training checkpoint `path` left it (an MSLT stage after the previous one)."""
-        if self._iterator is not None:
+        """Continues the input where training checkpoint `path` left it (also an MSLT stage after the previous
+        one).
+
+        Raises:
+          InputDataError: the saved position is of another set of training files.
+        """
+        if self._iterator is None:
+            return
+        try:
             tf.train.Checkpoint(train_iterator=self._iterator).restore(path).expect_partial()
+        except tf.errors.OpError as e:
+            raise InputDataError(
+                f"{path}: its saved input position does not fit data.train_files as they are now (the set of "
+                "files changed?). Give the files it was written with, or set data.checkpoint_input=false to go "
+                f"on without it (the data then starts over in a new order). TF said: "
+                f"{(str(e).strip().splitlines() or [type(e).__name__])[0][:200]}") from None
+
+    def due(self, step: int) -> bool:
+        """Whether `interval` steps have passed since the last checkpoint (or the run's start)."""
+        return step - self._last_step >= self._interval
 
     def save(self, step: int, final: bool = False) -> None:
-        """Saves checkpoint `step` when `interval` steps have passed since the last one, or always if `final`
-        (unless it exists)."""
-        if final and (self.manager.latest_checkpoint or "").endswith(f"-{step}"):
-            return
-        self.manager.save(checkpoint_number=step, check_interval=not final)
+        """Saves checkpoint `step` when it is `due`, or always if `final` (unless it exists)."""
+        if (final and step != self._last_step) or (not final and self.due(step)):
+            self.manager.save(checkpoint_number=step)
+            self._last_step = step
+
+    def set_aside_from(self, step: int) -> str:
+        """Moves the checkpoints of `step` and later (training diverged from them) out of the resume path, into
+        a folder beside them; returns the sentence that says so (chief; other workers return '')."""
+        if not self._chief:
+            return ""
+        suspect = [p for p in checkpoint_files.listed(self.directory) if checkpoint_files.step_of(p) >= step]
+        if not suspect:
+            return "No checkpoint holds those weights; a rerun resumes from the newest one."
+        folder = checkpoint_files.set_aside(self.directory, suspect, f"diverged_at_step_{step}")
+        left = checkpoint_files.listed(self.directory)
+        return (f"Moved {', '.join(os.path.basename(p) for p in suspect)} (made from the diverging weights) to "
+                f"{folder}; a rerun resumes from {left[0] if left else 'scratch'}.")
 
     def close(self) -> None:
         if not self._chief:
@@ -145,8 +207,9 @@ def load_init_checkpoint(model: keras.Model, path: str) -> str:
     download with a `checkpoint` file). Returns 'google' or 'kbert'.
 
     Raises:
-      FileNotFoundError: nothing loadable at `path`.
-      ValueError: the checkpoint lacks some of the model's weights (e.g. another model size).
+      MissingFileError: nothing loadable at `path`.
+      CheckpointMismatchError: the checkpoint's weights are not exactly the model's (another size or depth),
+        listing every missing, unexpected and wrong-shape one; nothing is assigned then.
     """
     resolved = path
     if tf.io.gfile.isdir(path):
@@ -161,10 +224,11 @@ def load_init_checkpoint(model: keras.Model, path: str) -> str:
     if google:
         load_google_checkpoint(model, resolved)
         return "google"
-    weights = tf.train.Checkpoint(**{MODEL_KEY: variables_by_path(model.weights)})
-    try:
-        weights.restore(resolved).expect_partial().assert_existing_objects_matched()
-    except AssertionError as e:
-        raise ValueError(f"train.init_checkpoint={path!r} does not hold all of the model's weights (another "
-                         f"model size?): {str(e)[:300]}") from None
+    weights = {MODEL_KEY: variables_by_path(model.weights)}
+    error = mismatch(resolved, _shapes(weights), _stored_shapes(resolved, (MODEL_KEY,)), _describe(model),
+                     "set model.* to the checkpoint's sizes, or give train.init_checkpoint a checkpoint of this "
+                     "model's.")
+    if error:
+        raise error
+    tf.train.Checkpoint(**weights).restore(resolved).expect_partial()
     return "kbert"

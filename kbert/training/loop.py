@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.data import pretraining_dataset
-from kbert.errors import ConfigError, MissingFileError
+from kbert.errors import ConfigError, MissingFileError, NonFiniteLossError
 from kbert.modeling import BertPretrainer
 from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
 from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, PolynomialWarmup
@@ -39,7 +39,7 @@ from kbert.training import checkpointing
 from kbert.training.checkpointing import TrainingCheckpoints
 from kbert.training.config import PretrainingConfig
 from kbert.training.preemption import PreemptionWatcher
-from kbert.training.reporting import ProgressReporter, check_finite
+from kbert.training.reporting import ProgressReporter, check_finite, check_finite_weights
 from kbert.training.trainer import PretrainingTrainer
 
 
@@ -137,8 +137,11 @@ def open_checkpoints(config: PretrainingConfig, strategy: tf.distribute.Strategy
 
 
 def resume(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, print_fn=print) -> Optional[str]:
-    """Restores the newest checkpoint of the run, if there is one, and says so; returns its path."""
+    """Restores the newest usable checkpoint of the run, if there is one, and says so (and what it skipped);
+    returns its path."""
     restored = checkpoints.restore_latest()
+    for note in checkpoints.notes:
+        print_fn(note, flush=True)
     if restored:
         print_fn(f"Resumed from {restored} at step {int(trainer.global_step.numpy())}.", flush=True)
     return restored
@@ -147,8 +150,14 @@ def resume(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, print_
 def run_steps(trainer: PretrainingTrainer, steps: int) -> dict[str, float]:
     """Runs `steps` optimizer steps; raises NonFiniteLossError (before anything is saved) if a loss was not finite."""
     metrics = trainer.train(tf.constant(steps, tf.int32))
-    check_finite(int(trainer.global_step.numpy()), metrics, trainer.first_nonfinite_step())
+    check_finite(int(trainer.global_step.numpy()), steps, metrics, trainer.first_nonfinite_step())
     return metrics
+
+
+def _save(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, step: int, final: bool = False) -> None:
+    if checkpoints.due(step) or final:
+        check_finite_weights(step, trainer.weights_are_finite())
+    checkpoints.save(step, final)
 
 
 def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
@@ -157,8 +166,10 @@ def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: 
     """Trains from the trainer's step (restored by the caller) up to `until_step` optimizer steps.
 
     Loops end on multiples of `train.steps_per_loop`; after each loop: a progress line, a checkpoint every
-    `train.checkpoint_interval` steps, and a preemption check. The last step is always saved. Stops with
-    NonFiniteLossError before saving non-finite weights; on preemption saves and raises `Preempted`.
+    `train.checkpoint_interval` steps, and a preemption check. The last step is always saved. A non-finite loss
+    or non-finite weights stop it with NonFiniteLossError before they are saved; the checkpoints they make
+    suspect are set aside, so a rerun resumes from the last good one. On preemption it saves and raises
+    `Preempted`.
 
     Returns:
       `{"global_step", "train": last loop's metrics, "sequences_per_second"}`.
@@ -177,9 +188,12 @@ def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: 
             metrics = run_steps(trainer, steps)
             step = int(trainer.global_step.numpy())
             reporter(step, metrics, steps)
-            checkpoints.save(step)
+            _save(checkpoints, trainer, step)
             preemption.check(checkpoints.manager, step)
-        checkpoints.save(step, final=True)
+        _save(checkpoints, trainer, step, final=True)
+    except NonFiniteLossError as error:
+        raise NonFiniteLossError(f"{error} {checkpoints.set_aside_from(error.bad_from_step)}",
+                                 error.bad_from_step) from None
     finally:
         checkpoints.close()
     return {"global_step": step, "train": metrics, "sequences_per_second": reporter.mean_throughput()}

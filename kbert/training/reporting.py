@@ -29,17 +29,27 @@ SCALARS = LOSS_METRICS + ("masked_lm_accuracy", "next_sentence_accuracy", "learn
                           "sequences_per_second")
 
 
-def check_finite(step: int, metrics: dict[str, float], first_bad_step: int) -> None:
-    """Raises NonFiniteLossError naming the metric and the step if the last loop's losses were not finite."""
+def check_finite(step: int, steps_run: int, metrics: dict[str, float], first_bad_step: int) -> None:
+    """Raises NonFiniteLossError naming the metric and the step if the losses of the loop of `steps_run` steps
+    that ended at `step` were not finite; `first_bad_step` is the trainer's mark (-1: not known which step)."""
     bad = [name for name in LOSS_METRICS if not math.isfinite(metrics.get(name, 0.0))]
     if not bad and not metrics.get("nonfinite_micro_steps", 0.0):
         return
     where = f"step {first_bad_step + 1}" if first_bad_step >= 0 else f"a step of the loop ending at step {step}"
     names = ", ".join(f"{name}={metrics.get(name)}" for name in bad) or "a replica's loss was NaN/Inf"
     raise NonFiniteLossError(
-        f"Non-finite loss at {where} ({names}). Training stopped without saving; the last checkpoint is "
-        "untouched. Lower schedule.peak_learning_rate, raise schedule.warmup_steps, or use "
-        "train.mixed_precision=mixed_bfloat16 instead of mixed_float16.")
+        f"Non-finite loss at {where} ({names}). Training stopped without saving it. Lower "
+        "schedule.peak_learning_rate, raise schedule.warmup_steps, or use train.mixed_precision=mixed_bfloat16 "
+        "instead of mixed_float16.", bad_from_step=first_bad_step if first_bad_step >= 0 else step - steps_run)
+
+
+def check_finite_weights(step: int, finite: bool) -> None:
+    """Raises NonFiniteLossError if the weights after step `step` are not all finite (a checkpoint must not
+    hold them)."""
+    if not finite:
+        raise NonFiniteLossError(
+            f"Non-finite weights after step {step} (the update of that step overflowed). Training stopped without "
+            "saving them. Lower schedule.peak_learning_rate or raise schedule.warmup_steps.", bad_from_step=step)
 
 
 class ProgressReporter:

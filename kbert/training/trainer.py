@@ -104,6 +104,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
                 for v in self.train_variables
             ] if accumulation_steps > 1 else []
         self._loop = tf.function(self._loop_fn)
+        self._weights_finite = tf.function(lambda: _all_finite([w.value for w in model.weights]))
 
     # -- replica functions -------------------------------------------------------------------------------------
 
@@ -178,6 +179,10 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         metrics["sequences_per_second"] = steps * self.global_batch_size / max(now - start, 1e-9)
         metrics["nonfinite_micro_steps"] = sums["nonfinite"]
         return metrics
+
+    def weights_are_finite(self) -> bool:
+        """Whether every model weight is finite (checked before a checkpoint is written)."""
+        return bool(self._weights_finite())
 
     def first_nonfinite_step(self) -> int:
         """The first optimizer step of the last `train` call whose loss was NaN/Inf on a local replica, or -1."""

@@ -1,0 +1,167 @@
+"""kbert-pretrain's failure paths keep the user's work: divergence, missing or cut checkpoints, another model."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert import experiment
+from kbert.errors import CheckpointMismatchError, CorruptCheckpointError, InputDataError, NonFiniteLossError
+from kbert.experiment import load_experiment
+from kbert.training.strategy import make_strategy
+from kbert.training.trainer import PretrainingTrainer
+from training_fixtures import pretrain_command, run_cli, write_config, write_shards
+
+EVERY_STEP = {"steps_per_loop": 1, "checkpoint_interval": 1, "summary_interval": 1, "max_checkpoints": 1}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    return write_shards(str(root), "train", shards=2, records_per_shard=24), \
+        write_shards(str(root), "more", shards=1, records_per_shard=24, seed=2)
+
+
+@pytest.fixture(autouse=True)
+def float32_policy():
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def _config(tmp_path, data, override="", **train):
+    path = write_config(str(tmp_path / "c.yaml"), data[0], train=train)
+    return load_experiment([path], override)
+
+
+def _run(config, model_dir, lines=None):
+    return experiment.run(config, str(model_dir), make_strategy("one_device"),
+                          print_fn=lambda *a, **k: (lines if lines is not None else []).append(" ".join(map(str, a))))
+
+
+def _files(directory):
+    """{relative path: bytes} of every file under `directory`."""
+    found = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                found[os.path.relpath(path, directory)] = f.read()
+    return found
+
+
+def _checkpoint_files(model_dir, step):
+    ckpts = model_dir / "checkpoints"
+    return {name: data for name, data in _files(ckpts).items() if name.startswith(f"ckpt-{step}.")}
+
+
+def test_an_update_that_overflows_is_never_saved(tmp_path, data, monkeypatch):
+    _run(_config(tmp_path, data, total_steps=4, **EVERY_STEP), tmp_path / "run")
+    before = _files(tmp_path / "run" / "checkpoints")
+    apply = PretrainingTrainer._apply
+
+    def overflowing(self, batch):  # step 5's update turns a weight to NaN; step 5's own loss is still finite
+        apply(self, batch)
+        weight = self.model.weights[0]
+        weight.assign(tf.where(self.global_step == 4, weight * np.nan, weight))
+    monkeypatch.setattr(PretrainingTrainer, "_apply", overflowing)
+    with pytest.raises(NonFiniteLossError, match=r"^Non-finite weights after step 5 .*without saving them.*"
+                                                  r"No checkpoint holds those weights; a rerun resumes from the"):
+        _run(_config(tmp_path, data, total_steps=6, **EVERY_STEP), tmp_path / "run")
+    assert _files(tmp_path / "run" / "checkpoints") == before  # ckpt-4 still the newest, byte for byte
+
+
+def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_last_good_one(tmp_path, data):
+    _run(_config(tmp_path, data, total_steps=4, **EVERY_STEP), tmp_path / "run")
+    good = _checkpoint_files(tmp_path / "run", 4)
+    # A finite rate that passes validation: step 5's weights are huge but finite (saved), step 6's loss is not.
+    diverging = _config(tmp_path, data, "schedule.peak_learning_rate=1e30", total_steps=8, **EVERY_STEP)
+    with pytest.raises(NonFiniteLossError, match=r"Non-finite loss at step 6 .*Moved ckpt-5 \(made from the "
+                                                 r"diverging weights\) to .*diverged_at_step_5; a rerun resumes "
+                                                 r"from .*ckpt-4"):
+        _run(diverging, tmp_path / "run")
+    assert _checkpoint_files(tmp_path / "run", 4) == good
+    assert tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints")).endswith("ckpt-4")
+    assert sorted(os.listdir(tmp_path / "run" / "checkpoints" / "diverged_at_step_5"))[0].startswith("ckpt-5.")
+
+    lines = []
+    summary = _run(_config(tmp_path, data, total_steps=6, **EVERY_STEP), tmp_path / "run", lines)
+    assert any(line.startswith("Resumed from") and line.endswith("ckpt-4 at step 4.") for line in lines), lines
+    assert summary["global_step"] == 6 and np.isfinite(summary["train"]["loss"])
+
+
+@pytest.mark.parametrize("damage, why", [("delete", "its .index file is missing"),
+                                         ("truncate", "it cannot be read")])
+def test_an_unreadable_newest_checkpoint_is_skipped_for_the_one_before(tmp_path, data, damage, why):
+    config = _config(tmp_path, data, total_steps=4, steps_per_loop=2, checkpoint_interval=2)
+    _run(config, tmp_path / "run")
+    older = _checkpoint_files(tmp_path / "run", 2)
+    ckpts = tmp_path / "run" / "checkpoints"
+    if damage == "delete":
+        for name in _checkpoint_files(tmp_path / "run", 4):
+            os.remove(ckpts / name)
+    else:
+        shard = next(ckpts.glob("ckpt-4.data-*"))
+        shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    lines = []
+    summary = _run(_config(tmp_path, data, total_steps=6, steps_per_loop=2, checkpoint_interval=2),
+                   tmp_path / "run", lines)
+    assert any(line.startswith(f"Skipped {ckpts / 'ckpt-4'}: {why}") for line in lines), lines
+    assert any(line == f"Resumed from {ckpts / 'ckpt-2'} at step 2." for line in lines), lines
+    assert summary["global_step"] == 6 and _checkpoint_files(tmp_path / "run", 2) == older
+
+
+def test_checkpoints_that_cannot_be_read_stop_the_run_and_stay(tmp_path, data):
+    config = _config(tmp_path, data, total_steps=2, steps_per_loop=2, checkpoint_interval=2)
+    _run(config, tmp_path / "run")
+    ckpts = tmp_path / "run" / "checkpoints"
+    os.remove(ckpts / "ckpt-2.index")
+    (ckpts / "ckpt-9_temp").mkdir()  # what a save killed midway leaves
+    before = _files(ckpts)
+    with pytest.raises(CorruptCheckpointError, match=r"none of its 1 checkpoints can be read \(Skipped .*ckpt-2: "
+                                                     r"its .index file is missing.*kbert deletes nothing"):
+        _run(config, tmp_path / "run")
+    assert _files(ckpts) == before and not (ckpts / "ckpt-9_temp").exists()
+
+
+def test_a_model_dir_or_init_checkpoint_of_a_deeper_model_is_refused(tmp_path, data):
+    _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
+    before = _files(tmp_path / "run" / "checkpoints")
+    shallower = _config(tmp_path, data, "model.overrides.num_hidden_layers=1", total_steps=4)
+    with pytest.raises(CheckpointMismatchError, match=r"does not fit the model \(1 layers, hidden 32, vocab 64\) "
+                                                      r"\(64 unexpected variables\).*\n.*unexpected in the "
+                                                      r"checkpoint \(64\):\n    model/bert/layer_1/"):
+        _run(shallower, tmp_path / "run")
+    assert _files(tmp_path / "run" / "checkpoints") == before
+    init = _config(tmp_path, data, f"model.overrides.num_hidden_layers=1,train.init_checkpoint={tmp_path / 'run'}",
+                   total_steps=2)
+    with pytest.raises(CheckpointMismatchError, match=r"\(16 unexpected variables\): set model.\* to the "
+                                                      r"checkpoint's sizes"):
+        _run(init, tmp_path / "fresh")
+
+
+def test_changed_train_files_name_checkpoint_input(tmp_path, data):
+    _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
+    more = load_experiment([write_config(str(tmp_path / "more.yaml"), f"{data[0]},{data[1]}",
+                                         train={"total_steps": 4})])
+    with pytest.raises(InputDataError, match=r"ckpt-2: its saved input position does not fit data.train_files .*"
+                                             r"data.checkpoint_input=false"):
+        _run(more, tmp_path / "run")
+    more.override({"data": {"checkpoint_input": False}})
+    assert _run(more, tmp_path / "run")["global_step"] == 4
+
+
+def test_wrong_shapes_are_one_line_and_a_listing_not_a_traceback(tmp_path, data):
+    _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
+    config = write_config(str(tmp_path / "wide.yaml"), data[0], train={"init_checkpoint": str(tmp_path / "run")},
+                          model={"bert": "bert_tiny", "overrides": {
+                              "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 256,
+                              "num_hidden_layers": 2, "max_position_embeddings": 32}})
+    result = run_cli(pretrain_command(config, tmp_path / "wide"), expect=1)
+    lines = result.stderr.strip().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("kbert-pretrain: error: "))
+    assert lines[first].endswith("does not fit the model (2 layers, hidden 32, vocab 64) (6 wrong-shape variables): "
+                                 "set model.* to the checkpoint's sizes, or give train.init_checkpoint a checkpoint "
+                                 "of this model's."), lines[first]
+    assert lines[first + 1] == "  wrong shape (6):" and "Traceback" not in result.stderr
