@@ -25,7 +25,7 @@ from kbert.choices import MODES
 from kbert.errors import ConfigError
 from kbert.mslt.plan import MsltConfig
 from kbert.mslt.runner import plan_for, run_stages
-from kbert.training.config import PretrainingConfig, load_config, validate
+from kbert.training.config import PretrainingConfig, check_batch_sizes, load_config, validate
 from kbert.training.loop import evaluate, pretrain
 from kbert.training.preemption import PreemptionWatcher
 from kbert.training.reporting import eval_line, write_summary_json
@@ -69,6 +69,7 @@ def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strate
     `model_dir/summary.json` (chief only) and returns it."""
     if mode not in MODES:
         raise ConfigError(f"--mode={mode}: choose one of {', '.join(MODES)}.")
+    check_batch_sizes(config, strategy.num_replicas_in_sync)
     _set_up_session(config)
     tf.io.gfile.makedirs(model_dir)
     started = time.time()

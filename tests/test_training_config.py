@@ -45,7 +45,17 @@ def test_unknown_key_in_override_is_named_with_the_flag(override, key):
 @pytest.mark.parametrize("override, fragment", [
     ("optimizer.type=sgd", "optimizer.type='sgd'"),
     ("train.mixed_precision=fp8", "train.mixed_precision"),
-    ("train.global_batch_size=10,train.gradient_accumulation_steps=4", "gradient_accumulation_steps=4"),
+    ("train.global_batch_size=10,train.gradient_accumulation_steps=4", "gradient_accumulation_steps (4)"),
+    ("schedule.peak_learning_rate=1e39", "schedule.peak_learning_rate=1e+39 is not a finite float32 number"),
+    ("optimizer.beta_1=1.5", "optimizer.beta_1=1.5 must be in [0, 1)"),
+    ("optimizer.epsilon=0", "optimizer.epsilon=0.0 must be positive"),
+    ("optimizer.weight_decay=-1", "optimizer.weight_decay=-1.0 must be >= 0"),
+    ("schedule.decay_steps=-5", "schedule.decay_steps=-5 must be positive"),
+    ("schedule.power=-1", "schedule.power=-1.0 must be >= 0"),
+    ("schedule.warmup_steps=2000", "schedule.warmup_steps=2000 must be >= 0 and shorter than the training"),
+    ("train.total_steps=1e30", "train.total_steps=1000000000000000019884624838656 is more than 2147483647 steps"),
+    ("optimizer.exclude_from_weight_decay=['(bias']", "optimizer.exclude_from_weight_decay: '(bias' is not a regular"),
+    ("eval.global_batch_size=0", "eval.global_batch_size must be positive"),
     ("train.steps_per_loop=3,train.checkpoint_interval=10", "train.checkpoint_interval=10"),
     ("data.seq_length=1024", "max_position_embeddings"),
     ("model.bert=bert_gigantic", "bert_gigantic"),
@@ -71,6 +81,11 @@ def test_yaml_tags_are_refused_not_run(tmp_path):
 
 def test_override_syntax():
     assert parse_override("a.b=1,c.d=x") == {"a": {"b": 1}, "c": {"d": "x"}}
+    assert parse_override("data.train_files=a-*.tfrecord,b/*.tfrecord,train.seed=3") == {
+        "data": {"train_files": "a-*.tfrecord,b/*.tfrecord"}, "train": {"seed": 3}}
+    assert parse_override("mslt.stages=[{num_layers: 2, steps: 5}],x.y=true") == {
+        "mslt": {"stages": [{"num_layers": 2, "steps": 5}]}, "x": {"y": True}}
+    assert load_experiment([], "data.train_files=a,b").data.train_files == "a,b"
     with pytest.raises(ConfigError, match="params_override"):
         parse_override("just words")
 
@@ -108,3 +123,14 @@ def test_values_are_typed_by_their_field(tmp_path):
         load_experiment([], "train.total_steps=many")
     with pytest.raises(ConfigError, match="'train.jit_compile' must be of type bool"):
         load_experiment([], "train.jit_compile=yes please")
+
+
+def test_batch_sizes_must_split_over_the_replicas_before_anything_is_built():
+    from kbert.training.config import check_batch_sizes
+
+    config = load_experiment([], "train.global_batch_size=12,eval.global_batch_size=9")
+    check_batch_sizes(config, 3)
+    with pytest.raises(ConfigError, match=r"train.global_batch_size=12 must be a multiple of .* x replicas \(8\)"):
+        check_batch_sizes(config, 8)
+    with pytest.raises(ConfigError, match=r"eval.global_batch_size=9 must be a multiple of the replicas \(2\)"):
+        check_batch_sizes(load_experiment([], "train.global_batch_size=12,eval.global_batch_size=9"), 2)

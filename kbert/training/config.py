@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
+import re
 import typing
 from typing import Any, Callable, Optional, Sequence
 
 import tensorflow as tf
 import yaml
-from official.modeling.hyperparams import base_config, params_dict
+from official.modeling.hyperparams import base_config
 
 from kbert.choices import OPTIMIZERS, PRECISION_POLICIES
 from kbert.errors import ConfigError
@@ -239,13 +241,40 @@ def read_yaml(path: str) -> Any:
                           "the path (tags such as !!python/... are not allowed).") from None
 
 
+# `key.path=` at the start or after a comma: where one override of 'a.b=1,c.d=x,y' ends and the next begins.
+_ASSIGNMENT = re.compile(r"(?:^|,)\s*([A-Za-z_][\w.]*)\s*=")
+# The largest float32: a rate or a norm beyond it is inf on the device.
+FLOAT32_MAX = 3.4028234663852886e38
+# Step counts travel as int32 into the training graph.
+MAX_STEPS = 2**31 - 1
+
+
+def _assignments(text: str, params_override: str) -> dict:
+    """'a.b=1,c.d=x,y' -> {'a': {'b': 1}, 'c': {'d': 'x,y'}}: a comma starts a new override only when a key and
+    '=' follow it, so comma lists (`data.train_files=a,b`) and YAML flow values (`[1, 2]`) stay whole."""
+    values: dict = {}
+    matches = list(_ASSIGNMENT.finditer(text))
+    for match, following in zip(matches, matches[1:] + [None]):
+        raw = text[match.end():following.start() if following else len(text)].strip()
+        try:
+            value = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError:
+            value = raw  # a plain string such as a glob with YAML-special characters
+        *sections, leaf = match.group(1).split(".")
+        node = values
+        for section in sections:
+            node = node.setdefault(section, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--params_override={params_override!r}: '{match.group(1)}' is set twice.")
+        node[leaf] = value
+    return values
+
+
 def parse_override(params_override: str) -> dict:
     """'a.b=1,c.d=x' (or a YAML/JSON mapping) -> nested dict, the syntax of Model Garden's `--params_override`."""
     text = params_override.strip()
-    try:
-        text = params_dict.nested_csv_str_to_json_str(text)
-    except ValueError:
-        pass  # Not the CSV form: read it as YAML/JSON below.
+    if _ASSIGNMENT.match(text):
+        return _assignments(text, params_override)
     try:
         values = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -255,36 +284,84 @@ def parse_override(params_override: str) -> dict:
     return values
 
 
+def _need(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _check_numbers(config: PretrainingConfig) -> None:
+    """Every number finite and in its range: a rate of 1e39 is inf in float32, beta_1=1.5 never converges."""
+    for section in ("optimizer", "schedule"):
+        for key, value in getattr(config, section).as_dict().items():
+            if isinstance(value, float):
+                _need(math.isfinite(value) and abs(value) <= FLOAT32_MAX,
+                      f"{section}.{key}={value} is not a finite float32 number.")
+    t, s, o = config.train, config.schedule, config.optimizer
+    for key in ("beta_1", "beta_2", "momentum"):
+        _need(0 <= getattr(o, key) < 1, f"optimizer.{key}={getattr(o, key)} must be in [0, 1).")
+    _need(o.epsilon > 0, f"optimizer.epsilon={o.epsilon} must be positive (it keeps a division finite).")
+    _need(o.eeta > 0, f"optimizer.eeta={o.eeta} must be positive.")
+    _need(o.weight_decay >= 0, f"optimizer.weight_decay={o.weight_decay} must be >= 0.")
+    _need(o.global_clipnorm is None or o.global_clipnorm > 0,
+          f"optimizer.global_clipnorm={o.global_clipnorm} must be positive, or unset.")
+    _need(s.peak_learning_rate > 0, f"schedule.peak_learning_rate={s.peak_learning_rate} must be positive.")
+    _need(0 <= s.end_learning_rate <= s.peak_learning_rate,
+          f"schedule.end_learning_rate={s.end_learning_rate} must be in [0, peak_learning_rate].")
+    _need(s.power >= 0, f"schedule.power={s.power} must be >= 0.")
+    _need(s.decay_steps is None or s.decay_steps > 0, f"schedule.decay_steps={s.decay_steps} must be positive.")
+    for key in ("total_steps", "steps_per_loop", "checkpoint_interval", "summary_interval"):
+        _need(getattr(t, key) <= MAX_STEPS, f"train.{key}={getattr(t, key)} is more than {MAX_STEPS} steps.")
+    _need(0 <= s.step_offset < t.total_steps,
+          f"schedule.step_offset={s.step_offset} must be in [0, train.total_steps={t.total_steps}).")
+    _need(0 <= s.warmup_steps < t.total_steps - s.step_offset,
+          f"schedule.warmup_steps={s.warmup_steps} must be >= 0 and shorter than the training it warms up "
+          f"(train.total_steps - schedule.step_offset = {t.total_steps - s.step_offset}).")
+
+
+def _check_patterns(config: PretrainingConfig) -> None:
+    for key in ("exclude_from_weight_decay", "exclude_from_layer_adaptation"):
+        for pattern in getattr(config.optimizer, key):
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ConfigError(f"optimizer.{key}: {pattern!r} is not a regular expression ({e}).") from None
+
+
+def check_batch_sizes(config: PretrainingConfig, replicas: int) -> None:
+    """Train and eval batches split evenly over `replicas` (checked before anything is built)."""
+    t = config.train
+    _need(t.global_batch_size % (t.gradient_accumulation_steps * replicas) == 0,
+          f"train.global_batch_size={t.global_batch_size} must be a multiple of train.gradient_accumulation_steps"
+          f" ({t.gradient_accumulation_steps}) x replicas ({replicas}).")
+    _need(config.eval.global_batch_size % replicas == 0,
+          f"eval.global_batch_size={config.eval.global_batch_size} must be a multiple of the replicas ({replicas}).")
+
+
 def validate(config: PretrainingConfig) -> None:
     """Checks values that need no files or devices; raises ConfigError naming the key."""
-    def need(ok: bool, message: str) -> None:
-        if not ok:
-            raise ConfigError(message)
-
-    t, s, o, d = config.train, config.schedule, config.optimizer, config.data
-    need(o.type in OPTIMIZERS, f"optimizer.type={o.type!r}: choose one of {', '.join(OPTIMIZERS)}.")
-    need(t.mixed_precision in PRECISION_POLICIES,
-         f"train.mixed_precision={t.mixed_precision!r}: choose one of {', '.join(PRECISION_POLICIES)}.")
+    t, o, d = config.train, config.optimizer, config.data
+    _need(o.type in OPTIMIZERS, f"optimizer.type={o.type!r}: choose one of {', '.join(OPTIMIZERS)}.")
+    _need(t.mixed_precision in PRECISION_POLICIES,
+          f"train.mixed_precision={t.mixed_precision!r}: choose one of {', '.join(PRECISION_POLICIES)}.")
     for key in ("global_batch_size", "gradient_accumulation_steps", "total_steps", "steps_per_loop",
                 "checkpoint_interval", "max_checkpoints", "summary_interval"):
-        need(getattr(t, key) > 0, f"train.{key}={getattr(t, key)} must be positive.")
-    need(t.global_batch_size % t.gradient_accumulation_steps == 0,
-         f"train.global_batch_size={t.global_batch_size} must be a multiple of "
-         f"train.gradient_accumulation_steps={t.gradient_accumulation_steps}.")
+        _need(getattr(t, key) > 0, f"train.{key}={getattr(t, key)} must be positive.")
+    check_batch_sizes(config, replicas=1)
     for key in ("checkpoint_interval", "summary_interval"):
-        need(getattr(t, key) % t.steps_per_loop == 0,
-             f"train.{key}={getattr(t, key)} must be a multiple of train.steps_per_loop={t.steps_per_loop}.")
-    need(s.peak_learning_rate > 0, f"schedule.peak_learning_rate={s.peak_learning_rate} must be positive.")
-    need(s.warmup_steps >= 0, f"schedule.warmup_steps={s.warmup_steps} must be >= 0.")
-    need(d.seq_length > 0 and d.max_predictions > 0, "data.seq_length and data.max_predictions must be positive.")
-    need(config.eval.global_batch_size > 0, "eval.global_batch_size must be positive.")
+        _need(getattr(t, key) % t.steps_per_loop == 0,
+              f"train.{key}={getattr(t, key)} must be a multiple of train.steps_per_loop={t.steps_per_loop}.")
+    _check_numbers(config)
+    _check_patterns(config)
+    _need(d.seq_length > 0 and d.max_predictions > 0, "data.seq_length and data.max_predictions must be positive.")
+    _need(config.eval.global_batch_size > 0, "eval.global_batch_size must be positive.")
+    _need(config.eval.steps == -1 or config.eval.steps > 0, f"eval.steps={config.eval.steps} must be -1 or positive.")
     try:
         bert = config.model.bert_config()
     except (ValueError, FileNotFoundError, TypeError) as e:
         raise ConfigError(f"model: {e}") from None
-    need(d.seq_length <= bert.max_position_embeddings,
-         f"data.seq_length={d.seq_length} exceeds the model's max_position_embeddings="
-         f"{bert.max_position_embeddings}.")
+    _need(d.seq_length <= bert.max_position_embeddings,
+          f"data.seq_length={d.seq_length} exceeds the model's max_position_embeddings="
+          f"{bert.max_position_embeddings}.")
 
 
 def load_config(config_class: type, config_files: Sequence[str] = (), params_override: str = "",
