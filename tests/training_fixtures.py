@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from kbert.data import schema
+from kbert.data.tfrecord_writer import example_proto
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB_SIZE = 64
@@ -34,14 +34,7 @@ def _example(rng: np.random.Generator) -> bytes:
     values = {"input_ids": ids, "input_mask": mask, "segment_ids": segments, "masked_lm_positions": positions,
               "masked_lm_ids": labels, "masked_lm_weights": weights,
               "next_sentence_labels": np.array([rng.integers(0, 2)], np.int64)}
-    spec = schema.feature_spec(SEQ_LENGTH, MAX_PREDICTIONS)
-    feature = {}
-    for name, value in values.items():
-        if spec[name].dtype == tf.float32:
-            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=value.tolist()))
-        else:
-            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=value.tolist()))
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    return example_proto(values)
 
 
 def write_shards(directory: str, prefix: str, shards: int, records_per_shard: int, seed: int = 0) -> str:
