@@ -58,3 +58,7 @@ class NonFiniteLossError(KbertError, RuntimeError):
 
 class CorruptCheckpointError(KbertError, RuntimeError):
     """A run directory holds checkpoints but none can be read (files missing or cut short); names them."""
+
+
+class ModelDirInUseError(KbertError, RuntimeError):
+    """Another live run holds the model_dir's lease; names that run (host, pid, start) and the fix."""

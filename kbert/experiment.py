@@ -14,6 +14,7 @@ summary["train"]["loss"], summary["eval"]["masked_lm_accuracy"]
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Any, Optional, Sequence
@@ -26,6 +27,7 @@ from kbert.errors import ConfigError
 from kbert.mslt.plan import MsltConfig
 from kbert.mslt.runner import plan_for, run_stages
 from kbert.training.config import PretrainingConfig, check_batch_sizes, load_config, validate
+from kbert.training.lease import Lease
 from kbert.training.loop import evaluate, pretrain
 from kbert.training.preemption import PreemptionWatcher
 from kbert.training.reporting import eval_line, write_summary_json
@@ -63,6 +65,14 @@ def _set_up_session(config: ExperimentConfig) -> None:
     keras.mixed_precision.set_global_policy(config.train.mixed_precision)
 
 
+def _lease(model_dir: str, strategy: tf.distribute.Strategy, mode: str,
+           print_fn) -> contextlib.AbstractContextManager:
+    """The model_dir's lease for a run that trains (the chief holds it for the job); evaluating needs none."""
+    if mode == "eval" or not strategy.extended.should_checkpoint:
+        return contextlib.nullcontext()
+    return Lease.take(model_dir, print_fn)
+
+
 def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strategy, mode: str = "train",
         print_fn=print) -> dict[str, Any]:
     """Trains (a plain run, or the MSLT stages not finished yet) and/or evaluates as `mode` says; writes
@@ -75,7 +85,7 @@ def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strate
     started = time.time()
     summary: dict[str, Any] = {"mode": mode, "strategy": type(strategy).__name__,
                                "replicas": strategy.num_replicas_in_sync, "config": config.as_dict()}
-    with PreemptionWatcher(strategy) as preemption:
+    with _lease(model_dir, strategy, mode, print_fn), PreemptionWatcher(strategy) as preemption:
         if config.mslt is None:
             model, results = pretrain(config, model_dir, strategy, mode, preemption, print_fn)
         else:

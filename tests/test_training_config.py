@@ -52,7 +52,7 @@ def test_unknown_key_in_override_is_named_with_the_flag(override, key):
     ("optimizer.weight_decay=-1", "optimizer.weight_decay=-1.0 must be >= 0"),
     ("schedule.decay_steps=-5", "schedule.decay_steps=-5 must be positive"),
     ("schedule.power=-1", "schedule.power=-1.0 must be >= 0"),
-    ("schedule.warmup_steps=2000", "schedule.warmup_steps=2000 must be >= 0 and shorter than the training"),
+    ("schedule.warmup_steps=2000", "schedule.warmup_steps=2000 must be >= 0 and no longer than the training"),
     ("train.total_steps=1e30", "train.total_steps=1000000000000000019884624838656 is more than 2147483647 steps"),
     ("optimizer.exclude_from_weight_decay=['(bias']", "optimizer.exclude_from_weight_decay: '(bias' is not a regular"),
     ("eval.global_batch_size=0", "eval.global_batch_size must be positive"),

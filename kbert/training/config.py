@@ -313,8 +313,8 @@ def _check_numbers(config: PretrainingConfig) -> None:
         _need(getattr(t, key) <= MAX_STEPS, f"train.{key}={getattr(t, key)} is more than {MAX_STEPS} steps.")
     _need(0 <= s.step_offset < t.total_steps,
           f"schedule.step_offset={s.step_offset} must be in [0, train.total_steps={t.total_steps}).")
-    _need(0 <= s.warmup_steps < t.total_steps - s.step_offset,
-          f"schedule.warmup_steps={s.warmup_steps} must be >= 0 and shorter than the training it warms up "
+    _need(0 <= s.warmup_steps <= t.total_steps - s.step_offset,
+          f"schedule.warmup_steps={s.warmup_steps} must be >= 0 and no longer than the training it warms up "
           f"(train.total_steps - schedule.step_offset = {t.total_steps - s.step_offset}).")
 
 
