@@ -1,22 +1,39 @@
-"""The one way kbert's command-line tools start: absl flags, and kbert's errors as one line on stderr.
+"""The one way kbert's command-line tools start: absl flags, and every user error as one line on stderr.
+
+A `KbertError` escaping `main` prints `PROGRAM: error: MESSAGE` (its first line names the file or flag and the
+fix) and exits 1. TensorFlow's I/O errors (a missing or unreadable file, a full disk, a corrupt file) are
+reported the same way, with TF's own first line, which names the file. `--verbose` shows TensorFlow's logs and
+the full traceback instead.
 
 Example:
 
 ```python
 def main(argv): ...
 def run() -> None:
-    entry.run(main, "kbert-build-vocab")   # a KbertError exits 1 with "kbert-build-vocab: error: MESSAGE"
+    entry.run(main, "kbert-build-vocab")
 ```
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Callable
+import warnings
+from typing import Callable, Optional
 
-from absl import app
+from absl import app, flags, logging
 
 from kbert.errors import KbertError
+
+flags.DEFINE_bool("verbose", False, "Show TensorFlow's own logs, and the full traceback of an error.")
+
+# TensorFlow's I/O error classes (by name: TF may not be imported yet) and what the user does about each.
+_IO_FIXES = {
+    "NotFoundError": "check that the path exists and is spelled right",
+    "PermissionDeniedError": "check the permissions (or credentials, for gs://) of that path",
+    "ResourceExhaustedError": "out of disk space or memory: free some (or lower the batch size) and rerun the "
+                              "same command, which resumes from the last checkpoint",
+    "DataLossError": "the file is corrupt or cut short: restore or regenerate it",
+}
 
 
 def report(program: str, error: KbertError) -> None:
@@ -24,13 +41,34 @@ def report(program: str, error: KbertError) -> None:
     sys.exit(f"{program}: error: {error}")
 
 
+def _io_error(error: Exception) -> Optional[str]:
+    """One line for a TensorFlow I/O error, or None for anything else."""
+    tf = sys.modules.get("tensorflow")
+    name = type(error).__name__
+    if tf is None or not isinstance(error, tf.errors.OpError) or name not in _IO_FIXES:
+        return None
+    first = (str(error.message).strip().splitlines() or [name])[0]
+    return f"{name[:-len('Error')]}: {first[:300]} ({_IO_FIXES[name]})."
+
+
 def run(main: Callable[[list[str]], None], program: str) -> None:
-    """`absl.app.run(main)`, with every `KbertError` that escapes `main` reported by `report`."""
+    """`absl.app.run(main)`, with kbert's errors and TensorFlow's I/O errors reported as one line."""
 
     def guarded(argv: list[str]) -> None:
+        verbose = flags.FLAGS.verbose
+        if not verbose:
+            logging.set_verbosity(logging.WARNING)  # TF's per-save INFO lines would drown the progress lines
+            warnings.filterwarnings("ignore", module="tensorflow")
         try:
             main(argv)
         except KbertError as error:
+            if verbose:
+                raise
             report(program, error)
+        except Exception as error:
+            line = None if verbose else _io_error(error)
+            if line is None:
+                raise
+            sys.exit(f"{program}: error: {line}")
 
     app.run(guarded)

@@ -1,0 +1,49 @@
+"""Every CLI's start: a kbert error or a TensorFlow I/O error is one line and exit 1; --verbose shows the trace."""
+
+import subprocess
+import sys
+
+import pytest
+
+from training_fixtures import cli_env
+
+PROGRAM = """
+import sys
+import tensorflow as tf
+from kbert.cli import entry
+from kbert.errors import ConfigError
+
+def main(argv):
+    if sys.argv[1] == "config":
+        raise ConfigError("train.total_steps=-1 must be positive.")
+    if sys.argv[1] == "disk":
+        raise tf.errors.ResourceExhaustedError(None, None, "/data/run/checkpoints/ckpt-9_temp; No space left on device")
+    raise RuntimeError("a bug")
+
+sys.argv = ["kbert-x"] + sys.argv[1:]
+entry.run(main, "kbert-x")
+"""
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-c", PROGRAM, *args], env=cli_env(), capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("case, line", [
+    ("config", "kbert-x: error: train.total_steps=-1 must be positive."),
+    ("disk", "kbert-x: error: ResourceExhausted: /data/run/checkpoints/ckpt-9_temp; No space left on device (out of "
+             "disk space or memory: free some (or lower the batch size) and rerun the same command, which resumes "
+             "from the last checkpoint)."),
+])
+def test_user_errors_are_one_line_and_verbose_shows_the_traceback(case, line):
+    result = _run(case)
+    assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == line, result.stderr
+    assert "Traceback" not in result.stderr
+    verbose = _run(case, "--verbose")
+    assert verbose.returncode == 1 and "Traceback (most recent call last)" in verbose.stderr
+
+
+def test_a_bug_keeps_its_traceback():
+    result = _run("bug")
+    assert result.returncode == 1 and "Traceback" in result.stderr and "RuntimeError: a bug" in result.stderr
