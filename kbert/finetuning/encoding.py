@@ -7,10 +7,11 @@ lengths are `a' = min(a, max(m - b, ceil(m / 2)))` and `b' = min(b, m - a')`. A 
 
 Example:
 
->>> encoder = PairEncoder("vocab.txt", seq_length=128)
->>> dataset = encoder.dataset(data.train, batch_size=32, training=True, seed=1)
->>> encoder.count_truncated(data.train)
-212
+```python
+encoder = PairEncoder("vocab.txt", seq_length=128)
+dataset = encoder.dataset(data.train, batch_size=32, training=True, seed=1)  # ({"input_ids", ...}, label)
+encoder.count_truncated(data.train)  # examples that lose word pieces
+```
 """
 
 from __future__ import annotations

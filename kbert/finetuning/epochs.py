@@ -6,8 +6,11 @@ killed run resumes at E + 1 and still ends with the best weights.
 
 Example:
 
->>> evaluator = EpochEvaluator(model, evals, data, checkpoints, epoch, best, writers, epochs=3)
->>> model.fit(train_dataset, epochs=3, callbacks=[evaluator], verbose=0)
+```python
+evaluator = EpochEvaluator(data, {"eval": EvalSet(eval_dataset, labels)}, BestWeights(model, "run/best"),
+                           save_checkpoint, epochs=3, examples_per_epoch=len(data.train), writers=None)
+model.fit(train_dataset, epochs=3, callbacks=[evaluator], verbose=0)
+```
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ file, the line and the fix, raised before any model is built.
 
 Example:
 
->>> data = load_task_data(resolve_task(config.task))
->>> data.label_names, len(data.train.text_a), data.evals["eval"].labels[:3]
-(('0', '1'), 67349, array([1, 0, 1], dtype=int32))
+```python
+data = load_task_data(resolve_task(config.task))
+data.label_names, len(data.train), data.evals["eval"].labels[:3]  # ('0', '1'), 67349, [1, 0, 1]
+```
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class TaskData:
 def _label_set(table: Table, column) -> tuple[str, ...]:
     """The training file's labels: numeric order when all are integers, else alphabetical."""
     values = set(v.strip() for v in table.columns[column])
+    if len(values) < 2:
+        raise InputDataError(f"{table.path}: column {column!r} holds one label only ({', '.join(values)}); a "
+                             "classifier needs examples of at least two, or set task.type=regression.")
     if all(v.lstrip("-").isdigit() for v in values):
         return tuple(sorted(values, key=int))
     return tuple(sorted(values))

@@ -7,9 +7,10 @@ a requested column (QQP has a few) are skipped and counted.
 
 Example:
 
->>> table = read_columns("glue/SST-2/dev.tsv", "tsv", ["sentence", "label"])
->>> table.columns["sentence"][:1], table.skipped_rows
-(['it 's a charming and often affecting journey . '], 0)
+```python
+table = read_columns("glue/SST-2/dev.tsv", "tsv", ["sentence", "label"])
+table.columns["sentence"][0], table.skipped_rows  # "it 's a charming and often affecting journey . ", 0
+```
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ checkpoints load into `model.encoder` unchanged; the outputs are float32 whateve
 
 Example:
 
->>> model = BertClassifier(BertConfig.load("bert_base"), num_outputs=3)
->>> model({"input_ids": ids, "input_mask": mask, "segment_ids": segments}).shape
-TensorShape([batch, 3])
+```python
+model = BertClassifier(BertConfig.load("bert_base"), num_outputs=3)
+model({"input_ids": ids, "input_mask": mask, "segment_ids": segments})  # [batch, 3] float32 logits
+```
 """
 
 from __future__ import annotations

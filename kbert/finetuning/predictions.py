@@ -6,8 +6,12 @@ what the GLUE server takes, one file per task (`SST-2.tsv`, `MNLI-m.tsv`, ...).
 
 Example:
 
->>> write_submission("run/predictions/SST-2.tsv", ["0", "1"], np.array([[0.2, 1.3], [2.0, -1.0]]), ("0", "1"))
-'run/predictions/SST-2.tsv'
+```python
+write_submission("run/predictions/SST-2.tsv", ["0", "1"], np.array([[0.2, 1.3], [2.0, -1.0]]), ("0", "1"))
+# index  prediction
+# 0      1
+# 1      0
+```
 """
 
 from __future__ import annotations

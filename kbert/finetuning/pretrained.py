@@ -11,10 +11,12 @@ MSLT run (its last `stage_N/export`) or one stage's `export/` (Google format); a
 
 Example:
 
->>> path = resolve_checkpoint("runs/bert_tiny")
->>> bert = bert_config_for("", path)
->>> check_checkpoint_fits(path, bert, vocab_size=30522, vocab_file="vocab.txt")
->>> load_encoder(model.encoder, path)
+```python
+path = resolve_checkpoint("runs/bert_tiny")          # runs/bert_tiny/checkpoints/ckpt-300
+bert = bert_config_for(config.model, path)           # model.bert, or what comes with the checkpoint
+check_checkpoint_fits(path, bert, vocab_size=30522, vocab_file="vocab.txt")
+load_encoder(model.encoder, path)                    # 'kbert'
+```
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from typing import Optional
 
 import tensorflow as tf
 
-from kbert.errors import CheckpointMismatchError, ConfigError, KbertError, MissingFileError, VocabularyError
-from kbert.modeling import BertConfig, BertEncoder
+from kbert.errors import CheckpointMismatchError, ConfigError, MissingFileError, VocabularyError
+from kbert.modeling import BertConfig, BertEncoder, BertPretrainer
 from kbert.training import checkpointing
 from kbert.training.config import ModelConfig
 
@@ -136,18 +138,23 @@ def check_checkpoint_fits(prefix: str, bert: BertConfig, vocab_size: int, vocab_
             f"{bert.hidden_size}; set model.bert to the bert_config.json (or preset) it was pretrained with.")
 
 
+def _is_google(prefix: str) -> bool:
+    return any(name.startswith("bert/embeddings/") for name, _ in tf.train.list_variables(prefix))
+
+
 def load_encoder(encoder: BertEncoder, prefix: str) -> str:
     """Loads the encoder's weights from a kbert or Google checkpoint (heads and optimizer slots ignored);
     returns 'kbert' or 'google'.
 
     Raises:
-      CheckpointMismatchError: some encoder weight is missing or has another shape.
+      CheckpointMismatchError: some weight is missing, unexpected or of another shape (listed).
     """
-    try:
-        return checkpointing.load_init_checkpoint(encoder, prefix)
-    except KbertError:
-        raise
-    except ValueError as e:
-        first_line = (str(e).strip().splitlines() or [""])[0]
-        raise CheckpointMismatchError(f"train.init_checkpoint {prefix} does not fit the encoder: {first_line[:300]}") \
-            from None
+    if _is_google(prefix):
+        return checkpointing.load_init_checkpoint(encoder, prefix)  # a Google load into an encoder skips cls/
+    # A kbert checkpoint holds a whole pretrainer, and load_init_checkpoint loads a model's exact weights: load it
+    # into a pretrainer of this size, then take its encoder's weights (the same paths, in the same order).
+    pretrainer = BertPretrainer(encoder.config)
+    kind = checkpointing.load_init_checkpoint(pretrainer, prefix)
+    for target, source in zip(encoder.weights, pretrainer.encoder.weights):
+        target.assign(source)
+    return kind

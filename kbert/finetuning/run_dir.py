@@ -14,7 +14,9 @@ schedule: it too must match), and never touches a finished one; both refusals ar
 
 Example:
 
->>> check_resumable("runs/sst2", config.as_dict())   # raises ConfigError, or writes finetune_config.json
+```python
+check_resumable("runs/sst2", config.as_dict())   # raises ConfigError, or writes finetune_config.json
+```
 """
 
 from __future__ import annotations

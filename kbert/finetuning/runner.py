@@ -131,6 +131,8 @@ def run_finetuning(config: FinetuneConfig, model_dir: str, strategy: tf.distribu
     run_dir.check_resumable(model_dir, config.as_dict())
     chief = strategy.extended.should_checkpoint
     counts = _report_input(prepared, print_fn if chief else (lambda *a, **k: None))
+    # A fresh Keras session: layer and optimizer names (hence checkpoint keys) do not depend on what ran before.
+    keras.backend.clear_session()
     keras.utils.set_random_seed(t.seed)
     keras.mixed_precision.set_global_policy(t.mixed_precision)
     data = prepared.data

@@ -6,9 +6,10 @@ labels agree with every other BERT codebase.
 
 Example:
 
->>> task = resolve_task(TaskConfig(name="mnli", data_dir="glue_data"))
->>> task.eval_files
-{'eval': 'glue_data/MNLI/dev_matched.tsv', 'eval_mismatched': 'glue_data/MNLI/dev_mismatched.tsv'}
+```python
+task = resolve_task(TaskConfig(name="mnli", data_dir="glue_data"))
+task.eval_files  # {'eval': 'glue_data/MNLI/dev_matched.tsv', 'eval_mismatched': 'glue_data/MNLI/dev_mismatched.tsv'}
+```
 """
 
 from __future__ import annotations

@@ -1,0 +1,189 @@
+"""kbert-finetune end to end on tiny models: scores, best epoch, predictions, resume/refuse, init checkpoints,
+and bad input stopped before training."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from finetuning_fixtures import NLI_LABELS, TINY_MODEL, vocab_file, words, write_config, write_mnli, write_tsv
+from kbert.errors import CheckpointMismatchError, ConfigError, VocabularyError
+from kbert.finetuning import BertClassifier, load_finetune_config, run_finetuning
+from kbert.finetuning.epochs import BestWeights
+from kbert.finetuning.metrics import accuracy
+from kbert.finetuning.pretrained import load_encoder, resolve_checkpoint
+from kbert.finetuning.runner import prepare
+from kbert.modeling import BertConfig, BertPretrainer, export_google_checkpoint
+from kbert.training.checkpointing import variables_by_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The tiny model over the 200-token fixture vocabulary.
+TINY = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                  max_position_embeddings=32)
+
+
+def _run(config_path, model_dir, override=""):
+    lines = []
+    try:
+        summary = run_finetuning(load_finetune_config([config_path], override), str(model_dir),
+                                 tf.distribute.get_strategy(),
+                                 print_fn=lambda line, **_: lines.append(line))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    return summary, lines
+
+
+@pytest.fixture(scope="module")
+def mnli_run(tmp_path_factory):
+    """Two epochs of MNLI (GLUE's layout) on the tiny model, random init, one device."""
+    tmp = tmp_path_factory.mktemp("mnli")
+    config = write_config(tmp / "mnli.yaml", task={"name": "mnli", "data_dir": write_mnli(tmp / "glue", 48)},
+                          data={"vocab_file": vocab_file(tmp)}, train={"epochs": 2, "global_batch_size": 4})
+    summary, lines = _run(config, tmp / "run")
+    return tmp, config, summary, lines
+
+
+def test_scores_predictions_and_files(mnli_run):
+    tmp, _, summary, lines = mnli_run
+    history = summary["epochs"]
+    assert [h["epoch"] for h in history] == [1, 2] and history[1]["loss"] < history[0]["loss"]
+    best = max(history, key=lambda h: (h["eval"]["accuracy"], -h["epoch"]))
+    assert summary["best_epoch"] == best["epoch"]
+    assert summary["eval"] == best["eval"] and summary["eval_mismatched"] == best["eval_mismatched"]
+    # The reported score is the one of the kept weights: recompute it from the written predictions.
+    for split, file_name in (("eval", "dev_matched"), ("eval_mismatched", "dev_mismatched")):
+        gold = [row.split("\t")[-1] for row in open(tmp / "glue" / "MNLI" / f"{file_name}.tsv").read().splitlines()[1:]]
+        predicted = [row.split("\t")[1] for row in open(tmp / "run" / "predictions" / f"{split}.tsv").read().splitlines()[1:]]
+        assert accuracy(np.array(gold), np.array(predicted)) == summary[split]["accuracy"]
+    submission = open(tmp / "run" / "predictions" / "MNLI-mm.tsv").read().splitlines()
+    assert submission[0] == "index\tprediction" and [r.split("\t")[0] for r in submission[1:]] == \
+        ["100", "101", "102", "103", "104"] and all(r.split("\t")[1] in NLI_LABELS for r in submission[1:])
+    on_disk = json.load(open(tmp / "run" / "summary.json"))
+    assert on_disk["eval"] == summary["eval"] and on_disk["labels"] == list(NLI_LABELS)
+    assert on_disk["input"]["train"] == {"examples": 48, "truncated": 0, "skipped_rows": 0}
+    assert os.listdir(tmp / "run" / "train") and os.listdir(tmp / "run" / "eval")  # TensorBoard
+    assert [line.split(" |")[0] for line in lines if line.startswith("epoch")] == ["epoch 1/2", "epoch 2/2"]
+    assert "eval_mismatched accuracy" in lines[-1]
+
+
+def test_finished_run_is_refused_and_partial_run_resumes(mnli_run):
+    tmp, config, summary, _ = mnli_run
+    with pytest.raises(ConfigError, match="holds a finished fine-tuning run"):
+        _run(config, tmp / "run")
+    partial = tmp / "partial"
+    shutil.copytree(tmp / "run", partial)
+    os.remove(partial / "summary.json")
+    with pytest.raises(ConfigError, match=r"another config \(schedule.peak_learning_rate: 0.01 -> 0.02\)"):
+        _run(config, partial, "schedule.peak_learning_rate=0.02")
+    resumed, lines = _run(config, partial)
+    assert any(line.startswith("Resumed from") and "after epoch 2" in line for line in lines)
+    assert resumed["eval"] == summary["eval"] and resumed["best_epoch"] == summary["best_epoch"]
+
+
+def test_regression_with_lamb_in_bfloat16(tmp_path):
+    rng = np.random.default_rng(1)
+    rows = [[words(rng, k % 4), words(rng, 5), float(k % 4)] for k in range(16)]
+    for name in ("train", "dev"):
+        write_tsv(tmp_path / "STS-B" / f"{name}.tsv", ["index", "sentence1", "sentence2", "score"],
+                  [[i] + r for i, r in enumerate(rows)])
+    config = write_config(tmp_path / "stsb.yaml", task={"name": "stsb", "data_dir": str(tmp_path)},
+                          data={"vocab_file": vocab_file(tmp_path)}, optimizer={"type": "lamb"},
+                          train={"epochs": 1, "mixed_precision": "mixed_bfloat16"})
+    summary, _ = _run(config, tmp_path / "run")
+    assert set(summary["eval"]) == {"pearson", "spearman"} and summary["labels"] == []
+    assert np.isfinite(summary["eval"]["pearson"])
+
+
+def _pretrainer(vocab_size=200, **changes):
+    return BertPretrainer(TINY.replace(vocab_size=vocab_size, **changes))
+
+
+def _encoder_weights(model):
+    return {v.path: v.numpy() for v in model.encoder.weights}
+
+
+def _kbert_model_dir(directory, pretrainer):
+    """A kbert pretraining model_dir: checkpoints/ckpt-N keyed by variable path, summary.json with the model."""
+    tf.train.Checkpoint(model=variables_by_path(pretrainer.weights)).save(str(directory / "checkpoints" / "ckpt"))
+    model = {"bert": TINY_MODEL["bert"], "overrides": {**TINY_MODEL["overrides"], "vocab_size": 200}}
+    (directory / "summary.json").write_text(json.dumps({"config": {"model": model}}))
+    return str(directory)
+
+
+@pytest.mark.parametrize("kind", ["kbert", "google", "mslt"])
+def test_encoder_loads_from_each_kind_of_checkpoint(tmp_path, kind):
+    pretrainer = _pretrainer()
+    if kind == "kbert":
+        init = _kbert_model_dir(tmp_path / "pretrain", pretrainer)
+    elif kind == "google":
+        init = export_google_checkpoint(pretrainer, str(tmp_path / "google" / "bert_model.ckpt"))
+    else:
+        export_google_checkpoint(_pretrainer(), str(tmp_path / "mslt" / "stage_1" / "export" / "bert_model.ckpt"))
+        export_google_checkpoint(pretrainer, str(tmp_path / "mslt" / "stage_2" / "export" / "bert_model.ckpt"))
+        init = str(tmp_path / "mslt")  # the run's last stage
+    write_tsv(tmp_path / "t.tsv", ["text", "y"], [["w1", 0], ["w2", 1]] * 4)
+    # model.bert empty: the config comes with the checkpoint (bert_config.json, or the run's summary.json).
+    config = write_config(tmp_path / "c.yaml", task={"name": "tsv", "train_file": str(tmp_path / "t.tsv"),
+                                                      "eval_file": str(tmp_path / "t.tsv"), "text_a_column": "text",
+                                                      "label_column": "y"},
+                          model={"bert": "", "overrides": {}}, data={"vocab_file": vocab_file(tmp_path)},
+                          train={"init_checkpoint": init})
+    prepared = prepare(load_finetune_config([config]))
+    assert prepared.bert == TINY
+    classifier = BertClassifier(prepared.bert, num_outputs=2)
+    assert load_encoder(classifier.encoder, prepared.init_checkpoint) == ("kbert" if kind == "kbert" else "google")
+    expected = _encoder_weights(pretrainer)
+    assert all(np.array_equal(value, expected[path]) for path, value in _encoder_weights(classifier).items())
+    if kind == "mslt":
+        assert resolve_checkpoint(init).endswith(os.path.join("stage_2", "export", "bert_model.ckpt"))
+
+
+@pytest.mark.parametrize("pretrainer_changes, error, needles", [
+    ({"vocab_size": 150}, VocabularyError, ["has 200 tokens", "pretrained with 150", "vocabulary file"]),
+    ({"num_hidden_layers": 3}, CheckpointMismatchError, ["3-layer BERT of hidden size 32", "2 layers", "model.bert"]),
+])
+def test_checkpoint_that_does_not_fit_is_refused_before_training(tmp_path, pretrainer_changes, error, needles):
+    init = export_google_checkpoint(_pretrainer(**pretrainer_changes), str(tmp_path / "g" / "bert_model.ckpt"))
+    write_tsv(tmp_path / "t.tsv", ["text", "y"], [["w1", 0], ["w2", 1]] * 4)
+    config = write_config(tmp_path / "c.yaml", task={"name": "tsv", "train_file": str(tmp_path / "t.tsv"),
+                                                      "eval_file": str(tmp_path / "t.tsv"), "text_a_column": "text",
+                                                      "label_column": "y"},
+                          data={"vocab_file": vocab_file(tmp_path)}, train={"init_checkpoint": init})
+    with pytest.raises(error) as raised:
+        prepare(load_finetune_config([config]))
+    for needle in needles + [init]:
+        assert needle in str(raised.value)
+
+
+def test_cli_reports_bad_input_as_one_line(tmp_path):
+    write_tsv(tmp_path / "t.tsv", ["sentence", "label"], [["w1", 0], ["w2", 1]])
+    override = (f"task.name=tsv,task.train_file={tmp_path}/t.tsv,task.eval_file={tmp_path}/t.tsv,"
+                f"task.text_a_column=text,task.label_column=label,data.vocab_file={vocab_file(tmp_path)},"
+                "model.bert=bert_tiny")
+    result = subprocess.run([sys.executable, "-m", "kbert.run_finetuning", f"--model_dir={tmp_path}/run",
+                             f"--params_override={override}"], capture_output=True, text=True, cwd=ROOT,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 1
+    error_lines = [line for line in result.stderr.splitlines() if "kbert-finetune" in line]
+    assert error_lines == [f"kbert-finetune: error: {tmp_path}/t.tsv has no column 'text'; its columns are "
+                           "'sentence', 'label'. Set task.text_a_column / task.text_b_column / task.label_column "
+                           "to one of them."]
+    assert not os.path.exists(tmp_path / "run" / "checkpoints")
+
+
+def test_best_weights_keep_the_earliest_best_epoch(tmp_path):
+    model = BertClassifier(TINY, num_outputs=2)
+    best = BestWeights(model, str(tmp_path / "best"))
+    kernel = model.classifier.kernel
+    for epoch, score in enumerate([0.5, 0.9, 0.9, 0.7], start=1):
+        kernel.assign(np.full(kernel.shape, float(epoch), np.float32))
+        best.offer(epoch, score, {"eval": {"accuracy": score}})
+    best.restore()
+    assert np.all(kernel.numpy() == 2.0)
+    assert BestWeights(model, str(tmp_path / "best")).record == {"epoch": 2, "score": 0.9, "eval": {"accuracy": 0.9}}
