@@ -84,6 +84,17 @@ def _model_weights(model_dir):
     return reader
 
 
+@pytest.mark.parametrize("records", [13, 5])
+def test_eval_counts_every_record_even_the_last_partial_batch(tmp_path, data, records):
+    eval_files = write_shards(str(tmp_path / "eval"), "eval", shards=1, records_per_shard=records, seed=3)
+    config = _experiment(tmp_path, (data[0], eval_files))
+    model, checkpoint = _google_checkpoint(config, str(tmp_path / "google"))
+    config.override({"train": {"init_checkpoint": checkpoint}})
+    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), mode="eval",
+                             print_fn=lambda *a, **k: None)
+    assert summary["eval"]["sequences"] == records and summary["eval"]["loss"] > 0
+
+
 def test_train_starts_from_a_google_tf1_checkpoint(tmp_path, data):
     # A learning rate of ~0 keeps the weights where the Google checkpoint put them.
     config = _experiment(tmp_path, data, "schedule.peak_learning_rate=1e-12,train.total_steps=2")

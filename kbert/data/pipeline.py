@@ -45,8 +45,9 @@ def pretraining_dataset(
     """Batches of pretraining examples, keyed by Google's v1 names (see docs/architecture.md).
 
     Files are sharded by file across input pipelines (`input_context`), so every file is read by exactly one
-    pipeline; each pipeline batches `input_context.get_per_replica_batch_size(global_batch_size)` examples with
-    `drop_remainder=True`, so every shape is static.
+    pipeline; each pipeline batches `input_context.get_per_replica_batch_size(global_batch_size)` examples.
+    Training batches drop the remainder, so their shapes are static; an evaluation keeps the last, partial batch,
+    so every record is evaluated.
 
     Args:
       file_pattern: a glob, comma-separated globs, or a list of globs.
@@ -135,7 +136,7 @@ def pretraining_dataset(
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     # Batch before parsing: vectorised parse_example is several times faster than per-record parsing.
-    dataset = dataset.batch(batch_size, drop_remainder=True)
+    dataset = dataset.batch(batch_size, drop_remainder=is_training)
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     if masker is not None:
         dataset = dataset.map(masker, num_parallel_calls=tf.data.AUTOTUNE)

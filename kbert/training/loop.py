@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.data import pretraining_dataset
-from kbert.errors import ConfigError, MissingFileError, NonFiniteLossError
+from kbert.errors import ConfigError, InputDataError, MissingFileError, NonFiniteLossError
 from kbert.modeling import BertPretrainer
 from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
 from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, PolynomialWarmup
@@ -200,7 +200,7 @@ def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: 
 
 
 def evaluate(config: PretrainingConfig, strategy: tf.distribute.Strategy, model: keras.Model) -> dict[str, float]:
-    """MLM/NSP loss and accuracy over `data.eval_files` (all of it, or `eval.steps` batches), summed globally."""
+    """MLM/NSP loss and accuracy over `data.eval_files` (every record, or `eval.steps` batches), summed globally."""
     make = dataset_fn(config, False, model.config.vocab_size)
     steps = config.eval.steps
     dataset = strategy.distribute_datasets_from_function(
@@ -219,6 +219,9 @@ def evaluate(config: PretrainingConfig, strategy: tf.distribute.Strategy, model:
         return totals
 
     totals = {k: np.float64(v) for k, v in run(dataset).items()}
+    if totals["nsp_count"] == 0:
+        raise InputDataError(f"data.eval_files={config.data.eval_files!r}: no record was evaluated; check that the "
+                             "files hold records (kbert-inspect-tfrecords).")
     metrics = {k: float(v) for k, v in pretraining_metrics(totals).items()}
     metrics["sequences"] = float(totals["nsp_count"])
     return metrics
