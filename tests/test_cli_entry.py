@@ -47,3 +47,17 @@ def test_user_errors_are_one_line_and_verbose_shows_the_traceback(case, line):
 def test_a_bug_keeps_its_traceback():
     result = _run("bug")
     assert result.returncode == 1 and "Traceback" in result.stderr and "RuntimeError: a bug" in result.stderr
+
+
+def test_kbert_pretrain_shows_only_its_own_lines_unless_verbose(tmp_path):
+    from training_fixtures import write_config, write_shards
+
+    data = write_shards(str(tmp_path / "data"), "train", shards=1, records_per_shard=16)
+    config = write_config(str(tmp_path / "c.yaml"), data, data, train={"total_steps": 2})
+    env = cli_env()
+    env.pop("TF_CPP_MIN_LOG_LEVEL")
+    command = [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config}",
+               f"--model_dir={tmp_path / 'run'}", "--mode=train_and_eval"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stderr == "", result.stderr[-2000:]
+    assert [line.split(" |")[0] for line in result.stdout.splitlines()] == ["step 2/2", "eval"]
