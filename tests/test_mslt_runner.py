@@ -78,19 +78,20 @@ def test_stages_train_only_their_layers_and_export(tmp_path, data):
         experiment.run(other, str(tmp_path / "run"), make_strategy("one_device"))
 
 
-@pytest.mark.parametrize("new_layer_init", ["copy", "random"])
-def test_stages_built_ahead_on_a_thread_train_bit_identically(tmp_path, data, new_layer_init):
+def test_stages_built_ahead_on_a_thread_train_bit_identically(tmp_path, data):
     """Stages 2 and 3 are built while the stage before trains, then get its weights: same run as building each
-    when it starts (random new layers, dropout seeds and input position included)."""
+    when it starts (random new layers, dropout seeds and input position included). Both ways carry the weights
+    over with the same code after the build, so `random` new layers, whose weights come from the build's own
+    seeding, are the case that can differ."""
     mslt = {"stages": [{"num_layers": 2, "steps": 3}, {"num_layers": 4, "steps": 3}], "final_stage": {"steps": 2},
-            "new_layer_init": new_layer_init, "frozen_dropout": True}
+            "new_layer_init": "random", "frozen_dropout": True}
     runs = {}
     for build_ahead in (True, False):
         config = load_experiment([mslt_config(tmp_path / "c.yaml", data, dict(mslt, build_ahead=build_ahead),
                                               steps_per_loop=1)])
         lines = []
         summary = experiment.run(config, str(tmp_path / str(build_ahead)), make_strategy("one_device"),
-                           print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
+                                 print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
         runs[build_ahead] = summary
         ahead = [s["built_ahead_seconds"] > 0 for s in summary["stages"]]
         assert ahead == ([False, True, True] if build_ahead else [False, False, False])

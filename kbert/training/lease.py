@@ -38,7 +38,8 @@ class Conflict(Exception):
 
 
 class LocalStore:
-    """The lease file on a local or mounted disk; versions are the file's contents, compared under a lock."""
+    """The lease file on a local or mounted disk; versions are the file's contents, compared under a lock on
+    the folder."""
 
     def __init__(self, path: str):
         self.path = path
@@ -61,12 +62,16 @@ class LocalStore:
         return data, data
 
     def _locked(self, version: bytes, write: Callable[[], None]) -> None:
-        with open(self.path + ".lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        # The lock is on the folder: the file itself is replaced by each write, and a lock file would be litter.
+        folder = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+        try:
+            fcntl.flock(folder, fcntl.LOCK_EX)
             current = self.read()
             if current is None or current[1] != version:
                 raise Conflict()
             write()
+        finally:
+            os.close(folder)  # closing releases the lock
 
     def replace(self, data: bytes, version: bytes) -> bytes:
         def write():
