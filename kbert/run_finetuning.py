@@ -30,12 +30,9 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     # Imported here so `--help` and flag errors come back without loading TensorFlow.
-    import tensorflow as tf
-
     from kbert.finetuning import load_finetune_config, run_finetuning
     from kbert.training.strategy import make_strategy
 
-    tf.get_logger().setLevel("WARNING")
     config = load_finetune_config(FLAGS.config_file, FLAGS.params_override)
     run_finetuning(config, FLAGS.model_dir, make_strategy(FLAGS.strategy, FLAGS.tpu))
 

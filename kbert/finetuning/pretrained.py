@@ -35,6 +35,18 @@ from kbert.training import checkpointing
 from kbert.training.config import ModelConfig
 
 BERT_CONFIG = "bert_config.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Keys:
+    """The config keys (or flags) that name the checkpoint, the BERT config and the vocabulary in messages."""
+
+    checkpoint: str = "train.init_checkpoint"
+    bert: str = "model.bert"
+    vocab: str = "data.vocab_file"
+
+
+FINETUNE_KEYS = Keys()
 _MSLT_EXPORT = re.compile(r"stage_(\d+)$")
 _LAYER = re.compile(r"layer_(\d+)")
 
@@ -49,7 +61,7 @@ def _last_mslt_export(model_dir: str) -> Optional[str]:
     return None
 
 
-def resolve_checkpoint(path: str) -> str:
+def resolve_checkpoint(path: str, keys: Keys = FINETUNE_KEYS) -> str:
     """The checkpoint prefix `path` stands for (see the module docstring).
 
     Raises:
@@ -61,7 +73,7 @@ def resolve_checkpoint(path: str) -> str:
                     or _last_mslt_export(path))
     if not resolved or not tf.io.gfile.exists(resolved + ".index"):
         raise MissingFileError(
-            f"train.init_checkpoint={path!r}: no checkpoint there; give a kbert model_dir, an MSLT run or stage "
+            f"{keys.checkpoint}={path!r}: no checkpoint there; give a kbert model_dir, an MSLT run or stage "
             "export, a checkpoint prefix (.../ckpt-1000, .../bert_model.ckpt), or a directory with a 'checkpoint' "
             "file.")
     return resolved
@@ -100,7 +112,7 @@ def _summary_model(prefix: str) -> Optional[BertConfig]:
     return config.bert_config()
 
 
-def bert_config_for(model_config: ModelConfig, prefix: Optional[str]) -> BertConfig:
+def bert_config_for(model_config: ModelConfig, prefix: Optional[str], keys: Keys = FINETUNE_KEYS) -> BertConfig:
     """`model.bert` (with `model.overrides`) if set, else what the checkpoint `prefix` comes with.
 
     Raises:
@@ -110,7 +122,7 @@ def bert_config_for(model_config: ModelConfig, prefix: Optional[str]) -> BertCon
         try:
             return model_config.bert_config()
         except (ValueError, TypeError) as e:
-            raise ConfigError(f"model.bert={model_config.bert!r}: {e}") from None
+            raise ConfigError(f"{keys.bert}={model_config.bert!r}: {e}") from None
     if prefix:
         beside = os.path.join(os.path.dirname(prefix), BERT_CONFIG)
         if tf.io.gfile.exists(beside):
@@ -119,23 +131,24 @@ def bert_config_for(model_config: ModelConfig, prefix: Optional[str]) -> BertCon
         if from_summary is not None:
             return from_summary
     raise ConfigError(
-        "model.bert is not set and no bert_config.json comes with train.init_checkpoint: set model.bert to a "
+        f"{keys.bert} is not set and no bert_config.json comes with {keys.checkpoint}: set {keys.bert} to a "
         f"preset (bert_base, ...) or to the bert_config.json the model was {'pretrained' if prefix else 'built'} "
         "with.")
 
 
-def check_checkpoint_fits(prefix: str, bert: BertConfig, vocab_size: int, vocab_file: str) -> None:
+def check_checkpoint_fits(prefix: str, bert: BertConfig, vocab_size: int, vocab_file: str,
+                          keys: Keys = FINETUNE_KEYS) -> None:
     """Raises VocabularyError or CheckpointMismatchError, naming both sides, if the checkpoint cannot be loaded."""
     size = checkpoint_size(prefix)
     if size.vocab_size != vocab_size:
         raise VocabularyError(
-            f"data.vocab_file={vocab_file} has {vocab_size} tokens but train.init_checkpoint {prefix} was "
+            f"{keys.vocab}={vocab_file} has {vocab_size} tokens but {keys.checkpoint} {prefix} was "
             f"pretrained with {size.vocab_size}; use the vocabulary file of that pretraining run.")
     if (size.hidden_size, size.num_layers) != (bert.hidden_size, bert.num_hidden_layers):
         raise CheckpointMismatchError(
-            f"train.init_checkpoint {prefix} holds a {size.num_layers}-layer BERT of hidden size "
+            f"{keys.checkpoint} {prefix} holds a {size.num_layers}-layer BERT of hidden size "
             f"{size.hidden_size}, but the model config has {bert.num_hidden_layers} layers of hidden size "
-            f"{bert.hidden_size}; set model.bert to the bert_config.json (or preset) it was pretrained with.")
+            f"{bert.hidden_size}; set {keys.bert} to the bert_config.json (or preset) it was pretrained with.")
 
 
 def _is_google(prefix: str) -> bool:
