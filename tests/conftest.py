@@ -8,6 +8,15 @@ import pytest
 _exit_status = 0
 
 
+@pytest.fixture
+def float32_policy():
+    """Puts Keras's global precision policy back to float32 after a test that changed it."""
+    yield
+    import keras
+
+    keras.mixed_precision.set_global_policy("float32")
+
+
 def pytest_sessionfinish(session, exitstatus):
     global _exit_status
     _exit_status = int(exitstatus)

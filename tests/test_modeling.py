@@ -119,8 +119,8 @@ def test_mismatched_checkpoint_lists_every_problem(model, tmp_path):
         load_google_checkpoint(deeper, path)
     message = str(err.value)
     assert message.splitlines()[0] == (
-        f"{path} does not fit the model (3 layers, hidden 32, vocab 98) (16 missing, 2 wrong-shape variables): check that "
-        "bert_config.json matches the checkpoint (strict=False loads a partial match).")
+        f"{path} does not fit the model (3 layers, hidden 32, vocab 98) (16 missing, 2 wrong-shape variables): "
+        "check that bert_config.json matches the checkpoint (strict=False loads a partial match).")
     assert "missing from the checkpoint (16)" in message
     assert "bert/encoder/layer_2/attention/self/query/kernel" in message
     assert "bert/embeddings/word_embeddings: checkpoint [97, 32] vs model [98, 32]" in message

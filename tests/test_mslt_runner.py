@@ -14,7 +14,7 @@ from kbert import experiment
 from kbert.errors import PlanError
 from kbert.experiment import load_experiment
 from kbert.training.strategy import make_strategy
-from training_fixtures import cli_env, pretrain_command, run_cli, write_config, write_shards
+from training_fixtures import cli_env, pretrain_command, run_cli, write_config, write_train_and_eval
 
 FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {
     "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
@@ -23,9 +23,7 @@ FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    return write_shards(str(root), "train", shards=2, records_per_shard=48), \
-        write_shards(str(root), "eval", shards=1, records_per_shard=16, seed=1)
+    return write_train_and_eval(str(tmp_path_factory.mktemp("data")), 48)
 
 
 def mslt_config(path, data, mslt, model=FOUR_LAYERS, **train):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from training_fixtures import cli_env, pretrain_command, run_cli, write_config, write_shards
+from training_fixtures import cli_env, pretrain_command, run_cli, write_config, write_train_and_eval
 
 def _weights(model_dir, step):
     reader = tf.train.load_checkpoint(os.path.join(model_dir, "checkpoints", f"ckpt-{step}"))
@@ -23,9 +23,7 @@ def _weights(model_dir, step):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    return write_shards(str(root), "train", shards=2, records_per_shard=48), \
-        write_shards(str(root), "eval", shards=1, records_per_shard=16, seed=1)
+    return write_train_and_eval(str(tmp_path_factory.mktemp("data")), 48)
 
 
 def test_one_device_and_two_mirrored_replicas_reach_the_same_weights(tmp_path, data):

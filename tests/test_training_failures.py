@@ -2,7 +2,6 @@
 
 import os
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -12,22 +11,17 @@ from kbert.errors import CheckpointMismatchError, CorruptCheckpointError, InputD
 from kbert.experiment import load_experiment
 from kbert.training.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
-from training_fixtures import pretrain_command, run_cli, write_config, write_shards
+from training_fixtures import pretrain_command, run_cli, write_config, write_train_and_eval
 
 EVERY_STEP = {"steps_per_loop": 1, "checkpoint_interval": 1, "summary_interval": 1, "max_checkpoints": 1}
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    return write_shards(str(root), "train", shards=2, records_per_shard=24), \
-        write_shards(str(root), "more", shards=1, records_per_shard=24, seed=2)
+    return write_train_and_eval(str(tmp_path_factory.mktemp("data")))
 
 
-@pytest.fixture(autouse=True)
-def float32_policy():
-    yield
-    keras.mixed_precision.set_global_policy("float32")
+pytestmark = pytest.mark.usefixtures("float32_policy")
 
 
 def _config(tmp_path, data, override="", **train):
@@ -143,7 +137,7 @@ def test_a_model_dir_or_init_checkpoint_of_a_deeper_model_is_refused(tmp_path, d
 
 def test_changed_train_files_name_checkpoint_input(tmp_path, data):
     _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
-    more = load_experiment([write_config(str(tmp_path / "more.yaml"), f"{data[0]},{data[1]}",
+    more = load_experiment([write_config(str(tmp_path / "more.yaml"), f"{data[0]},{data[1]}",  # one file more
                                          train={"total_steps": 4})])
     with pytest.raises(InputDataError, match=r"ckpt-2: its saved input position does not fit data.train_files .*"
                                              r"data.checkpoint_input=false"):

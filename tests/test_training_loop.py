@@ -16,20 +16,15 @@ from kbert.modeling import BertPretrainer, export_google_checkpoint
 from kbert.training.loop import build_optimizer, dataset_fn
 from kbert.training.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
-from training_fixtures import MAX_PREDICTIONS, SEQ_LENGTH, write_config, write_shards
+from training_fixtures import MAX_PREDICTIONS, SEQ_LENGTH, write_config, write_shards, write_train_and_eval
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    return write_shards(str(root), "train", shards=2, records_per_shard=24), \
-        write_shards(str(root), "eval", shards=1, records_per_shard=16, seed=1)
+    return write_train_and_eval(str(tmp_path_factory.mktemp("data")))
 
 
-@pytest.fixture(autouse=True)
-def float32_policy():
-    yield
-    keras.mixed_precision.set_global_policy("float32")
+pytestmark = pytest.mark.usefixtures("float32_policy")
 
 
 def _experiment(tmp_path, data, override="", **sections):
@@ -169,8 +164,9 @@ def test_model_dir_of_another_model_is_refused_by_name(tmp_path, data):
     experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     bigger = _experiment(tmp_path, data, "model.overrides.num_hidden_layers=3,train.total_steps=4")
     # 16 weights of layer 2 and their 48 LAMB slots
-    with pytest.raises(CheckpointMismatchError, match=r"ckpt-2 does not fit the model \(3 layers, hidden 32, vocab 64\) "
-                                                      r"\(64 missing variables\): resume with the config that wrote it"):
+    with pytest.raises(CheckpointMismatchError, match=r"ckpt-2 does not fit the model \(3 layers, hidden 32, "
+                                                      r"vocab 64\) \(64 missing variables\): resume with the "
+                                                      r"config that wrote it"):
         experiment.run(bigger, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 

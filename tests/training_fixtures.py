@@ -48,6 +48,12 @@ def write_shards(directory: str, prefix: str, shards: int, records_per_shard: in
     return os.path.join(directory, f"{prefix}-*.tfrecord")
 
 
+def write_train_and_eval(root: str, train_records_per_shard: int = 24) -> tuple[str, str]:
+    """Two training shards and one eval shard of 16 records under `root`; returns their globs."""
+    return (write_shards(root, "train", shards=2, records_per_shard=train_records_per_shard),
+            write_shards(root, "eval", shards=1, records_per_shard=16, seed=1))
+
+
 def write_config(path: str, train_files: str, eval_files: str = "", **sections) -> str:
     """A YAML experiment for a 2-layer, hidden-32 BERT on the fixture records; `sections` update it (or add one,
     e.g. `mslt={...}`)."""

@@ -91,7 +91,8 @@ def _storage_client(path: str):
         from google.cloud import storage
     except ImportError:
         raise MissingFileError(f"--model_dir={os.path.dirname(path)}: a gs:// model_dir needs the "
-                               "google-cloud-storage package for its lease: pip install google-cloud-storage.") from None
+                               "google-cloud-storage package for its lease: pip install google-cloud-storage."
+                               ) from None
     return storage.Client()
 
 
