@@ -64,10 +64,12 @@ def test_round_trip_records_to_decoded_text(tmp_path, vocab, v2, gzip_compressed
             assert example[name] == expected, name
 
 
-def test_drop_remainder_when_not_training(tmp_path, vocab):
+def test_evaluation_keeps_the_last_partial_batch_and_training_drops_it(tmp_path, vocab):
     path = write_records(tmp_path / "a.tfrecord", make_instances(10, SEQ, PRED, len(vocab)))
     dataset = pretraining_dataset(path, SEQ, PRED, global_batch_size=4, is_training=False)
-    assert [b["input_ids"].shape[0] for b in dataset.as_numpy_iterator()] == [4, 4]
+    assert [b["input_ids"].shape[0] for b in dataset.as_numpy_iterator()] == [4, 4, 2]
+    training = pretraining_dataset(path, SEQ, PRED, global_batch_size=4, is_training=True, seed=1)
+    assert training.element_spec["input_ids"].shape.as_list() == [4, SEQ]
 
 
 def test_shards_by_file_per_input_pipeline(tmp_path, vocab):
@@ -179,6 +181,7 @@ def test_matches_model_garden_loader_on_model_garden_files(tmp_path, vocab, v2, 
     config = pretrain_dataloader.BertPretrainDataConfig(
         input_path=path, global_batch_size=4, is_training=False, seq_length=SEQ, max_predictions_per_seq=PRED,
         use_v2_feature_names=v2, file_type="tfrecord_compressed" if gzip_compressed else "tfrecord",
+        drop_remainder=False,  # an evaluation reads every record
     )
     theirs = all_examples(pretrain_dataloader.BertPretrainDataLoader(config).load())
     assert len(ours) == len(theirs) > 8

@@ -22,6 +22,36 @@ from kbert.data.dynamic_masking import DynamicMasker
 from kbert.errors import ConfigError
 
 
+def _masker(max_predictions: int, vocab_size: int | None, vocab_file: str | None, whole_word: bool,
+            selection_rate: float) -> DynamicMasker:
+    """The dynamic masker: from the vocabulary file (special ids, ## pieces) if given, else from `vocab_size`."""
+    if vocab_file:
+        return DynamicMasker.from_vocab_file(vocab_file, max_predictions, whole_word=whole_word,
+                                             selection_rate=selection_rate)
+    if whole_word:
+        raise ConfigError("whole_word_masking needs vocab_file, to know which pieces continue a word (##).")
+    if vocab_size is None:
+        raise ConfigError("dynamic_masking needs vocab_size or vocab_file (random replacement ids).")
+    return DynamicMasker(vocab_size, max_predictions, selection_rate=selection_rate)
+
+
+def _records(files: list[str], compression: str, is_training: bool, seed: int | None, cycle_length: int,
+             shuffle_buffer: int) -> tf.data.Dataset:
+    """Serialized records of `files`: shuffled and repeated forever when training, one pass in order otherwise."""
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    if is_training:
+        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    dataset = dataset.interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
+        cycle_length=min(cycle_length, len(files)),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=not is_training or seed is not None,
+    )
+    if is_training:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    return dataset
+
+
 def pretraining_dataset(
     file_pattern: str | Sequence[str],
     seq_length: int,
@@ -83,19 +113,9 @@ def pretraining_dataset(
         files = files[input_context.input_pipeline_id :: num_pipelines]
     batch_size = input_context.get_per_replica_batch_size(global_batch_size) if input_context else global_batch_size
 
-    masker = None
-    if dynamic_masking:
-        if vocab_file:
-            masker = DynamicMasker.from_vocab_file(
-                vocab_file, max_predictions, whole_word=whole_word_masking, selection_rate=masked_lm_prob
-            )
-            vocab_size = vocab_size or masker.vocab_size
-        elif whole_word_masking:
-            raise ConfigError("whole_word_masking needs vocab_file, to know which pieces continue a word (##).")
-        elif vocab_size is None:
-            raise ConfigError("dynamic_masking needs vocab_size or vocab_file (random replacement ids).")
-        else:
-            masker = DynamicMasker(vocab_size, max_predictions, selection_rate=masked_lm_prob)
+    masker = _masker(max_predictions, vocab_size, vocab_file, whole_word_masking, masked_lm_prob) \
+        if dynamic_masking else None
+    vocab_size = vocab_size or (masker.vocab_size if masker is not None else None)
 
     if validate_records == 0:
         v2 = bool(use_v2_feature_names)
@@ -124,17 +144,7 @@ def pretraining_dataset(
                 batch[name] = tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
         return batch
 
-    dataset = tf.data.Dataset.from_tensor_slices(files)
-    if is_training:
-        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
-    dataset = dataset.interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
-        cycle_length=min(cycle_length, len(files)),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=not is_training or seed is not None,
-    )
-    if is_training:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    dataset = _records(files, compression, is_training, seed, cycle_length, shuffle_buffer)
     # Batch before parsing: vectorised parse_example is several times faster than per-record parsing.
     dataset = dataset.batch(batch_size, drop_remainder=is_training)
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
