@@ -24,6 +24,9 @@ flags.DEFINE_string("model_dir", None, "Checkpoints, TensorBoard logs and summar
 flags.DEFINE_enum("strategy", "auto", list(STRATEGIES), "Distribution strategy.")
 flags.DEFINE_string("tpu", "", "TPU name, or 'local' on a TPU VM (the default with --strategy=tpu).")
 flags.DEFINE_enum("mode", "train", list(MODES), "What to run.")
+flags.DEFINE_enum("device", "auto", ["auto", "cpu"],
+                  "'cpu' trains on the CPU even on a host with GPUs or a TPU; 'auto' refuses to, naming the cause "
+                  "(docs/accelerators.md).")
 flags.mark_flag_as_required("model_dir")
 
 
@@ -32,6 +35,7 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     # Imported here so `--help` and flag errors come back without loading TensorFlow.
     from kbert import experiment
+    from kbert.training import devices
     from kbert.training.preemption import PREEMPTED_EXIT_CODE, Preempted
     from kbert.training.strategy import make_strategy
 
@@ -40,7 +44,13 @@ def main(argv: list[str]) -> None:
     tf.get_logger().setLevel("WARNING")  # per-save INFO lines would drown the progress lines
     try:
         config = experiment.load_experiment(FLAGS.config_file, FLAGS.params_override)
-        experiment.run(config, FLAGS.model_dir, make_strategy(FLAGS.strategy, FLAGS.tpu), FLAGS.mode)
+        if FLAGS.device == "cpu":
+            devices.hide_accelerators()
+        strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)
+        host = devices.find_accelerators()
+        print(f"{PROGRAM}: {devices.report_line(host, strategy)}", flush=True)
+        devices.check(host, strategy, FLAGS.device)
+        experiment.run(config, FLAGS.model_dir, strategy, FLAGS.mode)
     except Preempted as e:
         print(f"{PROGRAM}: {e}", file=sys.stderr)
         sys.exit(PREEMPTED_EXIT_CODE)
