@@ -87,8 +87,8 @@ _TINY = {"model.bert": "bert_tiny", "model.overrides.vocab_size": 512, "model.ov
 FULL = Sizes(models={"mini": {"model.bert": "bert_mini"}, "base": {"model.bert": "bert_base"},
                      "large": {"model.bert": "bert_large"}},
              seq=128, preds=20, long_seq=512, long_preds=80, vocab=30522, numerics_batch=32, numerics_steps=20,
-             replica_steps=3, resume_steps=40, resume_interval=4, timed_steps=10, base_search=(32, 1024),
-             large_search=(4, 256),
+             replica_steps=3, resume_steps=40, resume_interval=4, timed_steps=10, base_search=(64, 1024),
+             large_search=(8, 256),
              limits={"report": 60, "numerics": 120, "replicas": 60, "resume": 120, "throughput": 150, "memory": 90})
 SMOKE = Sizes(models={"mini": _TINY, "base": _TINY, "large": _TINY},
               seq=32, preds=5, long_seq=64, long_preds=10, vocab=512, numerics_batch=8, numerics_steps=10,
