@@ -13,9 +13,9 @@ import pytest
 import tensorflow as tf
 
 from finetuning_fixtures import NLI_LABELS, TINY_MODEL, vocab_file, words, write_config, write_mnli, write_tsv
-from kbert.errors import CheckpointMismatchError, ConfigError, VocabularyError
+from kbert.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError, VocabularyError
 from kbert.finetuning import BertClassifier, load_finetune_config, run_finetuning
-from kbert.finetuning.epochs import BestWeights
+from kbert.finetuning.epochs import BestWeights, EpochEvaluator
 from kbert.finetuning.metrics import accuracy
 from kbert.finetuning.pretrained import load_encoder, resolve_checkpoint
 from kbert.finetuning.runner import prepare
@@ -187,3 +187,18 @@ def test_best_weights_keep_the_earliest_best_epoch(tmp_path):
     best.restore()
     assert np.all(kernel.numpy() == 2.0)
     assert BestWeights(model, str(tmp_path / "best")).record == {"epoch": 2, "score": 0.9, "eval": {"accuracy": 0.9}}
+
+
+def test_non_finite_loss_stops_before_the_epoch_is_saved():
+    saved = []
+    evaluator = EpochEvaluator(data=None, evals={}, best=None, save_checkpoint=saved.append, epochs=3,
+                               examples_per_epoch=8, writers=None)
+    with pytest.raises(NonFiniteLossError, match="Epoch 2: the training loss is nan"):
+        evaluator.on_epoch_end(1, {"loss": float("nan")})
+    assert saved == []
+
+
+def test_steps_per_execution_is_refused_under_mirrored(tmp_path):
+    config = load_finetune_config([], "task.name=sst2,data.vocab_file=v.txt,train.steps_per_execution=4")
+    with pytest.raises(ConfigError, match="keras#19246"):
+        run_finetuning(config, str(tmp_path), tf.distribute.MirroredStrategy(["/cpu:0"]))

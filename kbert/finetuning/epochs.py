@@ -2,7 +2,8 @@
 
 Invariant: after epoch E returns, `model_dir/checkpoints` holds epoch E (model, optimizer, epoch) and
 `model_dir/best` the weights of the epoch with the highest primary metric on `eval` (earliest on a tie), so a
-killed run resumes at E + 1 and still ends with the best weights.
+killed run resumes at E + 1 and still ends with the best weights. A non-finite training loss stops the run with
+`NonFiniteLossError` before anything of that epoch is saved.
 
 Example:
 
@@ -16,6 +17,7 @@ model.fit(train_dataset, epochs=3, callbacks=[evaluator], verbose=0)
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 from typing import Any, Callable, Optional
@@ -24,6 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kbert.errors import NonFiniteLossError
 from kbert.finetuning.examples import TaskData
 from kbert.finetuning.metrics import compute_metrics
 from kbert.finetuning.predictions import predicted_values
@@ -97,13 +100,19 @@ class EpochEvaluator(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self._started
         number = epoch + 1
+        if not math.isfinite(logs["loss"]):
+            raise NonFiniteLossError(
+                f"Epoch {number}: the training loss is {logs['loss']}; nothing of this epoch was saved. Lower "
+                "schedule.peak_learning_rate or raise schedule.warmup_fraction, or use train.mixed_precision="
+                "mixed_bfloat16 instead of mixed_float16.", bad_from_step=number)  # checkpoints count epochs
         results = {split: evaluate(self.model, s.dataset, s.labels, self.data) for split, s in self.evals.items()}
         learning_rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         record = {"epoch": number, "loss": float(logs["loss"]), "learning_rate": learning_rate,
                   "sequences_per_second": self.examples_per_epoch / seconds, **results}
         self.history.append(record)
-        self.save_checkpoint(number)
+        # Best first: a run killed between the two redoes this epoch rather than forgetting it was the best.
         improved = self.best.offer(number, results["eval"][self.data.metrics[0]], results)
+        self.save_checkpoint(number)
         self._write_summaries(number, record)
         self.print_fn(self._line(record, improved), flush=True)
 

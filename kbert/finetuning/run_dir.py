@@ -3,6 +3,7 @@
 Layout:
 
     finetune_config.json   the config of the run, written when it starts
+    lease.json             while a run trains: one run at a time (kbert.training.lease)
     checkpoints/ckpt-E     model, optimizer and epoch after epoch E (the newest is kept): a rerun resumes here
     best/weights, best.json  the weights and eval metrics of the best epoch so far
     train/, eval/          TensorBoard scalars per epoch
@@ -60,8 +61,9 @@ def read_json(path: str) -> Optional[dict]:
         return json.load(f)
 
 
-def check_resumable(model_dir: str, config: dict) -> None:
-    """Refuses a finished run or one of another config; otherwise records `config` (a fresh or resumable run).
+def check_resumable(model_dir: str, config: dict, write: bool = True) -> None:
+    """Refuses a finished run or one of another config; otherwise records `config` (a fresh or resumable run;
+    `write` False on the workers that are not the chief).
 
     Raises:
       ConfigError: `model_dir` holds a finished run, or a run of another config (the differing keys named).
@@ -78,4 +80,5 @@ def check_resumable(model_dir: str, config: dict) -> None:
             raise ConfigError(f"--model_dir={model_dir} holds a partial run of another config ({shown}); resume "
                               "it with the same config, or give a new --model_dir.")
     tf.io.gfile.makedirs(model_dir)
-    write_json(os.path.join(model_dir, CONFIG_FILE), config)
+    if write:
+        write_json(os.path.join(model_dir, CONFIG_FILE), config)

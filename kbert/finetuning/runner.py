@@ -15,6 +15,7 @@ summary["eval"]["accuracy"]
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tempfile
@@ -36,6 +37,7 @@ from kbert.finetuning.tasks import resolve_task
 from kbert.modeling import BertConfig
 from kbert.optimizers import PolynomialWarmup
 from kbert.training.checkpointing import TrainingCheckpoints
+from kbert.training.lease import Lease
 from kbert.training.loop import build_optimizer
 
 
@@ -122,33 +124,41 @@ def _write_predictions(model: keras.Model, prepared: Prepared, evals: dict[str, 
     return written
 
 
-def run_finetuning(config: FinetuneConfig, model_dir: str, strategy: tf.distribute.Strategy,
-                   print_fn=print) -> dict[str, Any]:
-    """Fine-tunes (resuming a partial run in `model_dir`), keeps the best epoch, writes predictions and
-    `model_dir/summary.json` (chief); returns the summary."""
+def _build(config: FinetuneConfig, prepared: Prepared, strategy: tf.distribute.Strategy):
+    """The classifier, compiled, its optimizer's slots built, and the epoch counter, in a fresh Keras session."""
     t = config.train
-    prepared = prepare(config)
-    run_dir.check_resumable(model_dir, config.as_dict())
-    chief = strategy.extended.should_checkpoint
-    counts = _report_input(prepared, print_fn if chief else (lambda *a, **k: None))
     # A fresh Keras session: layer and optimizer names (hence checkpoint keys) do not depend on what ran before.
     keras.backend.clear_session()
     keras.utils.set_random_seed(t.seed)
     keras.mixed_precision.set_global_policy(t.mixed_precision)
     data = prepared.data
-    total_steps = t.epochs * prepared.steps_per_epoch
     with strategy.scope():
         model = BertClassifier(prepared.bert, data.num_outputs, dropout=config.model.classifier_dropout)
-        _compile(config, model, total_steps, regression=data.label_names is None)
+        _compile(config, model, t.epochs * prepared.steps_per_epoch, regression=data.label_names is None)
         epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-    checkpoints = TrainingCheckpoints(model, model.optimizer, epoch, None, model_dir, strategy, max_to_keep=1,
-                                      interval=1)
+    return model, epoch
+
+
+def _start_weights(checkpoints: TrainingCheckpoints, model: BertClassifier, epoch: tf.Variable,
+                   prepared: Prepared, print_fn) -> Optional[str]:
+    """Resumes the run's newest epoch, else loads the init checkpoint's encoder; returns the resumed path."""
     restored = checkpoints.restore_latest()
     if restored:
         print_fn(f"Resumed from {restored} after epoch {int(epoch.numpy())}.", flush=True)
     elif prepared.init_checkpoint:
         kind = pretrained.load_encoder(model.encoder, prepared.init_checkpoint)
         print_fn(f"Initialised the encoder from {kind} checkpoint {prepared.init_checkpoint}.", flush=True)
+    return restored
+
+
+def _fit(config: FinetuneConfig, prepared: Prepared, model_dir: str, strategy: tf.distribute.Strategy,
+         print_fn) -> dict[str, Any]:
+    t, data = config.train, prepared.data
+    chief = strategy.extended.should_checkpoint
+    model, epoch = _build(config, prepared, strategy)
+    checkpoints = TrainingCheckpoints(model, model.optimizer, epoch, None, model_dir, strategy, max_to_keep=1,
+                                      interval=1)
+    restored = _start_weights(checkpoints, model, epoch, prepared, print_fn)
     evals = {split: EvalSet(prepared.encoder.dataset(examples, t.eval_batch_size), examples.labels)
              for split, examples in data.evals.items()}
     best = BestWeights(model, os.path.join(model_dir, run_dir.BEST_DIR) if chief else tempfile.mkdtemp())
@@ -171,11 +181,35 @@ def run_finetuning(config: FinetuneConfig, model_dir: str, strategy: tf.distribu
     best.restore()
     summary = {split: best.record[split] for split in evals}
     summary.update({"best_epoch": best.record["epoch"], "epochs": evaluator.history, "task": data.task.name,
-                    "labels": list(data.label_names or []), "input": counts, "init_checkpoint": t.init_checkpoint,
+                    "labels": list(data.label_names or []), "init_checkpoint": t.init_checkpoint,
                     "resumed_from": restored, "strategy": type(strategy).__name__,
-                    "replicas": strategy.num_replicas_in_sync, "wall_seconds": time.time() - started,
-                    "config": config.as_dict()})
+                    "replicas": strategy.num_replicas_in_sync, "wall_seconds": time.time() - started})
     if chief:
         summary["predictions"] = _write_predictions(model, prepared, evals, model_dir, t.eval_batch_size)
-        run_dir.write_json(os.path.join(model_dir, run_dir.SUMMARY_FILE), summary)
+    return summary
+
+
+def run_finetuning(config: FinetuneConfig, model_dir: str, strategy: tf.distribute.Strategy,
+                   print_fn=print) -> dict[str, Any]:
+    """Fine-tunes (resuming a partial run in `model_dir`), keeps the best epoch, writes predictions and
+    `model_dir/summary.json` (chief); returns the summary.
+
+    Raises:
+      KbertError: bad input (see `prepare`), a finished run or one of another config in `model_dir`, or a live
+        run holding it (ModelDirInUseError).
+    """
+    if config.train.steps_per_execution > 1 and isinstance(
+            strategy, (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)):
+        raise ConfigError(f"train.steps_per_execution={config.train.steps_per_execution} breaks Keras 3's model.fit "
+                          "under mirrored strategies (keras#19246); set it to 1.")
+    prepared = prepare(config)
+    chief = strategy.extended.should_checkpoint
+    print_fn = print_fn if chief else (lambda *a, **k: None)
+    run_dir.check_resumable(model_dir, config.as_dict(), write=chief)
+    with Lease.take(model_dir, print_fn) if chief else contextlib.nullcontext():
+        counts = _report_input(prepared, print_fn)
+        summary = _fit(config, prepared, model_dir, strategy, print_fn)
+        summary.update({"input": counts, "config": config.as_dict()})
+        if chief:
+            run_dir.write_json(os.path.join(model_dir, run_dir.SUMMARY_FILE), summary)
     return summary
