@@ -202,3 +202,24 @@ def test_steps_per_execution_is_refused_under_mirrored(tmp_path):
     config = load_finetune_config([], "task.name=sst2,data.vocab_file=v.txt,train.steps_per_execution=4")
     with pytest.raises(ConfigError, match="keras#19246"):
         run_finetuning(config, str(tmp_path), tf.distribute.MirroredStrategy(["/cpu:0"]))
+
+
+def test_cli_fine_tunes_under_mirrored_strategy_on_two_devices(tmp_path):
+    write_mnli(tmp_path / "glue", n_train=16, n_dev=4)
+    for split in ("test_matched", "test_mismatched"):  # fewer batch shapes to trace under the strategy
+        os.remove(tmp_path / "glue" / "MNLI" / f"{split}.tsv")
+    config = write_config(tmp_path / "c.yaml", task={"name": "mnli", "data_dir": str(tmp_path / "glue")},
+                          data={"vocab_file": vocab_file(tmp_path)},
+                          train={"epochs": 1, "global_batch_size": 4, "eval_batch_size": 4})
+    # Two logical CPU devices must exist before TensorFlow starts: set them up, then run the command.
+    script = ("import sys, tensorflow as tf; cpu = tf.config.list_physical_devices('CPU')[0]; "
+              "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2); "
+              "from kbert.run_finetuning import run; sys.argv[0] = 'kbert-finetune'; run()")
+    result = subprocess.run([sys.executable, "-c", script, f"--config_file={config}", f"--model_dir={tmp_path}/run",
+                             "--strategy=mirrored"], capture_output=True, text=True, cwd=ROOT,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.load(open(tmp_path / "run" / "summary.json"))
+    assert (summary["strategy"], summary["replicas"]) == ("MirroredStrategy", 2)
+    assert set(summary["eval"]) == {"accuracy"} and set(summary["eval_mismatched"]) == {"accuracy"}
+    assert "epoch 1/1 | loss" in result.stdout

@@ -34,9 +34,8 @@ from kbert.finetuning.run_dir import BEST_RECORD, read_json, write_json
 from kbert.training.checkpointing import variables_by_path
 
 
-def evaluate(model: keras.Model, dataset: tf.data.Dataset, labels: np.ndarray, data: TaskData) -> dict[str, float]:
-    """The task's metrics of `model` on one eval set, from all its outputs at once (float64)."""
-    outputs = model.predict(dataset, verbose=0)
+def scores(outputs: np.ndarray, labels: np.ndarray, data: TaskData) -> dict[str, float]:
+    """The task's metrics of one eval set's outputs, all at once (float64)."""
     return compute_metrics(data.metrics, labels, predicted_values(outputs, data.label_names))
 
 
@@ -92,6 +91,8 @@ class EpochEvaluator(keras.callbacks.Callback):
         self.writers = writers
         self.print_fn = print_fn
         self.history: list[dict[str, Any]] = []
+        # The eval outputs of the best epoch this process trained (None after a resume with no epoch left).
+        self.best_outputs: Optional[dict[str, np.ndarray]] = None
         self._started = time.perf_counter()
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -105,13 +106,16 @@ class EpochEvaluator(keras.callbacks.Callback):
                 f"Epoch {number}: the training loss is {logs['loss']}; nothing of this epoch was saved. Lower "
                 "schedule.peak_learning_rate or raise schedule.warmup_fraction, or use train.mixed_precision="
                 "mixed_bfloat16 instead of mixed_float16.", bad_from_step=number)  # checkpoints count epochs
-        results = {split: evaluate(self.model, s.dataset, s.labels, self.data) for split, s in self.evals.items()}
+        outputs = {split: self.model.predict(s.dataset, verbose=0) for split, s in self.evals.items()}
+        results = {split: scores(outputs[split], s.labels, self.data) for split, s in self.evals.items()}
         learning_rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         record = {"epoch": number, "loss": float(logs["loss"]), "learning_rate": learning_rate,
                   "sequences_per_second": self.examples_per_epoch / seconds, **results}
         self.history.append(record)
         # Best first: a run killed between the two redoes this epoch rather than forgetting it was the best.
         improved = self.best.offer(number, results["eval"][self.data.metrics[0]], results)
+        if improved:
+            self.best_outputs = outputs
         self.save_checkpoint(number)
         self._write_summaries(number, record)
         self.print_fn(self._line(record, improved), flush=True)

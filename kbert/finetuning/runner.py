@@ -108,15 +108,16 @@ def _compile(config: FinetuneConfig, model: BertClassifier, total_steps: int, re
     optimizer.build(model.trainable_variables)  # slots exist before a checkpoint is restored into them
 
 
-def _write_predictions(model: keras.Model, prepared: Prepared, evals: dict[str, EvalSet], model_dir: str,
-                       batch_size: int) -> list[str]:
-    """The best epoch's eval predictions (`<split>.tsv`) and, for GLUE, its test-set submission files."""
+def _write_predictions(model: keras.Model, prepared: Prepared, evals: dict[str, EvalSet],
+                       eval_outputs: Optional[dict[str, Any]], model_dir: str, batch_size: int) -> list[str]:
+    """The best epoch's eval predictions (`<split>.tsv`; its `eval_outputs` when this process has them) and, for
+    GLUE, its test-set submission files; `model` holds the best epoch's weights."""
     directory = os.path.join(model_dir, "predictions")
     data, written = prepared.data, []
     for split, eval_set in evals.items():
+        outputs = eval_outputs[split] if eval_outputs else model.predict(eval_set.dataset, verbose=0)
         index = [str(i) for i in range(len(eval_set.labels))]
-        written.append(write_submission(os.path.join(directory, f"{split}.tsv"), index,
-                                        model.predict(eval_set.dataset, verbose=0), data.label_names))
+        written.append(write_submission(os.path.join(directory, f"{split}.tsv"), index, outputs, data.label_names))
     for name, examples in data.tests.items():
         outputs = model.predict(prepared.encoder.dataset(examples, batch_size, with_labels=False), verbose=0)
         written.append(write_submission(os.path.join(directory, f"{name}.tsv"), examples.index, outputs,
@@ -185,7 +186,8 @@ def _fit(config: FinetuneConfig, prepared: Prepared, model_dir: str, strategy: t
                     "resumed_from": restored, "strategy": type(strategy).__name__,
                     "replicas": strategy.num_replicas_in_sync, "wall_seconds": time.time() - started})
     if chief:
-        summary["predictions"] = _write_predictions(model, prepared, evals, model_dir, t.eval_batch_size)
+        summary["predictions"] = _write_predictions(model, prepared, evals, evaluator.best_outputs, model_dir,
+                                                    t.eval_batch_size)
     return summary
 
 
