@@ -60,4 +60,5 @@ def test_kbert_pretrain_shows_only_its_own_lines_unless_verbose(tmp_path):
                f"--model_dir={tmp_path / 'run'}", "--mode=train_and_eval"]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stderr == "", result.stderr[-2000:]
-    assert [line.split(" |")[0] for line in result.stdout.splitlines()] == ["step 2/2", "eval"]
+    assert [line.split(" |")[0] for line in result.stdout.splitlines()] == [
+        "kbert-pretrain: devices: CPU x1", "step 2/2", "eval"]

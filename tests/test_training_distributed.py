@@ -50,17 +50,26 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _start_workers(config, model_dir, output=subprocess.PIPE):
+    """Two kbert-pretrain processes forming a MultiWorkerMirroredStrategy cluster on localhost."""
+    cluster = {"worker": [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]}
+    return [subprocess.Popen(
+        pretrain_command(config, model_dir, "multi_worker_mirrored"), stdout=output, stderr=output, text=True,
+        env=cli_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})))
+        for i in range(2)]
+
+
+def _finish(workers):
+    outputs = [w.communicate(timeout=900) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], "\n".join(
+        f"worker {i}: {out[-2000:]}{err[-3000:]}" for i, (out, err) in enumerate(outputs))
+    return outputs
+
+
 def test_two_workers_train_and_only_the_chief_writes(tmp_path, data):
     config = write_config(str(tmp_path / "c.yaml"), data[0], train={"total_steps": 4})
-    cluster = {"worker": [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]}
     model_dir = tmp_path / "run"
-    workers = [subprocess.Popen(
-        pretrain_command(config, model_dir, "multi_worker_mirrored"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=cli_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})))
-        for i in range(2)]
-    outputs = [w.communicate(timeout=900) for w in workers]
-    for worker, (out, err) in zip(workers, outputs):
-        assert worker.returncode == 0, out[-3000:] + err[-3000:]
+    outputs = _finish(_start_workers(config, model_dir))
     assert "step 4/4" in outputs[0][0] and "step 4/4" not in outputs[1][0]  # only the chief reports
     summary = json.loads((model_dir / "summary.json").read_text())
     assert summary["replicas"] == 2 and summary["global_step"] == 4
@@ -92,6 +101,36 @@ def test_kill_9_and_restart_gives_the_uninterrupted_weights(tmp_path, data):
     result = run_cli(command)
     assert "Resumed from" in result.stdout
     straight, resumed = _weights(tmp_path / "straight", 60), _weights(tmp_path / "killed", 60)
+    for name in straight:
+        np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)
+
+
+def test_the_two_workers_read_different_batches(data):
+    from kbert.experiment import load_experiment
+    from kbert.training.loop import dataset_fn
+
+    import tempfile
+    config = load_experiment([write_config(os.path.join(tempfile.mkdtemp(), "c.yaml"), data[0])])
+    make = dataset_fn(config, True, vocab_size=64)
+    first = [next(iter(make(tf.distribute.InputContext(2, worker, 2))))["input_ids"].numpy() for worker in (0, 1)]
+    assert first[0].shape == first[1].shape and not np.array_equal(first[0], first[1])
+
+
+def test_two_workers_killed_with_sigkill_resume_each_its_own_data_bit_identically(tmp_path, data):
+    config = write_config(str(tmp_path / "c.yaml"), data[0],
+                          train={"total_steps": 40, "steps_per_loop": 1, "checkpoint_interval": 4,
+                                 "max_checkpoints": 100})
+    _finish(_start_workers(config, tmp_path / "straight"))
+    workers = _start_workers(config, tmp_path / "killed", output=subprocess.DEVNULL)
+    for worker in (0, 1):  # the first save is complete: both workers' input positions are there
+        _wait_for(tmp_path / "killed" / "checkpoints" / "input" / f"worker_{worker}" / "checkpoint", workers[0])
+    for process in workers:
+        process.send_signal(signal.SIGKILL)
+        assert process.wait() == -signal.SIGKILL
+    assert not (tmp_path / "killed" / "checkpoints" / "ckpt-40.index").exists()
+    outputs = _finish(_start_workers(config, tmp_path / "killed"))
+    assert "Resumed from" in outputs[0][0]
+    straight, resumed = _weights(tmp_path / "straight", 40), _weights(tmp_path / "killed", 40)
     for name in straight:
         np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)
 

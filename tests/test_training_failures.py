@@ -86,7 +86,8 @@ def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_la
 
 
 @pytest.mark.parametrize("damage, why", [("delete", "its .index file is missing"),
-                                         ("truncate", "it cannot be read")])
+                                         ("truncate", "it cannot be read"),
+                                         ("unfinished", "the save did not finish")])
 def test_an_unreadable_newest_checkpoint_is_skipped_for_the_one_before(tmp_path, data, damage, why):
     config = _config(tmp_path, data, total_steps=4, steps_per_loop=2, checkpoint_interval=2)
     _run(config, tmp_path / "run")
@@ -95,6 +96,9 @@ def test_an_unreadable_newest_checkpoint_is_skipped_for_the_one_before(tmp_path,
     if damage == "delete":
         for name in _checkpoint_files(tmp_path / "run", 4):
             os.remove(ckpts / name)
+    elif damage == "unfinished":  # a worker was killed before it saved its input position
+        for path in (ckpts / "input" / "worker_0").glob("ckpt-4.*"):
+            os.remove(path)
     else:
         shard = next(ckpts.glob("ckpt-4.data-*"))
         shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])

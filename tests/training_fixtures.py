@@ -94,9 +94,9 @@ run()
 
 def pretrain_command(config: str, model_dir, strategy: str = "one_device", cpus: int = 1,
                      mode: str = "train") -> list[str]:
-    """The kbert-pretrain command line, on `cpus` logical CPU devices."""
+    """The kbert-pretrain command line, on `cpus` logical CPU devices (the CPU even where a GPU is visible)."""
     return [sys.executable, "-c", LAUNCHER, str(cpus), f"--config_file={config}", f"--model_dir={model_dir}",
-            f"--strategy={strategy}", f"--mode={mode}"]
+            f"--strategy={strategy}", f"--mode={mode}", "--device=cpu"]
 
 
 def cli_env(**extra: str) -> dict:

@@ -5,6 +5,10 @@ Keras 3 models keep sub-layers in tracked lists that `tf.train.Checkpoint(model=
 holds every weight keyed by its `variable.path` instead: complete, and readable by a model of another depth.
 Dropout seed states are numbered per process (`seed_generator_26/...`), so they are saved by position.
 
+Layout of `model_dir/checkpoints`: `ckpt-N` (weights, optimizer, step; written by the chief) and
+`input/worker_I/ckpt-N` (worker I's input position at step N, written by that worker): in a multi-worker job each
+worker reads its own files, so a resumed job continues every worker's data where it stopped.
+
 Example:
 
 ```python
@@ -29,6 +33,7 @@ from kbert.errors import CorruptCheckpointError, InputDataError, MissingFileErro
 from kbert.modeling.checkpoint_fit import mismatch
 from kbert.modeling.google_checkpoint import load_google_checkpoint
 from kbert.training import checkpoint_files
+from kbert.training.inputs import worker_index_and_count
 
 MODEL_KEY = "model"
 
@@ -82,6 +87,42 @@ def latest_checkpoint(model_dir: str) -> Optional[str]:
     return tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
 
 
+INPUT_DIR = "input"
+
+
+def _input_dir(directory: str, worker: int) -> str:
+    return os.path.join(directory, INPUT_DIR, f"worker_{worker}")
+
+
+def _input_prefix(prefix: str, worker: int) -> str:
+    """Where worker `worker` saved its input position at checkpoint `prefix` (`.../ckpt-N`)."""
+    directory, name = os.path.split(prefix)
+    return os.path.join(_input_dir(directory, worker), name)
+
+
+class _Manager(tf.train.CheckpointManager):
+    """A CheckpointManager whose every save (the loop's, or TF's preemption handler's) also saves this worker's
+    input position, under the same number, into `checkpoints/input/worker_I/` of the shared model_dir: the
+    weights are one for all workers, the input position is each worker's own."""
+
+    def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, max_to_keep: int,
+                 inputs: Optional[tf.train.CheckpointManager]):
+        super().__init__(checkpoint, directory, max_to_keep=max_to_keep)
+        self._inputs = inputs
+
+    def restore_or_initialize(self):
+        # TF's PreemptionCheckpointHandler calls this when it is made, after the loop: restoring the newest
+        # checkpoint again then would turn the chief's step back but not the other workers' (whose checkpoints go
+        # to a temp dir), and they would part ways. kbert restores once, before training (`restore_latest`).
+        return None
+
+    def save(self, checkpoint_number=None, check_interval=True, options=None):
+        # The input position first: a `ckpt-N` without one is a save that did not finish.
+        if self._inputs is not None:
+            self._inputs.save(checkpoint_number=checkpoint_number)
+        return super().save(checkpoint_number=checkpoint_number, check_interval=check_interval, options=options)
+
+
 class TrainingCheckpoints:
     """A run's training checkpoints in `model_dir/checkpoints`.
 
@@ -104,13 +145,19 @@ class TrainingCheckpoints:
         self._chief = strategy.extended.should_checkpoint
         self._interval = interval
         self._last_step = int(global_step.numpy())
-        items = dict(self._state, **({"train_iterator": iterator} if iterator is not None else {}))
-        self.checkpoint = tf.train.Checkpoint(**items)
-        directory = self.directory if self._chief else tempfile.mkdtemp(prefix="kbert_worker_ckpt_")
-        if self._chief and tf.io.gfile.isdir(directory):
-            self.notes += [f"Removed {p}: the leftover of a save that did not finish."
-                           for p in checkpoint_files.remove_unfinished_saves(directory)]
-        self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=max_to_keep + 1)
+        self._worker, self._workers = worker_index_and_count(strategy)
+        self.checkpoint = tf.train.Checkpoint(**self._state)
+        inputs = None
+        if iterator is not None:
+            inputs = tf.train.CheckpointManager(tf.train.Checkpoint(train_iterator=iterator),
+                                                _input_dir(self.directory, self._worker), max_to_keep=max_to_keep + 1)
+        if self._chief:
+            if tf.io.gfile.isdir(self.directory):
+                self.notes += [f"Removed {p}: the leftover of a save that did not finish."
+                               for p in checkpoint_files.remove_unfinished_saves(self.directory)]
+            self.manager = _Manager(self.checkpoint, self.directory, max_to_keep + 1, inputs)
+        else:  # its copy of each save is thrown away: keep one
+            self.manager = _Manager(self.checkpoint, tempfile.mkdtemp(prefix="kbert_worker_ckpt_"), 1, inputs)
 
     def restore_latest(self) -> Optional[str]:
         """Restores the newest usable checkpoint (every worker reads the chief's); returns its path, or None
@@ -122,12 +169,17 @@ class TrainingCheckpoints:
           InputDataError: its input position does not fit `data.train_files` as they are now.
         """
         candidates = checkpoint_files.listed(self.directory)
+        unfinished = 0
         for prefix in candidates:
-            problem = checkpoint_files.missing_files(prefix) or self._restore(prefix)
+            problem = self._missing_inputs(prefix)
+            unfinished += problem is not None
+            problem = problem or checkpoint_files.missing_files(prefix) or self._restore(prefix)
             if problem is None:
                 self._last_step = checkpoint_files.step_of(prefix)
                 return prefix
             self.notes.append(f"Skipped {prefix}: {problem}.")
+        if unfinished == len(candidates):  # only saves killed midway: there is nothing to resume
+            return None
         if candidates:
             raise CorruptCheckpointError(
                 f"{self.directory}: none of its {len(candidates)} checkpoints can be read ({self.notes[-1]}). "
@@ -143,15 +195,25 @@ class TrainingCheckpoints:
         if error:
             raise error
         try:
-            tf.train.Checkpoint(**self._state).restore(prefix).expect_partial()
+            self.checkpoint.restore(prefix).expect_partial()
         except (tf.errors.OpError, IndexError, ValueError) as e:
             return f"it cannot be read ({(str(e).strip().splitlines() or [type(e).__name__])[0][:200]})"
         self.restore_input(prefix)
         return None
 
+    def _missing_inputs(self, prefix: str) -> Optional[str]:
+        """Why checkpoint `prefix` is an unfinished save (a worker's input position is missing), or None. Every
+        worker checks every worker's, so all of them skip or take the same checkpoint."""
+        if self._iterator is None:
+            return None
+        for worker in range(self._workers):
+            if checkpoint_files.missing_files(_input_prefix(prefix, worker)):
+                return f"the save did not finish (the input position of worker {worker} is missing)"
+        return None
+
     def restore_input(self, path: str) -> None:
-        """Continues the input where training checkpoint `path` left it (also an MSLT stage after the previous
-        one).
+        """Continues this worker's input where training checkpoint `path` left it (also an MSLT stage after the
+        previous one).
 
         Raises:
           InputDataError: the saved position is of another set of training files.
@@ -159,7 +221,8 @@ class TrainingCheckpoints:
         if self._iterator is None:
             return
         try:
-            tf.train.Checkpoint(train_iterator=self._iterator).restore(path).expect_partial()
+            tf.train.Checkpoint(train_iterator=self._iterator).restore(
+                _input_prefix(path, self._worker)).expect_partial()
         except tf.errors.OpError as e:
             raise InputDataError(
                 f"{path}: its saved input position does not fit data.train_files as they are now (the set of "

@@ -24,7 +24,8 @@ import tensorflow as tf
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
 
-def _worker_index_and_count(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+def worker_index_and_count(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+    """This worker's index among the job's workers, and their count (0, 1 without a multi-worker cluster)."""
     resolver = getattr(strategy, "cluster_resolver", None)
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
         return 0, 1
@@ -40,7 +41,7 @@ class WorkerInput:
 
     def __init__(self, strategy: tf.distribute.Strategy, dataset_fn: DatasetFn):
         self.strategy = strategy
-        index, workers = _worker_index_and_count(strategy)
+        index, workers = worker_index_and_count(strategy)
         self.local_replicas = strategy.num_replicas_in_sync // workers
         # A context in which each "replica" is a worker, so the pipeline batches the worker's whole share.
         context = tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=index,
