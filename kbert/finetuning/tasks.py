@@ -135,5 +135,6 @@ def resolve_task(config) -> Task:
         return _glue_task(config.name, config.data_dir)
     if config.name in FORMATS:
         return _file_task(config)
-    raise ConfigError(f"task.name={config.name!r}: choose a GLUE task ({', '.join(GLUE_TASKS)}) or a file format "
-                      f"({', '.join(FORMATS)}) with task.train_file and task.eval_file.")
+    raise ConfigError(f"task.name={config.name!r}: choose a GLUE task ({', '.join(GLUE_TASKS)}), glue (all of them, "
+                      f"kbert-finetune only), or a file format ({', '.join(FORMATS)}) with task.train_file and "
+                      "task.eval_file.")
