@@ -247,3 +247,30 @@ def test_the_step_graph_holds_one_forward_backward_pass_per_distinct_micro_step(
     trainer.train(tf.constant(2))
     assert len(traced) == passes
     assert int(trainer.global_step.numpy()) == 2
+
+
+def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_of_replaying(tmp_path, data):
+    """TPUs (and data.checkpoint_input=false) cannot restore the input position: a run that starts at step N
+    (a restart, an MSLT stage) shuffles with seed + N rather than replaying the first batches again."""
+    from kbert.training.loop import build_model, make_trainer
+
+    def first_batch(override, initial_step):
+        config = _experiment(tmp_path, data, override)
+        strategy = make_strategy("one_device")
+        with strategy.scope():
+            model = build_model(config)
+            optimizer = build_optimizer(config, model.trainable_variables)
+        trainer = make_trainer(config, strategy, model, optimizer, initial_step=initial_step)
+        return next(trainer.input.iterator)["input_ids"].numpy()
+
+    np.testing.assert_array_equal(first_batch("", 0), first_batch("", 6))  # restored position: same pipeline
+    unsaved = "data.checkpoint_input=false"
+    np.testing.assert_array_equal(first_batch(unsaved, 0), first_batch("", 0))
+    assert not np.array_equal(first_batch(unsaved, 0), first_batch(unsaved, 6))
+
+    config = _experiment(tmp_path, data, f"{unsaved},train.total_steps=2")
+    experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    lines = []
+    summary = experiment.run(_experiment(tmp_path, data, f"{unsaved},train.total_steps=4"), str(tmp_path / "run"),
+                             make_strategy("one_device"), print_fn=lambda *a, **k: lines.append(a[0]))
+    assert any(line.endswith("at step 2.") for line in lines) and summary["global_step"] == 4

@@ -106,14 +106,6 @@ def _start_stage_session(config: PretrainingConfig, stage: Stage, fresh_thread: 
     keras.utils.set_random_seed(config.train.seed + stage.number)
 
 
-def _stage_config(config: PretrainingConfig, strategy: tf.distribute.Strategy, stage: Stage) -> PretrainingConfig:
-    if isinstance(strategy, tf.distribute.TPUStrategy):
-        # A TPU's input position is not checkpointed (kbert.training.inputs): reshuffle per stage instead, so
-        # later stages do not replay the first stage's examples.
-        return config.replace(train={"seed": config.train.seed + stage.number - 1})
-    return config
-
-
 class _StageSetup(NamedTuple):
     model: BertPretrainer
     trainer: PretrainingTrainer
@@ -126,8 +118,7 @@ def _set_up_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage,
     with strategy.scope():
         model = build_stage_model(plan.bert, stage, plan.frozen_dropout)
         optimizer = build_optimizer(config, learning_rate=stage_schedule(stage))
-    trainer = make_trainer(_stage_config(config, strategy, stage), strategy, model, optimizer,
-                           initial_step=stage.start_step)
+    trainer = make_trainer(config, strategy, model, optimizer, initial_step=stage.start_step)
     return _StageSetup(model, trainer, 0.0)
 
 
@@ -240,13 +231,12 @@ def _train_stage(stages: _Stages, stage: Stage) -> dict:
     3. One step, which builds the training graph; then the next stage's build starts beside this one.
     4. The loop, to the stage's last step; the export.
     """
-    config = _stage_config(stages.config, stages.strategy, stage)
-    plan, strategy, print_fn = stages.plan, stages.strategy, stages.print_fn
+    config, plan, strategy, print_fn = stages.config, stages.plan, stages.strategy, stages.print_fn
     stage_dir = stages.stage_dir(stage)
     setup = stages.set_up(stage)
     model, trainer = setup.model, setup.trainer
     checkpoints = open_checkpoints(config, strategy, trainer, stage_dir)
-    resumed = resume(checkpoints, trainer, print_fn)
+    resumed = resume(config, checkpoints, trainer, print_fn)
     if not resumed and stage.number > 1:
         carry_over(model, stages.previous_model(stage), stage, plan.new_layer_init)
         previous = checkpointing.latest_checkpoint(os.path.join(stages.model_dir, f"stage_{stage.number - 1}"))

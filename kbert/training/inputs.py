@@ -4,7 +4,9 @@ TF 2.20's distributed iterators (`strategy.distribute_datasets_from_function`) c
 Plain `tf.data` iterators can, so on CPU/GPU hosts each worker iterates its own pipeline (one per worker, its
 files and its share of the global batch) with an ordinary iterator and splits each batch among its local replicas;
 a restart then continues the data exactly where the checkpoint left it. TPUs keep the distributed iterator (its
-prefetch to the device matters more there), so a TPU restart resumes the data from a reshuffled position.
+prefetch to the device matters more there): a TPU run that starts at step N (a restart, an MSLT stage) reads the
+data in the order of seed `train.seed + N` (`kbert.training.loop.reseed_input`), so it does not replay what the
+steps before it saw, but does not continue exactly where they stopped either.
 
 Example:
 

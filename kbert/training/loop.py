@@ -13,7 +13,7 @@ with strategy.scope():
     optimizer = build_optimizer(config, model.trainable_variables)
 trainer = make_trainer(config, strategy, model, optimizer)
 checkpoints = open_checkpoints(config, strategy, trainer, "/tmp/run")
-resume(checkpoints, trainer)
+resume(config, checkpoints, trainer)
 with PreemptionWatcher(strategy) as preemption:
     result = train(config, strategy, trainer, checkpoints, until_step=1000, preemption=preemption)
 result["train"]["loss"], evaluate(config, strategy, model)["masked_lm_accuracy"]
@@ -90,8 +90,9 @@ def build_model(config: PretrainingConfig) -> BertPretrainer:
     return BertPretrainer(config.model.bert_config())
 
 
-def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: Optional[int]):
-    """`input_context -> tf.data.Dataset` of micro-batches (train) or eval batches."""
+def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: Optional[int], seed_offset: int = 0):
+    """`input_context -> tf.data.Dataset` of micro-batches (train) or eval batches; shuffled with
+    `train.seed + seed_offset`."""
     d = config.data
     files = d.train_files if is_training else d.eval_files
     if not files:
@@ -109,20 +110,35 @@ def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: Optiona
                                    is_training=is_training, dynamic_masking=d.dynamic_masking,
                                    vocab_size=vocab_size if d.check_vocab_size or d.dynamic_masking else None,
                                    vocab_file=d.vocab_file or None, whole_word_masking=d.whole_word_masking,
-                                   seed=config.train.seed)
+                                   seed=config.train.seed + seed_offset)
     return make
+
+
+def input_is_restored(config: PretrainingConfig, strategy: tf.distribute.Strategy) -> bool:
+    """Whether checkpoints hold the input position: not on TPU (`kbert.training.inputs`), nor without
+    `data.checkpoint_input`."""
+    return config.data.checkpoint_input and not isinstance(strategy, tf.distribute.TPUStrategy)
+
+
+def reseed_input(config: PretrainingConfig, trainer: PretrainingTrainer, step: int) -> None:
+    """Where the input position is not restored, a run that starts at `step` shuffles with `train.seed + step`,
+    so it does not replay the data the steps before it saw (in another order, not a continuation)."""
+    if step and not input_is_restored(config, trainer.strategy):
+        trainer.replace_input(dataset_fn(config, True, trainer.model.config.vocab_size, seed_offset=step))
 
 
 def make_trainer(config: PretrainingConfig, strategy: tf.distribute.Strategy, model: keras.Model,
                  optimizer: keras.optimizers.Optimizer, initial_step: int = 0) -> PretrainingTrainer:
     """The `PretrainingTrainer` of `config.train` and `config.data` for the model's trainable variables (builds
-    the optimizer's slots and the input); its step counter starts at `initial_step`."""
+    the optimizer's slots and the input); its step counter starts at `initial_step` (and, where the input
+    position is not checkpointed, its data order with it: see `reseed_input`)."""
     t = config.train
     with strategy.scope():
         global_step = tf.Variable(initial_step, dtype=tf.int64, trainable=False, name="global_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        offset = 0 if input_is_restored(config, strategy) else initial_step
         return PretrainingTrainer(
-            strategy, model, optimizer, dataset_fn(config, True, model.config.vocab_size),
+            strategy, model, optimizer, dataset_fn(config, True, model.config.vocab_size, seed_offset=offset),
             global_step=global_step, global_batch_size=t.global_batch_size,
             accumulation_steps=t.gradient_accumulation_steps, jit_compile=t.jit_compile)
 
@@ -131,19 +147,22 @@ def open_checkpoints(config: PretrainingConfig, strategy: tf.distribute.Strategy
                      model_dir: str) -> TrainingCheckpoints:
     """The trainer's checkpoints in `model_dir` (the input position too, with `data.checkpoint_input`)."""
     t = config.train
-    iterator = trainer.input.checkpointable if config.data.checkpoint_input else None
+    iterator = trainer.input.checkpointable if input_is_restored(config, strategy) else None
     return TrainingCheckpoints(trainer.model, trainer.optimizer, trainer.global_step, iterator, model_dir, strategy,
                                max_to_keep=t.max_checkpoints, interval=t.checkpoint_interval)
 
 
-def resume(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, print_fn=print) -> Optional[str]:
+def resume(config: PretrainingConfig, checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer,
+           print_fn=print) -> Optional[str]:
     """Restores the newest usable checkpoint of the run, if there is one, and says so (and what it skipped);
-    returns its path."""
+    returns its path. Where the input position is not checkpointed, the data is reseeded with the step."""
     restored = checkpoints.restore_latest()
     for note in checkpoints.notes:
         print_fn(note, flush=True)
     if restored:
-        print_fn(f"Resumed from {restored} at step {int(trainer.global_step.numpy())}.", flush=True)
+        step = int(trainer.global_step.numpy())
+        reseed_input(config, trainer, step)
+        print_fn(f"Resumed from {restored} at step {step}.", flush=True)
     return restored
 
 
@@ -252,7 +271,7 @@ def pretrain(config: PretrainingConfig, model_dir: str, strategy: tf.distribute.
         optimizer = build_optimizer(config, model.trainable_variables)
     trainer = make_trainer(config, strategy, model, optimizer)
     checkpoints = open_checkpoints(config, strategy, trainer, model_dir)
-    restored = resume(checkpoints, trainer, print_fn)
+    restored = resume(config, checkpoints, trainer, print_fn)
     if not restored and t.init_checkpoint:
         kind = checkpointing.load_init_checkpoint(model, t.init_checkpoint)
         print_fn(f"Initialised the model from {kind} checkpoint {t.init_checkpoint}.", flush=True)

@@ -162,6 +162,11 @@ class PretrainingTrainer(orbit.AbstractTrainer):
             # orbit.Controller waits for the trainer to advance the step (Keras 3 optimizers do not).
             self.global_step.assign_add(1)
 
+    def replace_input(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset]) -> None:
+        """Feeds from `dataset_fn` instead (before the first `train` or `build_graph`: the graph holds the input)."""
+        with self.strategy.scope():
+            self.input = make_input(self.strategy, dataset_fn)
+
     def build_graph(self) -> None:
         """Traces and optimises the training loop without running a step, e.g. while another model trains."""
         self._loop(tf.constant(0, tf.int32))
