@@ -1,7 +1,7 @@
 """The `kbert-finetune` config: Model Garden `hyperparams` dataclasses, loaded like kbert-pretrain's.
 
-The `optimizer` and `schedule` sections are kbert-pretrain's own classes, and `model` extends its `ModelConfig`,
-so a key means the same in both commands; `task`, `data` and `train` are the fine-tuning ones. Keys, types and
+The `optimizer` section is kbert-pretrain's own class, and `model` and `schedule` extend its `ModelConfig` and
+`ScheduleConfig`, so a key means the same in both commands; `task`, `data` and `train` are the fine-tuning ones. Keys, types and
 typos ("did you mean") are checked by `kbert.training.config.load_config`.
 
 Example:

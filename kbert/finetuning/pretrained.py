@@ -98,8 +98,9 @@ def checkpoint_size(prefix: str) -> CheckpointSize:
     return CheckpointSize(vocab_size=tables[0][0], hidden_size=tables[0][1], num_layers=len(layers))
 
 
-def _summary_model(prefix: str) -> Optional[BertConfig]:
-    """The model section of the pretraining run's summary.json (prefix `model_dir/checkpoints/ckpt-N`)."""
+def _summary_model(prefix: str, model_config: ModelConfig) -> Optional[BertConfig]:
+    """The model section of the pretraining run's summary.json (prefix `model_dir/checkpoints/ckpt-N`), with
+    `model_config`'s overrides on top."""
     path = os.path.join(os.path.dirname(os.path.dirname(prefix)), "summary.json")
     if not tf.io.gfile.exists(path):
         return None
@@ -109,6 +110,7 @@ def _summary_model(prefix: str) -> Optional[BertConfig]:
         return None
     config = ModelConfig()
     config.override(model, is_strict=False)
+    config.override({"overrides": {k: v for k, v in model_config.overrides.as_dict().items() if v is not None}})
     return config.bert_config()
 
 
@@ -127,7 +129,7 @@ def bert_config_for(model_config: ModelConfig, prefix: Optional[str], keys: Keys
         beside = os.path.join(os.path.dirname(prefix), BERT_CONFIG)
         if tf.io.gfile.exists(beside):
             return dataclasses.replace(model_config, bert=beside).bert_config()
-        from_summary = _summary_model(prefix)
+        from_summary = _summary_model(prefix, model_config)
         if from_summary is not None:
             return from_summary
     raise ConfigError(

@@ -84,7 +84,6 @@ GLUE_TASKS = {
     "wnli": _Glue("WNLI", "sentence1", "sentence2", "label", _BINARY, ("accuracy",),
                   tests=(("WNLI", "test.tsv", "index"),)),
 }
-TASK_NAMES = tuple(GLUE_TASKS) + FORMATS
 
 
 def _glue_directory(data_dir: str, glue: _Glue, name: str) -> str:
