@@ -135,6 +135,21 @@ def test_two_workers_killed_with_sigkill_resume_each_its_own_data_bit_identicall
         np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)
 
 
+def test_sigterm_to_one_of_two_workers_saves_on_both_and_exits_42(tmp_path, data):
+    """What a spot VM or GKE sends; TF's handler alone watches only GCE's maintenance event there."""
+    config = write_config(str(tmp_path / "c.yaml"), data[0],
+                          train={"total_steps": 400, "steps_per_loop": 1, "checkpoint_interval": 4})
+    workers = _start_workers(config, tmp_path / "run")
+    _wait_for(tmp_path / "run" / "checkpoints" / "checkpoint", workers[0])
+    workers[1].send_signal(signal.SIGTERM)
+    outputs = [w.communicate(timeout=600) for w in workers]
+    assert [w.returncode for w in workers] == [42, 42], outputs[1][1][-3000:]
+    for out, err in outputs:
+        assert "kbert: preempted: a checkpoint of the current step was saved" in err, err[-3000:]
+    saved = int(tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints")).rsplit("-", 1)[1])
+    assert 4 <= saved < 400
+
+
 def test_sigterm_saves_and_exits_for_a_restart(tmp_path, data):
     config = write_config(str(tmp_path / "c.yaml"), data[0],
                           train={"total_steps": 1000, "steps_per_loop": 1, "checkpoint_interval": 500})

@@ -2,8 +2,11 @@
 
 One `PreemptionWatcher` per process, made by the run (`kbert.experiment.run`) and checked by the loop between
 loops of `train.steps_per_loop` steps. On one host it turns SIGTERM into a save of the current step and
-`Preempted`; under MultiWorkerMirroredStrategy and TPUStrategy it defers to TF's `PreemptionCheckpointHandler`,
-which agrees on one step across workers, saves, and exits the process.
+`Preempted`. Under MultiWorkerMirroredStrategy and TPUStrategy it defers to TF's `PreemptionCheckpointHandler`,
+which agrees on one step across workers, saves, and exits the process, and it tells that handler what a
+termination is: SIGTERM (what spot VMs, GKE and Slurm send) or, on GCE hosts (GPU, CPU and TPU VMs), the
+metadata server's maintenance event; TF alone watches only the latter on GCE. Every path exits with
+PREEMPTED_EXIT_CODE.
 
 Example:
 
@@ -17,10 +20,13 @@ with PreemptionWatcher(strategy) as preemption:
 from __future__ import annotations
 
 import signal
+import sys
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 import tensorflow as tf
+# TF's platform detection and GCE maintenance watcher are not exported; they are what the handler itself uses.
+from tensorflow.python.distribute.failure_handling import failure_handling_util
 
 # The exit status of a preempted run, as TF's PreemptionCheckpointHandler uses: "saved, restart me".
 PREEMPTED_EXIT_CODE = 42
@@ -28,6 +34,25 @@ PREEMPTED_EXIT_CODE = 42
 
 class Preempted(RuntimeError):
     """SIGTERM arrived; a checkpoint of the current step was written. Exit with PREEMPTED_EXIT_CODE."""
+
+
+_GCE = (failure_handling_util.PlatformDevice.GCE_GPU, failure_handling_util.PlatformDevice.GCE_CPU,
+        failure_handling_util.PlatformDevice.GCE_TPU)
+
+
+def _exit_preempted() -> None:
+    print("kbert: preempted: a checkpoint of the current step was saved; rerun the same command to "
+          "resume.", file=sys.stderr, flush=True)
+    sys.exit(PREEMPTED_EXIT_CODE)
+
+
+def termination_config(sigterm: Callable[[], bool]) -> tf.distribute.experimental.TerminationConfig:
+    """What TF's handler treats as a termination (`sigterm()`, or GCE's maintenance event on a GCE host) and how
+    it exits (PREEMPTED_EXIT_CODE)."""
+    on_gce = failure_handling_util.detect_platform() in _GCE
+    notice = failure_handling_util.termination_watcher_function_gce if on_gce else (lambda: False)
+    return tf.distribute.experimental.TerminationConfig(
+        termination_watcher_fn=lambda: sigterm() or notice(), exit_fn=_exit_preempted, grace_period=0)
 
 
 class PreemptionWatcher:
@@ -44,7 +69,7 @@ class PreemptionWatcher:
         self._manager: Optional[tf.train.CheckpointManager] = None
         self.sigterm = False
         # Python lets only the main thread install handlers; a run from another thread keeps the default.
-        self._installed = not self._cluster and threading.current_thread() is threading.main_thread()
+        self._installed = threading.current_thread() is threading.main_thread()
         if self._installed:
             self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
 
@@ -56,7 +81,8 @@ class PreemptionWatcher:
         if self._cluster:
             if manager is not self._manager:
                 self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
-                    self._strategy.cluster_resolver, manager)
+                    self._strategy.cluster_resolver, manager,
+                    termination_config=termination_config(lambda: self.sigterm))
                 self._manager = manager
             self._handler.save_checkpoint_if_preempted(checkpoint_number=step, check_interval=False)
         elif self.sigterm:
