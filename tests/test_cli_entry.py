@@ -36,17 +36,18 @@ def _run(*args):
              "disk space or memory: free some (or lower the batch size) and rerun the same command, which resumes "
              "from the last checkpoint)."),
 ])
-def test_user_errors_are_one_line_and_verbose_shows_the_traceback(case, line):
+def test_user_errors_are_one_line(case, line):
     result = _run(case)
     assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == line, result.stderr
     assert "Traceback" not in result.stderr
-    verbose = _run(case, "--verbose")
+
+
+def test_verbose_shows_the_traceback_and_a_bug_keeps_its_own():
+    verbose = _run("disk", "--verbose")
     assert verbose.returncode == 1 and "Traceback (most recent call last)" in verbose.stderr
-
-
-def test_a_bug_keeps_its_traceback():
-    result = _run("bug")
-    assert result.returncode == 1 and "Traceback" in result.stderr and "RuntimeError: a bug" in result.stderr
+    assert "ResourceExhaustedError" in verbose.stderr
+    bug = _run("bug")
+    assert bug.returncode == 1 and "Traceback" in bug.stderr and "RuntimeError: a bug" in bug.stderr
 
 
 def test_kbert_pretrain_shows_only_its_own_lines_unless_verbose(tmp_path):
