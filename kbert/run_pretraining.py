@@ -12,7 +12,7 @@ import sys
 
 from absl import app, flags
 
-from kbert.choices import MODES, STRATEGIES
+from kbert.choices import ALL_REDUCE, MODES, STRATEGIES
 from kbert.cli import entry
 
 PROGRAM = "kbert-pretrain"
@@ -22,6 +22,8 @@ flags.DEFINE_string("params_override", "",
                     "Overrides after the files, e.g. 'train.total_steps=100,data.seq_length=64'.")
 flags.DEFINE_string("model_dir", None, "Checkpoints, TensorBoard logs and summary.json; training resumes from here.")
 flags.DEFINE_enum("strategy", "auto", list(STRATEGIES), "Distribution strategy.")
+flags.DEFINE_enum("all_reduce", "auto", list(ALL_REDUCE), "Multi-worker all-reduce: nccl between GPUs, ring "
+                  "(gRPC) otherwise; auto picks nccl when there are GPUs.")
 flags.DEFINE_string("tpu", "", "TPU name, or 'local' on a TPU VM (the default with --strategy=tpu).")
 flags.DEFINE_enum("mode", "train", list(MODES), "What to run.")
 flags.DEFINE_enum("device", "auto", ["auto", "cpu"],
@@ -46,7 +48,7 @@ def main(argv: list[str]) -> None:
         config = experiment.load_experiment(FLAGS.config_file, FLAGS.params_override)
         if FLAGS.device == "cpu":
             devices.hide_accelerators()
-        strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)
+        strategy = make_strategy(FLAGS.strategy, FLAGS.tpu, FLAGS.all_reduce)
         host = devices.find_accelerators()
         print(f"{PROGRAM}: {devices.report_line(host, strategy)}", flush=True)
         devices.check(host, strategy, FLAGS.device)

@@ -1,6 +1,7 @@
 """The experiment config: YAML files merged in order, overrides, unknown keys named with their source."""
 
 import pytest
+import tensorflow as tf
 
 from kbert.errors import ConfigError, StrategyError
 from kbert.experiment import ExperimentConfig, load_experiment
@@ -134,3 +135,17 @@ def test_batch_sizes_must_split_over_the_replicas_before_anything_is_built():
         check_batch_sizes(config, 8)
     with pytest.raises(ConfigError, match=r"eval.global_batch_size=9 must be a multiple of the replicas \(2\)"):
         check_batch_sizes(load_experiment([], "train.global_batch_size=12,eval.global_batch_size=9"), 2)
+
+
+def test_multi_worker_all_reduce_is_nccl_between_gpus_and_the_ring_otherwise():
+    from kbert.training.strategy import communication_options
+
+    nccl, ring = (tf.distribute.experimental.CommunicationImplementation.NCCL,
+                  tf.distribute.experimental.CommunicationImplementation.RING)
+    assert communication_options("auto", gpus=8).implementation == nccl
+    assert communication_options("auto", gpus=0).implementation == ring
+    assert communication_options("ring", gpus=8).implementation == ring
+    with pytest.raises(StrategyError, match=r"--all_reduce=nccl needs GPUs.*--all_reduce=ring"):
+        communication_options("nccl", gpus=0)
+    with pytest.raises(StrategyError, match=r"--all_reduce=mpi: choose one of auto, nccl, ring"):
+        communication_options("mpi", gpus=8)

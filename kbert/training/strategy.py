@@ -14,7 +14,7 @@ import os
 
 import tensorflow as tf
 
-from kbert.choices import STRATEGIES
+from kbert.choices import ALL_REDUCE, STRATEGIES
 from kbert.errors import StrategyError
 
 
@@ -50,12 +50,26 @@ def _local_devices() -> list[str]:
     return [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
 
 
-def make_strategy(name: str = "auto", tpu: str = "") -> tf.distribute.Strategy:
+def communication_options(all_reduce: str, gpus: int) -> tf.distribute.experimental.CommunicationOptions:
+    """How MultiWorkerMirroredStrategy all-reduces: NCCL between GPUs (`auto` with GPUs, or `nccl`), the ring
+    over gRPC otherwise (`auto` without GPUs, or `ring`). TF's own default is the ring even on GPUs."""
+    if all_reduce not in ALL_REDUCE:
+        raise StrategyError(f"--all_reduce={all_reduce}: choose one of {', '.join(ALL_REDUCE)}.")
+    if all_reduce == "nccl" and not gpus:
+        raise StrategyError("--all_reduce=nccl needs GPUs, and TensorFlow sees none here; use --all_reduce=ring "
+                            "(or auto).")
+    nccl = all_reduce == "nccl" or (all_reduce == "auto" and gpus > 0)
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    return tf.distribute.experimental.CommunicationOptions(
+        implementation=implementation.NCCL if nccl else implementation.RING)
+
+
+def make_strategy(name: str = "auto", tpu: str = "", all_reduce: str = "auto") -> tf.distribute.Strategy:
     """`auto` picks TPU when `--tpu` is given, multi-worker when TF_CONFIG lists several hosts, mirrored when
-    there are several local devices, else one device.
+    there are several local devices, else one device. `all_reduce` is multi-worker's (`communication_options`).
 
     Raises:
-      StrategyError: an unknown name, `tpu` without a TPU, or a malformed TF_CONFIG.
+      StrategyError: an unknown name or all-reduce, `tpu` without a TPU, or a malformed TF_CONFIG.
     """
     if name not in STRATEGIES:
         raise StrategyError(f"--strategy={name}: choose one of {', '.join(STRATEGIES)}.")
@@ -72,7 +86,9 @@ def make_strategy(name: str = "auto", tpu: str = "") -> tf.distribute.Strategy:
         if not _tf_config_workers():
             raise StrategyError("--strategy=multi_worker_mirrored needs TF_CONFIG describing the cluster; "
                                 "see docs/pretraining.md.")
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        gpus = len(tf.config.get_visible_devices("GPU"))  # not list_logical_devices: it would start TF too early
+        return tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=communication_options(all_reduce, gpus))
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices=_local_devices())
     return tf.distribute.OneDeviceStrategy(_local_devices()[0])
