@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from kbert.modeling.config import BertConfig
+from kbert.modeling.dropout import ReplicaDropout
 from kbert.modeling.embeddings import truncated_normal
 
 # Google adds -10000 to masked scores; in float32 exp() of it is exactly 0 after max-subtraction.
@@ -30,7 +31,7 @@ class BertSelfAttention(keras.layers.Layer):
         self.query = keras.layers.Dense(config.hidden_size, name="query", **dense)
         self.key = keras.layers.Dense(config.hidden_size, name="key", **dense)
         self.value = keras.layers.Dense(config.hidden_size, name="value", **dense)
-        self.dropout = keras.layers.Dropout(config.attention_probs_dropout_prob, dtype=self.dtype_policy)
+        self.dropout = ReplicaDropout(config.attention_probs_dropout_prob, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         for dense in (self.query, self.key, self.value):

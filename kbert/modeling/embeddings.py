@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from kbert.modeling.config import BertConfig
+from kbert.modeling.dropout import ReplicaDropout
 
 
 def truncated_normal(config: BertConfig) -> keras.initializers.Initializer:
@@ -37,7 +38,7 @@ class BertEmbeddings(keras.layers.Layer):
             dtype=self.dtype_policy, name="token_type_embeddings")
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=config.layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+        self.dropout = ReplicaDropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         for table in (self.word_embeddings, self.position_embeddings, self.token_type_embeddings):

@@ -7,6 +7,7 @@ import keras
 from kbert.modeling.activations import get_activation
 from kbert.modeling.attention import BertSelfAttention
 from kbert.modeling.config import BertConfig
+from kbert.modeling.dropout import ReplicaDropout
 from kbert.modeling.embeddings import truncated_normal
 
 
@@ -32,7 +33,7 @@ class TransformerBlock(keras.layers.Layer):
             config.intermediate_size, activation=get_activation(config.hidden_act), name="intermediate", **dense)
         self.output_dense = keras.layers.Dense(config.hidden_size, name="output", **dense)
         self.output_layer_norm = keras.layers.LayerNormalization(name="output_layer_norm", **norm)
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+        self.dropout = ReplicaDropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         hidden = (None, None, self.config.hidden_size)

@@ -1,0 +1,46 @@
+"""Dropout whose mask differs on every replica of a `tf.distribute` strategy.
+
+Keras's `Dropout` draws its seed from one `SeedGenerator`, whose state is mirrored, so every replica drops the
+same units: with N replicas the dropout noise is one replica's, repeated. `ReplicaDropout` folds the replica's
+index into the seed's second word. On one device (replica 0) its masks are exactly Keras's, and a run stays
+reproducible: the seed still comes from the generator's checkpointed state.
+
+Example:
+
+```python
+dropout = ReplicaDropout(0.1)
+with strategy.scope(): ...                       # replica r draws with seed (s0, s1 + r)
+y = dropout(x, training=True)
+```
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+
+def _replica_index() -> tf.Tensor:
+    context = tf.distribute.get_replica_context()
+    index = context.replica_id_in_sync_group if context is not None else 0
+    return tf.cast(index, tf.int32)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class ReplicaDropout(keras.layers.Dropout):
+    """`keras.layers.Dropout` with the replica's index folded into its seed (its arguments and config, without
+    `noise_shape`, which BERT does not use)."""
+
+    def __init__(self, rate: float, noise_shape=None, seed=None, **kwargs):
+        if noise_shape is not None:
+            raise ValueError("ReplicaDropout drops elements independently; it takes no noise_shape.")
+        super().__init__(rate, seed=seed, **kwargs)
+
+    def call(self, inputs, training=False):
+        if not training or self.rate == 0:
+            return inputs
+        seed = self.seed_generator.next()
+        if seed.dtype != tf.int32:  # as Keras's TF backend does: stateless ops take int32 seeds (and run in XLA)
+            seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+        seed = seed + tf.stack([0, _replica_index()])
+        return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed)

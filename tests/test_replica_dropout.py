@@ -1,0 +1,53 @@
+"""Dropout masks differ between replicas and stay reproducible; on one device they are Keras's own."""
+
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kbert.modeling.dropout import ReplicaDropout
+from training_fixtures import cli_env
+
+# Two logical CPUs must be set before TensorFlow starts: a process of its own. Prints both replicas' masks, twice.
+TWO_REPLICAS = """
+import numpy as np
+import tensorflow as tf
+tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
+                                           [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from kbert.modeling.dropout import ReplicaDropout
+
+def masks():
+    keras.utils.set_random_seed(3)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        dropout = ReplicaDropout(0.5)
+    out = strategy.run(tf.function(lambda: dropout(tf.ones([4, 64]), training=True)))
+    return [v.numpy() != 0 for v in strategy.experimental_local_results(out)]
+
+first, again = masks(), masks()
+np.save(__import__("sys").argv[1], np.stack(first + again))
+"""
+
+
+def test_two_replicas_draw_different_masks_reproducibly(tmp_path):
+    path = tmp_path / "masks.npy"
+    subprocess.run([sys.executable, "-c", TWO_REPLICAS, str(path)], env=cli_env(), check=True, timeout=300)
+    replica_0, replica_1, replica_0_again, replica_1_again = np.load(path)
+    assert not np.array_equal(replica_0, replica_1)  # Keras's Dropout gives both the same mask
+    assert 0.3 < replica_1.mean() < 0.7
+    np.testing.assert_array_equal(replica_0, replica_0_again)
+    np.testing.assert_array_equal(replica_1, replica_1_again)
+
+
+def test_on_one_device_the_masks_are_keras_own():
+    x = tf.ones([4, 64])
+    keras.utils.set_random_seed(5)
+    ours = ReplicaDropout(0.3, seed=11)
+    keras.utils.set_random_seed(5)
+    theirs = keras.layers.Dropout(0.3, seed=11)
+    for _ in range(2):  # the generator's state advances the same way
+        np.testing.assert_array_equal(ours(x, training=True).numpy(), theirs(x, training=True).numpy())
+    np.testing.assert_array_equal(ours(x, training=False).numpy(), x.numpy())
