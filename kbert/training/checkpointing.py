@@ -230,13 +230,14 @@ class TrainingCheckpoints:
                 f"on without it (the data then starts over in a new order). TF said: "
                 f"{(str(e).strip().splitlines() or [type(e).__name__])[0][:200]}") from None
 
-    def due(self, step: int) -> bool:
-        """Whether `interval` steps have passed since the last checkpoint (or the run's start)."""
-        return step - self._last_step >= self._interval
+    def due(self, step: int, final: bool = False) -> bool:
+        """Whether `save` would write checkpoint `step`: `interval` steps after the last one (or the run's start),
+        or at the `final` step unless it is saved already."""
+        return step != self._last_step if final else step - self._last_step >= self._interval
 
     def save(self, step: int, final: bool = False) -> None:
-        """Saves checkpoint `step` when it is `due`, or always if `final` (unless it exists)."""
-        if (final and step != self._last_step) or (not final and self.due(step)):
+        """Saves checkpoint `step` when it is `due`."""
+        if self.due(step, final):
             self.manager.save(checkpoint_number=step)
             self._last_step = step
 

@@ -174,9 +174,9 @@ def run_steps(trainer: PretrainingTrainer, steps: int) -> dict[str, float]:
 
 
 def _save(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, step: int, final: bool = False) -> None:
-    if checkpoints.due(step) or final:
+    if checkpoints.due(step, final):  # only weights about to be saved need the check
         check_finite_weights(step, trainer.weights_are_finite())
-    checkpoints.save(step, final)
+        checkpoints.save(step, final)
 
 
 def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
