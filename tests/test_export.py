@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -25,6 +26,7 @@ TINY = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_atten
 
 
 def _encoder(hidden_act):
+    keras.utils.set_random_seed(0)  # the same weights every run, so the tolerances below are not a lottery
     return BertEncoder(TINY.replace(hidden_act=hidden_act))
 
 
@@ -46,8 +48,8 @@ def test_backbone_from_preset_computes_kbert_encoder(tanh_preset):
                        "padding_mask": batch["input_mask"]})
     real = batch["input_mask"].astype(bool)
     np.testing.assert_allclose(np.asarray(theirs["sequence_output"])[real], np.asarray(ours["sequence_output"])[real],
-                               atol=1e-5)
-    np.testing.assert_allclose(theirs["pooled_output"], ours["pooled_output"], atol=1e-5)
+                               atol=1e-4)
+    np.testing.assert_allclose(theirs["pooled_output"], ours["pooled_output"], atol=1e-4)
     assert np.abs(np.asarray(ours["pooled_output"])).max() > 0.1  # not a trivially small output
 
 
@@ -72,7 +74,9 @@ def test_erf_gelu_is_refused_unless_allowed_and_the_difference_shows(tmp_path):
     backbone = export_preset(erf, vocab_file(tmp_path), str(tmp_path / "allowed"), allow_gelu_approximation=True)
     exact = _encoder("gelu_approximate")
     exact.set_weights(erf.get_weights())
-    assert max_difference(erf, backbone) > 1e-3 > 1e-5 > max_difference(exact, backbone)
+    # The same function in two float32 implementations differs by rounding (about 1e-5 on outputs near 3);
+    # the erf and tanh forms differ by two orders of magnitude more.
+    assert max_difference(erf, backbone) > 1e-3 > 1e-4 > max_difference(exact, backbone)
 
 
 @pytest.mark.parametrize("changes", [{"hidden_act": "relu"}, {"layer_norm_eps": 1e-6}])
