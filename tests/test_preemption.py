@@ -1,38 +1,68 @@
-"""What a preemption is on each platform, and how the run exits: SIGTERM or GCE's maintenance event, status 42."""
+"""What a preemption is (SIGTERM, or GCE's maintenance event on a GCE host), and what `check` does then: save the
+current step and raise Preempted. The exit status and the multi-worker agreement are tested end to end in
+test_training_distributed.py."""
+
+import os
+import signal
+import time
 
 import pytest
-from tensorflow.python.distribute.failure_handling import failure_handling_util as util
+import tensorflow as tf
 
 from kbert.training import preemption
 
-PLATFORMS = util.PlatformDevice
+
+@pytest.fixture
+def manager(tmp_path):
+    return tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)), str(tmp_path / "ckpt"), max_to_keep=2)
 
 
-@pytest.mark.parametrize("platform", [PLATFORMS.GCE_GPU, PLATFORMS.GCE_TPU, PLATFORMS.GCE_CPU])
-def test_on_gce_sigterm_and_the_maintenance_event_both_end_the_run(monkeypatch, platform):
-    monkeypatch.setattr(util, "detect_platform", lambda: platform)
+def _wait_for(condition, seconds=10.0):
+    deadline = time.time() + seconds
+    while not condition():
+        assert time.time() < deadline
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("product, gce", [("Google Compute Engine\n", True), ("Standard PC (Q35)\n", False)])
+def test_a_gce_host_is_told_by_its_dmi_product_name(tmp_path, product, gce):
+    (tmp_path / "product_name").write_text(product)
+    assert preemption.on_gce(str(tmp_path / "product_name")) is gce
+    assert preemption.on_gce(str(tmp_path / "absent")) is False
+
+
+@pytest.mark.parametrize("strategy", [tf.distribute.OneDeviceStrategy("/cpu:0"),
+                                      tf.distribute.MirroredStrategy(["/cpu:0"])], ids=["one_device", "mirrored"])
+def test_on_gce_the_maintenance_event_saves_the_step_and_stops(manager, strategy):
+    """A GCE GPU host or a Cloud TPU VM: the event is what the metadata server says; SIGTERM is tested below."""
     event = {"maintenance": False}
-    monkeypatch.setattr(util, "termination_watcher_function_gce", lambda: event["maintenance"])
-    sigterm = {"raised": False}
-    config = preemption.termination_config(lambda: sigterm["raised"])
-    assert config.termination_watcher_fn() is False
-    sigterm["raised"] = True  # a spot VM's or GKE's SIGTERM, which TF alone does not watch on GCE
-    assert config.termination_watcher_fn() is True
-    sigterm["raised"], event["maintenance"] = False, True
-    assert config.termination_watcher_fn() is True
-    with pytest.raises(SystemExit) as exit_:
-        config.exit_fn()
-    assert exit_.value.code == preemption.PREEMPTED_EXIT_CODE == 42
+    with preemption.PreemptionWatcher(strategy, gce=True, notice=lambda: event["maintenance"],
+                                      poll_seconds=0.01) as watcher:
+        watcher.check(manager, 3)
+        assert manager.latest_checkpoint is None
+        event["maintenance"] = True
+        _wait_for(lambda: watcher.reason is not None)
+        with pytest.raises(preemption.Preempted, match=r"^preempted \(GCE maintenance event\): saved .*ckpt-7 at step 7"):
+            watcher.check(manager, 7)
+    assert manager.latest_checkpoint.endswith("ckpt-7")
 
 
-def test_elsewhere_only_sigterm_ends_the_run_and_no_metadata_server_is_asked(monkeypatch):
-    monkeypatch.setattr(util, "detect_platform", lambda: PLATFORMS.INTERNAL_GPU)
-
+def test_off_gce_no_metadata_server_is_asked(manager):
     def asked():
         raise AssertionError("the GCE metadata server was asked off GCE")
-    monkeypatch.setattr(util, "termination_watcher_function_gce", asked)
-    sigterm = {"raised": False}
-    config = preemption.termination_config(lambda: sigterm["raised"])
-    assert config.termination_watcher_fn() is False
-    sigterm["raised"] = True
-    assert config.termination_watcher_fn() is True
+    with preemption.PreemptionWatcher(tf.distribute.get_strategy(), gce=False, notice=asked,
+                                      poll_seconds=0.01) as watcher:
+        time.sleep(0.05)
+        watcher.check(manager, 1)
+    assert manager.latest_checkpoint is None
+
+
+def test_sigterm_is_caught_while_watching_and_the_previous_handler_comes_back(manager):
+    previous = signal.getsignal(signal.SIGTERM)
+    with preemption.PreemptionWatcher(tf.distribute.get_strategy(), gce=False) as watcher:
+        os.kill(os.getpid(), signal.SIGTERM)
+        _wait_for(lambda: watcher.reason == "SIGTERM")
+        with pytest.raises(preemption.Preempted, match=r"^preempted \(SIGTERM\)"):
+            watcher.check(manager, 2)
+    assert signal.getsignal(signal.SIGTERM) is previous
+    assert preemption.PREEMPTED_EXIT_CODE == 42

@@ -1,95 +1,114 @@
-"""Preemption: a SIGTERM or a cluster's preemption notice becomes a saved checkpoint and a known exit status.
+"""Preemption: a SIGTERM or a GCE maintenance notice becomes a saved checkpoint and a known exit status.
 
-One `PreemptionWatcher` per process, made by the run (`kbert.experiment.run`) and checked by the loop between
-loops of `train.steps_per_loop` steps. On one host it turns SIGTERM into a save of the current step and
-`Preempted`. Under MultiWorkerMirroredStrategy and TPUStrategy it defers to TF's `PreemptionCheckpointHandler`,
-which agrees on one step across workers, saves, and exits the process, and it tells that handler what a
-termination is: SIGTERM (what spot VMs, GKE and Slurm send) or, on GCE hosts (GPU, CPU and TPU VMs), the
-metadata server's maintenance event; TF alone watches only the latter on GCE. Every path exits with
-PREEMPTED_EXIT_CODE.
+One `PreemptionWatcher` per process, made by the run (`kbert.experiment.run`) and kept across MSLT stages. It
+records a termination as it comes: SIGTERM (what spot VMs, GKE and Slurm send) and, on GCE hosts (GPU, CPU and
+Cloud TPU VMs), the metadata server's maintenance event, polled on a daemon thread. The loop asks `check` between
+loops of `train.steps_per_loop` steps. Under MultiWorkerMirroredStrategy every worker's answer is all-reduced
+first, so a notice on any worker makes all of them save the same step and stop; every worker reaches `check` at
+the same step because training is synchronous. `check` saves and raises `Preempted`, on which `kbert-pretrain`
+exits with PREEMPTED_EXIT_CODE.
+
+TF's `PreemptionCheckpointHandler` is not used: it does nothing on Cloud TPU VMs and GCE CPU hosts
+(`save_checkpoint_if_preempted` returns at once there), it binds itself to one checkpoint manager and restores it
+when made (each MSLT stage has its own manager, so a second handler per process would be needed), and on GCE it
+watches the maintenance event but not SIGTERM.
 
 Example:
 
 ```python
 with PreemptionWatcher(strategy) as preemption:
     ...                                   # each loop of the training loop ends with:
-    preemption.check(manager, step)       # raises Preempted after saving if SIGTERM arrived
+    preemption.check(manager, step)       # saves and raises Preempted if a termination came
 ```
 """
 
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 from typing import Callable, Optional
 
 import tensorflow as tf
-# TF's platform detection and GCE maintenance watcher are not exported; they are what the handler itself uses.
+# TF's reader of GCE's maintenance event is not exported; it is the one TF's own preemption handler uses.
 from tensorflow.python.distribute.failure_handling import failure_handling_util
 
 # The exit status of a preempted run, as TF's PreemptionCheckpointHandler uses: "saved, restart me".
 PREEMPTED_EXIT_CODE = 42
+# GCE announces a maintenance event a minute ahead; polling every few seconds leaves most of it for the save.
+_POLL_SECONDS = 5.0
+_DMI_PRODUCT = "/sys/class/dmi/id/product_name"
 
 
 class Preempted(RuntimeError):
-    """SIGTERM arrived; a checkpoint of the current step was written. Exit with PREEMPTED_EXIT_CODE."""
+    """A termination came; a checkpoint of the current step was written. Exit with PREEMPTED_EXIT_CODE."""
 
 
-_GCE = (failure_handling_util.PlatformDevice.GCE_GPU, failure_handling_util.PlatformDevice.GCE_CPU,
-        failure_handling_util.PlatformDevice.GCE_TPU)
+def on_gce(product_file: str = _DMI_PRODUCT) -> bool:
+    """Whether this host is a GCE VM (GPU, CPU or Cloud TPU VM), read from the DMI product name without a network
+    request, as Google's own client libraries detect it."""
+    try:
+        with open(product_file) as f:
+            return f.read().strip() == "Google Compute Engine"
+    except OSError:
+        return False
 
 
-def _exit_preempted() -> None:
-    print("kbert: preempted: a checkpoint of the current step was saved; rerun the same command to "
-          "resume.", file=sys.stderr, flush=True)
-    sys.exit(PREEMPTED_EXIT_CODE)
-
-
-def termination_config(sigterm: Callable[[], bool]) -> tf.distribute.experimental.TerminationConfig:
-    """What TF's handler treats as a termination (`sigterm()`, or GCE's maintenance event on a GCE host) and how
-    it exits (PREEMPTED_EXIT_CODE)."""
-    on_gce = failure_handling_util.detect_platform() in _GCE
-    notice = failure_handling_util.termination_watcher_function_gce if on_gce else (lambda: False)
-    return tf.distribute.experimental.TerminationConfig(
-        termination_watcher_fn=lambda: sigterm() or notice(), exit_fn=_exit_preempted, grace_period=0)
+def _maintenance_notice() -> bool:
+    try:
+        return failure_handling_util.termination_watcher_function_gce()
+    except Exception:  # an unreachable metadata server is no notice; the next poll asks again
+        return False
 
 
 class PreemptionWatcher:
-    """Watches for preemption from construction to `close()`; `check` saves and stops the run when it came.
+    """Watches for termination from construction to `close()`; `check` saves and stops the run once it came.
 
-    TF's handler is bound to one checkpoint manager, so under multi-worker and TPU strategies a new one is made
-    when the loop checks with another manager (each MSLT stage has its own).
+    Invariant: under MultiWorkerMirroredStrategy `check` returns on every worker or raises on every worker, at
+    the same step, so the workers' saves are one collective save.
     """
 
-    def __init__(self, strategy: tf.distribute.Strategy):
+    def __init__(self, strategy: tf.distribute.Strategy, gce: Optional[bool] = None,
+                 notice: Callable[[], bool] = _maintenance_notice, poll_seconds: float = _POLL_SECONDS):
         self._strategy = strategy
-        self._cluster = isinstance(strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy))
-        self._handler: Optional[tf.distribute.experimental.PreemptionCheckpointHandler] = None
-        self._manager: Optional[tf.train.CheckpointManager] = None
-        self.sigterm = False
+        self._agree = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        self.reason: Optional[str] = None
+        self._closed = threading.Event()
         # Python lets only the main thread install handlers; a run from another thread keeps the default.
         self._installed = threading.current_thread() is threading.main_thread()
         if self._installed:
             self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        if on_gce() if gce is None else gce:
+            threading.Thread(target=self._poll, args=(notice, poll_seconds), daemon=True,
+                             name="kbert-maintenance-watch").start()
 
     def _on_sigterm(self, signum, frame) -> None:
-        self.sigterm = True
+        self.reason = self.reason or "SIGTERM"
+
+    def _poll(self, notice: Callable[[], bool], seconds: float) -> None:
+        while not self._closed.wait(seconds):
+            if notice():
+                self.reason = self.reason or "GCE maintenance event"
+                return
+
+    def _preempted(self) -> Optional[str]:
+        """This worker's reason, or under multi-worker "another worker's notice" when only another has one."""
+        if not self._agree:
+            return self.reason
+        mine = int(self.reason is not None)
+        flags = self._strategy.experimental_distribute_values_from_function(
+            lambda context: tf.constant(mine, tf.int32))
+        anyone = int(self._strategy.reduce(tf.distribute.ReduceOp.SUM, flags, axis=None))
+        return self.reason or ("another worker's termination notice" if anyone else None)
 
     def check(self, manager: tf.train.CheckpointManager, step: int) -> None:
-        """Saves checkpoint `step` with `manager` and stops the run if preemption came since the last check."""
-        if self._cluster:
-            if manager is not self._manager:
-                self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
-                    self._strategy.cluster_resolver, manager,
-                    termination_config=termination_config(lambda: self.sigterm))
-                self._manager = manager
-            self._handler.save_checkpoint_if_preempted(checkpoint_number=step, check_interval=False)
-        elif self.sigterm:
+        """Saves checkpoint `step` with `manager` and raises Preempted if a termination came since the start."""
+        reason = self._preempted()
+        if reason:
             path = manager.save(checkpoint_number=step, check_interval=False)
-            raise Preempted(f"SIGTERM: saved {path} at step {step}; rerun the same command to resume.")
+            raise Preempted(f"preempted ({reason}): saved {path} at step {step}; rerun the same command to resume.")
 
     def close(self) -> None:
+        self._closed.set()
         if self._installed:
             signal.signal(signal.SIGTERM, self._previous)
             self._installed = False
