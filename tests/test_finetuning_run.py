@@ -211,8 +211,10 @@ def test_cli_fine_tunes_under_mirrored_strategy_on_two_devices(tmp_path):
     config = write_config(tmp_path / "c.yaml", task={"name": "mnli", "data_dir": str(tmp_path / "glue")},
                           data={"vocab_file": vocab_file(tmp_path)},
                           train={"epochs": 1, "global_batch_size": 4, "eval_batch_size": 4})
-    # Two logical CPU devices must exist before TensorFlow starts: set them up, then run the command.
-    script = ("import sys, tensorflow as tf; cpu = tf.config.list_physical_devices('CPU')[0]; "
+    # Two logical CPU devices must exist before TensorFlow starts: set them up, then run the command. GPUs are
+    # hidden, or a one-GPU host would mirror over its GPU alone.
+    script = ("import sys, tensorflow as tf; tf.config.set_visible_devices([], 'GPU'); "
+              "cpu = tf.config.list_physical_devices('CPU')[0]; "
               "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2); "
               "from kbert.run_finetuning import run; sys.argv[0] = 'kbert-finetune'; run()")
     result = subprocess.run([sys.executable, "-c", script, f"--config_file={config}", f"--model_dir={tmp_path}/run",
