@@ -8,12 +8,13 @@ Example:
 
 from __future__ import annotations
 
+import os
 import sys
 
 from absl import app, flags
 
 from kbert.choices import ALL_REDUCE, MODES, STRATEGIES
-from kbert.cli import entry
+from kbert.cli import entry, tpu_launch
 
 PROGRAM = "kbert-pretrain"
 FLAGS = flags.FLAGS
@@ -24,7 +25,8 @@ flags.DEFINE_string("model_dir", None, "Checkpoints, TensorBoard logs and summar
 flags.DEFINE_enum("strategy", "auto", list(STRATEGIES), "Distribution strategy.")
 flags.DEFINE_enum("all_reduce", "auto", list(ALL_REDUCE), "Multi-worker all-reduce: nccl between GPUs, ring "
                   "(gRPC) otherwise; auto picks nccl when there are GPUs.")
-flags.DEFINE_string("tpu", "", "TPU name, or 'local' on a TPU VM (the default with --strategy=tpu).")
+flags.DEFINE_string("tpu", "", "'local' on a single-host TPU VM (the default with --strategy=tpu); on a pod slice "
+                    "the TPU's name (or grpc://IP:8470,...), from worker 0 only (docs/pretraining.md).")
 flags.DEFINE_enum("mode", "train", list(MODES), "What to run.")
 flags.DEFINE_enum("device", "auto", ["auto", "cpu"],
                   "'cpu' trains on the CPU even on a host with GPUs or a TPU; 'auto' refuses to, naming the cause "
@@ -35,6 +37,9 @@ flags.mark_flag_as_required("model_dir")
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    controller_line = tpu_launch.controller_environment(FLAGS.strategy, FLAGS.tpu, os.environ)  # before TF loads
+    if controller_line:
+        print(f"{PROGRAM}: {controller_line}", flush=True)
     # Imported here so `--help` and flag errors come back without loading TensorFlow.
     from kbert import experiment
     from kbert.training import devices

@@ -16,21 +16,7 @@ import tensorflow as tf
 
 from kbert.choices import ALL_REDUCE, STRATEGIES
 from kbert.errors import StrategyError
-
-
-def _tpu_strategy(tpu: str) -> tf.distribute.Strategy:
-    name = tpu or "local"
-    try:
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=name)
-        if name != "local":
-            tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-    except Exception as e:  # TF raises ValueError/NotFoundError/InvalidArgumentError depending on what is missing.
-        first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise StrategyError(
-            f"--strategy=tpu: no TPU reachable with --tpu={name} ({first_line[:200]}). On a TPU VM pass "
-            "--tpu=local; elsewhere pass the TPU's name, or use --strategy=auto, mirrored or one_device.") from None
-    return tf.distribute.TPUStrategy(resolver)
+from kbert.training.tpu import tpu_strategy
 
 
 def _tf_config_workers() -> int:
@@ -66,10 +52,12 @@ def communication_options(all_reduce: str, gpus: int) -> tf.distribute.experimen
 
 def make_strategy(name: str = "auto", tpu: str = "", all_reduce: str = "auto") -> tf.distribute.Strategy:
     """`auto` picks TPU when `--tpu` is given, multi-worker when TF_CONFIG lists several hosts, mirrored when
-    there are several local devices, else one device. `all_reduce` is multi-worker's (`communication_options`).
+    there are several local devices, else one device. `all_reduce` is multi-worker's (`communication_options`);
+    `tpu` is `local` (a single-host TPU VM) or, on worker 0 of a pod slice, the slice's name (`kbert.training.tpu`).
 
     Raises:
-      StrategyError: an unknown name or all-reduce, `tpu` without a TPU, or a malformed TF_CONFIG.
+      StrategyError: an unknown name or all-reduce, `tpu` without a TPU, a pod-slice launch TF 2.20 cannot run
+        (not on worker 0, or `local` on a multi-host slice), or a malformed TF_CONFIG.
     """
     if name not in STRATEGIES:
         raise StrategyError(f"--strategy={name}: choose one of {', '.join(STRATEGIES)}.")
@@ -81,7 +69,7 @@ def make_strategy(name: str = "auto", tpu: str = "", all_reduce: str = "auto") -
         else:
             name = "mirrored" if len(_local_devices()) > 1 else "one_device"
     if name == "tpu":
-        return _tpu_strategy(tpu)
+        return tpu_strategy(tpu)
     if name == "multi_worker_mirrored":
         if not _tf_config_workers():
             raise StrategyError("--strategy=multi_worker_mirrored needs TF_CONFIG describing the cluster; "
