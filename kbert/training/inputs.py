@@ -4,9 +4,10 @@ TF 2.20's distributed iterators (`strategy.distribute_datasets_from_function`) c
 Plain `tf.data` iterators can, so on CPU/GPU hosts each worker iterates its own pipeline (one per worker, its
 files and its share of the global batch) with an ordinary iterator and splits each batch among its local replicas;
 a restart then continues the data exactly where the checkpoint left it. TPUs keep the distributed iterator (its
-prefetch to the device matters more there): a TPU run that starts at step N (a restart, an MSLT stage) reads the
-data in the order of seed `train.seed + N` (`kbert.training.loop.reseed_input`), so it does not replay what the
-steps before it saw, but does not continue exactly where they stopped either.
+prefetch to the device matters more there), whose position is not saved: a TPU run that starts at step N (a
+restart, an MSLT stage) reads a fresh shuffle seeded with `train.seed + N` (`kbert.training.loop.reseed_input`).
+It does not start over with the batches the run began with, and it does not continue where the checkpoint stopped
+either: examples the first N steps saw can come again before examples they never saw.
 
 Example:
 
@@ -64,7 +65,8 @@ class WorkerInput:
 
 
 class DistributedInput:
-    """`strategy.distribute_datasets_from_function` (TPU): prefetches to the devices, not checkpointable."""
+    """`strategy.distribute_datasets_from_function` (TPU): prefetches to the devices, not checkpointable. On a pod
+    slice it runs one pipeline per host, in that host's TPU server, so every host must be able to read the files."""
 
     def __init__(self, strategy: tf.distribute.Strategy, dataset_fn: DatasetFn):
         self.iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
