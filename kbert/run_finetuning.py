@@ -13,10 +13,12 @@ Example:
 
 from __future__ import annotations
 
+import os
+
 from absl import app, flags
 
 from kbert.choices import STRATEGIES
-from kbert.cli import entry
+from kbert.cli import entry, tpu_launch
 
 PROGRAM = "kbert-finetune"
 FLAGS = flags.FLAGS
@@ -26,7 +28,7 @@ flags.DEFINE_string("params_override", "",
 flags.DEFINE_string("model_dir", None, "Checkpoints, best weights, predictions, TensorBoard logs and summary.json; "
                                        "a partial run there resumes.")
 flags.DEFINE_enum("strategy", "auto", list(STRATEGIES), "Distribution strategy.")
-flags.DEFINE_string("tpu", "", "TPU name, or 'local' on a TPU VM (the default with --strategy=tpu).")
+flags.DEFINE_string("tpu", "", tpu_launch.TPU_FLAG_HELP)
 flags.DEFINE_list("seeds", [], "With task.name=glue: fine-tune every GLUE task once per seed (default: train.seed).")
 flags.mark_flag_as_required("model_dir")
 
@@ -43,6 +45,9 @@ def _seeds(values: list[str]) -> list[int]:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    controller_line = tpu_launch.controller_environment(FLAGS.strategy, FLAGS.tpu, os.environ)  # before TF loads
+    if controller_line:
+        print(f"{PROGRAM}: {controller_line}", flush=True)
     # Imported here so `--help` and flag errors come back without loading TensorFlow.
     from kbert.finetuning import load_finetune_config, run_finetuning
     from kbert.finetuning.glue import GLUE_TABLE, run_glue

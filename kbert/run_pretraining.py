@@ -25,8 +25,7 @@ flags.DEFINE_string("model_dir", None, "Checkpoints, TensorBoard logs and summar
 flags.DEFINE_enum("strategy", "auto", list(STRATEGIES), "Distribution strategy.")
 flags.DEFINE_enum("all_reduce", "auto", list(ALL_REDUCE), "Multi-worker all-reduce: nccl between GPUs, ring "
                   "(gRPC) otherwise; auto picks nccl when there are GPUs.")
-flags.DEFINE_string("tpu", "", "'local' on a single-host TPU VM (the default with --strategy=tpu); on a pod slice "
-                    "the TPU's name (or grpc://IP:8470,...), from worker 0 only (docs/pretraining.md).")
+flags.DEFINE_string("tpu", "", tpu_launch.TPU_FLAG_HELP)
 flags.DEFINE_enum("mode", "train", list(MODES), "What to run.")
 flags.DEFINE_enum("device", "auto", ["auto", "cpu"],
                   "'cpu' trains on the CPU even on a host with GPUs or a TPU; 'auto' refuses to, naming the cause "

@@ -17,6 +17,9 @@ from __future__ import annotations
 from typing import MutableMapping, Optional
 
 VARIABLE = "TPU_LOAD_LIBRARY"
+# The --tpu flag's help, one text for every entry point that takes the flag.
+TPU_FLAG_HELP = ("'local' on a single-host TPU VM (the default with --strategy=tpu); on a pod slice the TPU's name "
+                 "(or grpc://IP:8470,...), from worker 0 only (docs/pretraining.md).")
 
 
 def drives_remote_tpu(strategy: str, tpu: str) -> bool:
