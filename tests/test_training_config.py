@@ -122,7 +122,9 @@ def test_values_are_typed_by_their_field(tmp_path):
     assert isinstance(config.optimizer.global_clipnorm, float) and config.train.total_steps == 20
     with pytest.raises(ConfigError, match="'train.total_steps' must be of type int, got 'many'"):
         load_experiment([], "train.total_steps=many")
-    with pytest.raises(ConfigError, match="'train.jit_compile' must be of type bool"):
+    assert load_experiment([], "train.jit_compile=step").train.jit_compile == "step"
+    with pytest.raises(ConfigError, match=r"^train.jit_compile='yes please': choose false \(nothing\), true \(the "
+                                          r"forward and backward pass\), step \(the whole replica step"):
         load_experiment([], "train.jit_compile=yes please")
 
 

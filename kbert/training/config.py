@@ -15,7 +15,7 @@ import difflib
 import math
 import re
 import typing
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import tensorflow as tf
 import yaml
@@ -24,6 +24,7 @@ from official.modeling.hyperparams import base_config
 from kbert.choices import OPTIMIZERS, PRECISION_POLICIES
 from kbert.errors import ConfigError
 from kbert.modeling.config import BertConfig
+from kbert.training.trainer import JIT_COMPILE, is_jit_compile_choice
 
 
 
@@ -115,7 +116,8 @@ class TrainConfig(base_config.Config):
     max_checkpoints: int = 5
     summary_interval: int = 100
     mixed_precision: str = "float32"
-    jit_compile: bool = False
+    # false, true (XLA-compile the forward and backward pass) or step (the whole replica step, update included).
+    jit_compile: Union[bool, str] = False
     # A kbert checkpoint (directory or prefix) or a Google TF1 BERT checkpoint; weights only, no optimizer slots.
     init_checkpoint: str = ""
     seed: int = 12345
@@ -160,9 +162,11 @@ def _list_item_class(annotation: Any) -> Optional[type]:
 
 
 def _leaf_kind(annotation: Any) -> str:
-    """'float', 'int', 'bool', 'str' or '' (anything goes) for a leaf field's annotation."""
+    """'float', 'int', 'bool', 'str' or '' (anything goes) for a leaf field's annotation; a union of several kinds
+    (`Union[bool, str]`) is '', its values being checked by the section's `validate`."""
     text = str(annotation)
-    return next((kind for kind in ("float", "int", "bool", "str") if kind in text), "")
+    kinds = [kind for kind in ("float", "int", "bool", "str") if kind in text]
+    return kinds[0] if len(kinds) == 1 else ""
 
 
 def _coerce(value: Any, kind: str, path: str, source: str) -> Any:
@@ -343,6 +347,9 @@ def validate(config: PretrainingConfig) -> None:
     _need(o.type in OPTIMIZERS, f"optimizer.type={o.type!r}: choose one of {', '.join(OPTIMIZERS)}.")
     _need(t.mixed_precision in PRECISION_POLICIES,
           f"train.mixed_precision={t.mixed_precision!r}: choose one of {', '.join(PRECISION_POLICIES)}.")
+    _need(is_jit_compile_choice(t.jit_compile),
+          f"train.jit_compile={t.jit_compile!r}: choose " + ", ".join(
+              f"{str(k).lower()} ({what})" for k, what in JIT_COMPILE.items()) + ".")
     for key in ("global_batch_size", "gradient_accumulation_steps", "total_steps", "steps_per_loop",
                 "checkpoint_interval", "max_checkpoints", "summary_interval"):
         _need(getattr(t, key) > 0, f"train.{key}={getattr(t, key)} must be positive.")

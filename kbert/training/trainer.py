@@ -24,8 +24,19 @@ import numpy as np
 import orbit
 import tensorflow as tf
 
+from kbert.errors import ConfigError
 from kbert.modeling.losses import LOSS_TERMS, MLM_EPSILON, pretraining_loss_terms, pretraining_metrics
 from kbert.training.inputs import make_input
+
+WHOLE_STEP = "step"
+# `jit_compile` values -> what XLA compiles: the whole replica step is one cluster, the optimizer update fused in.
+JIT_COMPILE = {False: "nothing", True: "the forward and backward pass",
+               WHOLE_STEP: "the whole replica step, optimizer update included"}
+
+
+def is_jit_compile_choice(value) -> bool:
+    """Whether `value` is one of `JIT_COMPILE` (by identity for the booleans: 1 is not True here)."""
+    return isinstance(value, bool) or value == WHOLE_STEP
 
 
 def _replica_local_scalar(name: str) -> tf.Variable:
@@ -36,6 +47,34 @@ def _replica_local_scalar(name: str) -> tf.Variable:
 
 def _all_finite(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
     return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
+
+
+def whole_step_compiles(strategy: tf.distribute.Strategy) -> bool:
+    """Whether XLA can compile a whole replica step, all-reduces included, under `strategy`.
+
+    A mirrored strategy all-reduces through `merge_call`, which XLA cannot compile; TF replaces it with XLA
+    collectives only when every replica is a GPU (`MirroredExtended._use_merge_call`). One device needs neither.
+    """
+    if not isinstance(strategy, (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)):
+        return True
+    return all(tf.DeviceSpec.from_string(d).device_type == "GPU" for d in strategy.extended.worker_devices)
+
+
+def _xla(fn: Callable, compile_it: bool) -> Callable:
+    return tf.function(fn, jit_compile=True) if compile_it else fn
+
+
+def _whole_step(jit_compile: bool | str, strategy: tf.distribute.Strategy) -> bool:
+    """Whether `jit_compile` asks for the whole replica step (refused where XLA cannot compile it)."""
+    if not is_jit_compile_choice(jit_compile):
+        raise ValueError(f"jit_compile={jit_compile!r}: choose one of {', '.join(map(repr, JIT_COMPILE))}.")
+    if jit_compile != WHOLE_STEP:
+        return False
+    if not whole_step_compiles(strategy):
+        raise ConfigError(f"train.jit_compile=step: TF compiles a replica step with its all-reduce only on GPUs, not "
+                          f"under {type(strategy).__name__} on {strategy.extended.worker_devices[0]}; use "
+                          "train.jit_compile=true (forward and backward only) or --strategy=one_device.")
+    return not isinstance(strategy, tf.distribute.TPUStrategy)  # a TPU compiles every step whole anyway
 
 
 class PretrainingTrainer(orbit.AbstractTrainer):
@@ -59,7 +98,12 @@ class PretrainingTrainer(orbit.AbstractTrainer):
       global_batch_size: sequences per optimizer step over all replicas.
       accumulation_steps: micro-batches per optimizer step.
       trainable_variables: what the optimizer updates (MSLT trains a subset); default `model.trainable_variables`.
-      jit_compile: XLA-compile the forward and backward pass.
+      jit_compile: what to XLA-compile (`JIT_COMPILE`): False nothing, True the forward and backward pass,
+        "step" the whole replica step (forward, backward, accumulation, clipping, optimizer update) in one cluster,
+        which mirrored strategies allow on GPUs only (`whole_step_compiles`).
+
+    Raises:
+      ConfigError: `jit_compile="step"` under a mirrored strategy whose replicas are not all GPUs.
     """
 
     def __init__(
@@ -73,7 +117,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         global_batch_size: int,
         accumulation_steps: int = 1,
         trainable_variables: Optional[Sequence[keras.Variable]] = None,
-        jit_compile: bool = False,
+        jit_compile: bool | str = False,
     ):
         if global_batch_size % (accumulation_steps * strategy.num_replicas_in_sync):
             raise ValueError(
@@ -88,8 +132,10 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         self.micro_batch_size = global_batch_size // accumulation_steps
         self.train_variables = list(model.trainable_variables if trainable_variables is None else trainable_variables)
         self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-        self._gradients = tf.function(self._gradients_fn, jit_compile=jit_compile) if jit_compile \
-            else self._gradients_fn
+        whole_step = _whole_step(jit_compile, strategy)
+        self._gradients = _xla(self._gradients_fn, jit_compile is True)
+        self._accumulate_step = _xla(self._accumulate, whole_step)
+        self._apply_step = _xla(self._apply, whole_step)
         with strategy.scope():
             optimizer.build(self.train_variables)
             self.input = make_input(strategy, dataset_fn)
@@ -157,8 +203,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         for _ in tf.range(num_steps):
             if self.accumulation_steps > 1:  # a tf.range(0) loop would still trace a second forward/backward pass
                 for _ in tf.range(self.accumulation_steps - 1):
-                    self.strategy.run(self._accumulate, (self.input.next_batch(),))
-            self.strategy.run(self._apply, (self.input.next_batch(),))
+                    self.strategy.run(self._accumulate_step, (self.input.next_batch(),))
+            self.strategy.run(self._apply_step, (self.input.next_batch(),))
             # orbit.Controller waits for the trainer to advance the step (Keras 3 optimizers do not).
             self.global_step.assign_add(1)
 
