@@ -274,3 +274,34 @@ def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_
     summary = experiment.run(_experiment(tmp_path, data, f"{unsaved},train.total_steps=4"), str(tmp_path / "run"),
                              make_strategy("one_device"), print_fn=lambda *a, **k: lines.append(a[0]))
     assert any(line.endswith("at step 2.") for line in lines) and summary["global_step"] == 4
+
+
+def test_async_checkpoints_resume_bit_identically_and_are_on_disk_when_train_returns(tmp_path, data, monkeypatch):
+    """The periodic saves of train.async_checkpoint are written in the background; a run resumed from them ends
+    with exactly the weights and optimizer state of an uninterrupted synchronous run."""
+    from kbert.training import checkpointing
+
+    asynchronous, save = [], checkpointing._Manager.save
+
+    def spy(self, checkpoint_number=None, check_interval=True, options=None):
+        asynchronous.append(bool(options and options.experimental_enable_async_checkpoint))
+        return save(self, checkpoint_number, check_interval, options)
+    monkeypatch.setattr(checkpointing._Manager, "save", spy)
+
+    def run(model_dir, override):  # a fixed decay, so a 4-step run is the start of the 6-step one
+        config = _experiment(tmp_path, data, f"schedule.decay_steps=10,{override}")
+        experiment.run(config, str(tmp_path / model_dir), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+        return tf.train.latest_checkpoint(str(tmp_path / model_dir / "checkpoints"))
+
+    straight = tf.train.load_checkpoint(run("straight", "train.total_steps=6"))
+    assert asynchronous == [False] * 3
+    asynchronous.clear()
+    assert run("async", "train.async_checkpoint=true,train.total_steps=4").endswith("ckpt-4")
+    assert asynchronous == [True, True]  # steps 2 and 4: ckpt-4, resumed below, was written in the background
+    last = run("async", "train.async_checkpoint=true,train.total_steps=6")
+    assert last.endswith("ckpt-6")
+    resumed = tf.train.load_checkpoint(last)  # indexed and whole when the run returned
+    names = [n for n in straight.get_variable_to_shape_map() if n.startswith(("model/", "optimizer/"))]
+    assert len(names) > 30
+    for name in names:
+        np.testing.assert_array_equal(straight.get_tensor(name), resumed.get_tensor(name), err_msg=name)

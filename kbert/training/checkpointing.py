@@ -117,6 +117,9 @@ class _Manager(tf.train.CheckpointManager):
         return None
 
     def save(self, checkpoint_number=None, check_interval=True, options=None):
+        if not (options and options.experimental_enable_async_checkpoint):
+            # A synchronous save (the final one, a preemption's) lands after every asynchronous one, files and index.
+            self._checkpoint.sync()
         # The input position first: a `ckpt-N` without one is a save that did not finish.
         if self._inputs is not None:
             self._inputs.save(checkpoint_number=checkpoint_number)
@@ -130,12 +133,15 @@ class TrainingCheckpoints:
     newer one is skipped with a note saying why); one that does not fit the model or optimizer stops the run
     with the full listing; `max_to_keep` checkpoints are kept besides the newest, so the newest known-good one
     (a step after it had a finite loss) survives the save of one not yet checked. The chief writes; other
-    workers take part in every save (a collective) into a temp dir that `close()` removes.
+    workers take part in every save (a collective) into a temp dir that `close()` removes. With `async_writes`
+    the periodic saves copy the variables and write them on a background thread while training goes on; the
+    index names a checkpoint only once its files are written, the final save is synchronous, and `wait()` (also in
+    `close()` and before setting checkpoints aside) blocks until every write is on disk.
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, global_step: tf.Variable,
                  iterator: Optional[Iterable], model_dir: str, strategy: tf.distribute.Strategy, *,
-                 max_to_keep: int, interval: int):
+                 max_to_keep: int, interval: int, async_writes: bool = False):
         self.model_dir = model_dir
         self.directory = os.path.join(model_dir, "checkpoints")
         self.notes: list[str] = []  # what restoring skipped or cleaned up, for the run to print
@@ -144,6 +150,8 @@ class TrainingCheckpoints:
         self._iterator = iterator
         self._chief = strategy.extended.should_checkpoint
         self._interval = interval
+        self._options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True) if async_writes \
+            else None
         self._last_step = int(global_step.numpy())
         self._worker, self._workers = worker_index_and_count(strategy)
         self.checkpoint = tf.train.Checkpoint(**self._state)
@@ -236,16 +244,21 @@ class TrainingCheckpoints:
         return step != self._last_step if final else step - self._last_step >= self._interval
 
     def save(self, step: int, final: bool = False) -> None:
-        """Saves checkpoint `step` when it is `due`."""
+        """Saves checkpoint `step` when it is `due`; the `final` one is on disk when this returns."""
         if self.due(step, final):
-            self.manager.save(checkpoint_number=step)
+            self.manager.save(checkpoint_number=step, options=None if final else self._options)
             self._last_step = step
+
+    def wait(self) -> None:
+        """Blocks until every save has been written (asynchronous ones included)."""
+        self.checkpoint.sync()
 
     def set_aside_from(self, step: int) -> str:
         """Moves the checkpoints of `step` and later (training diverged from them) out of the resume path, into
         a folder beside them; returns the sentence that says so (chief; other workers return '')."""
         if not self._chief:
             return ""
+        self.wait()  # a write still in flight would land after the move
         suspect = [p for p in checkpoint_files.listed(self.directory) if checkpoint_files.step_of(p) >= step]
         if not suspect:
             return "No checkpoint holds those weights; a rerun resumes from the newest one."
@@ -255,6 +268,8 @@ class TrainingCheckpoints:
                 f"{folder}; a rerun resumes from {left[0] if left else 'scratch'}.")
 
     def close(self) -> None:
+        """Waits for every write; a non-chief worker then removes its throw-away copies."""
+        self.wait()
         if not self._chief:
             shutil.rmtree(self.manager.directory, ignore_errors=True)
 

@@ -114,6 +114,8 @@ class TrainConfig(base_config.Config):
     steps_per_loop: int = 100
     checkpoint_interval: int = 1000
     max_checkpoints: int = 5
+    # Write periodic checkpoints on a background thread (the final and a preemption's save are synchronous).
+    async_checkpoint: bool = False
     summary_interval: int = 100
     mixed_precision: str = "float32"
     # false, true (XLA-compile the forward and backward pass) or step (the whole replica step, update included).

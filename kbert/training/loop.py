@@ -149,7 +149,8 @@ def open_checkpoints(config: PretrainingConfig, strategy: tf.distribute.Strategy
     t = config.train
     iterator = trainer.input.checkpointable if input_is_restored(config, strategy) else None
     return TrainingCheckpoints(trainer.model, trainer.optimizer, trainer.global_step, iterator, model_dir, strategy,
-                               max_to_keep=t.max_checkpoints, interval=t.checkpoint_interval)
+                               max_to_keep=t.max_checkpoints, interval=t.checkpoint_interval,
+                               async_writes=t.async_checkpoint)
 
 
 def resume(config: PretrainingConfig, checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer,
@@ -185,7 +186,8 @@ def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: 
     """Trains from the trainer's step (restored by the caller) up to `until_step` optimizer steps.
 
     Loops end on multiples of `train.steps_per_loop`; after each loop: a progress line, a checkpoint every
-    `train.checkpoint_interval` steps, and a preemption check. The last step is always saved. A non-finite loss
+    `train.checkpoint_interval` steps (written in the background with `train.async_checkpoint`), and a preemption
+    check. The last step is always saved, and every save is on disk when it returns. A non-finite loss
     or non-finite weights stop it with NonFiniteLossError before they are saved; the checkpoints they make
     suspect are set aside, so a rerun resumes from the last good one. On preemption it saves and raises
     `Preempted`.
