@@ -21,6 +21,9 @@ from kbert.data import schema, validation
 from kbert.data.dynamic_masking import DynamicMasker
 from kbert.errors import ConfigError
 
+# Batches each accelerator replica holds in its own memory: the next one is copied in while the current one trains.
+DEVICE_PREFETCH_BATCHES = 2
+
 
 def _masker(max_predictions: int, vocab_size: int | None, vocab_file: str | None, whole_word: bool,
             selection_rate: float) -> DynamicMasker:
@@ -50,6 +53,20 @@ def _records(files: list[str], compression: str, is_training: bool, seed: int | 
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     return dataset
+
+
+def distribute_options(strategy: tf.distribute.Strategy) -> tf.distribute.InputOptions:
+    """How `strategy.distribute_datasets_from_function` hands batches to the replicas.
+
+    On GPUs and TPUs each replica keeps `DEVICE_PREFETCH_BATCHES` batches prefetched into its memory, so the
+    host-to-device copy overlaps the step; on CPUs, whose memory is the host's, there is nothing to copy and the
+    batches stay where tf.data made them.
+    """
+    devices = strategy.extended.worker_devices
+    accelerated = all(tf.DeviceSpec.from_string(d).device_type in ("GPU", "TPU") for d in devices)
+    return tf.distribute.InputOptions(experimental_fetch_to_device=accelerated,
+                                      experimental_per_replica_buffer_size=DEVICE_PREFETCH_BATCHES if accelerated
+                                      else 1)
 
 
 def pretraining_dataset(

@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.data import pretraining_dataset
+from kbert.data.pipeline import distribute_options
 from kbert.errors import ConfigError, InputDataError, MissingFileError, NonFiniteLossError
 from kbert.modeling import BertPretrainer
 from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
@@ -225,7 +226,7 @@ def evaluate(config: PretrainingConfig, strategy: tf.distribute.Strategy, model:
     make = dataset_fn(config, False, model.config.vocab_size)
     steps = config.eval.steps
     dataset = strategy.distribute_datasets_from_function(
-        lambda context: make(context).take(steps) if steps > 0 else make(context))
+        lambda context: make(context).take(steps) if steps > 0 else make(context), distribute_options(strategy))
 
     def replica_terms(batch):
         return pretraining_loss_terms(batch, model(batch, training=False))
