@@ -17,16 +17,20 @@ flags.DEFINE_list("text", [], "Your own text files (comma-separated globs) inste
 flags.DEFINE_string("out", None, "Output folder, absent or empty; default runs/demo-<date>-<time>.")
 flags.DEFINE_integer("steps", 600, "Optimizer steps of each pretraining run (full and MSLT).")
 flags.DEFINE_integer("corpus_bytes", 2_000_000, "Size cap of the docstring corpus.")
+flags.DEFINE_integer("finetune_seeds", 3, "Fine-tuning runs of each encoder on the downstream task (seeds 1..N).",
+                     lower_bound=1)
 
 
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    from kbert.demo.downstream import FinetuneSettings
     from kbert.demo.pipeline import DemoSettings, run_demo
 
     out = FLAGS.out or time.strftime("runs/demo-%Y%m%d-%H%M%S")
     try:
-        run_demo(DemoSettings(out=out, text=FLAGS.text, steps=FLAGS.steps, corpus_bytes=FLAGS.corpus_bytes))
+        run_demo(DemoSettings(out=out, text=FLAGS.text, steps=FLAGS.steps, corpus_bytes=FLAGS.corpus_bytes,
+                              finetune=FinetuneSettings(seeds=FLAGS.finetune_seeds)))
     except (ValueError, FileNotFoundError, FileExistsError, RuntimeError) as e:
         sys.exit(f"kbert demo: error: {e}")
 

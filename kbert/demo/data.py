@@ -20,6 +20,7 @@ from kbert.data import docstring_corpus, files, vocab
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
 from kbert.demo import text
+from kbert.demo.sources import DocumentSources
 
 
 @dataclasses.dataclass
@@ -49,6 +50,8 @@ class PreparedData:
     vocab_size: int
     train_instances: int
     heldout_instances: int
+    # The package of each corpus document, one a line ("" for the user's text, whose source is theirs).
+    sources_file: str = ""
 
 
 def prepare_data(settings: DataSettings, data_dir: str, print_fn: Callable[..., None] = print,
@@ -58,7 +61,7 @@ def prepare_data(settings: DataSettings, data_dir: str, print_fn: Callable[..., 
     Raises ValueError / FileNotFoundError when the text is missing or too small, naming the flag.
     """
     os.makedirs(data_dir, exist_ok=True)
-    source = _source_text(settings, data_dir, print_fn, step_format.format(1))
+    source, sources_file = _source_text(settings, data_dir, print_fn, step_format.format(1))
     print_fn(f"{step_format.format(2)} train/held-out split of {source}")
     train_txt, heldout_txt = os.path.join(data_dir, "train.txt"), os.path.join(data_dir, "heldout.txt")
     split = text.write_split(text.read_documents([source], resplit=bool(settings.text)), train_txt, heldout_txt,
@@ -86,11 +89,12 @@ def prepare_data(settings: DataSettings, data_dir: str, print_fn: Callable[..., 
     if instances["heldout"] == 0:
         raise ValueError("The held-out text gave no instances; give more text.")
     return PreparedData(os.path.join(data_dir, "train.tfrecord"), os.path.join(data_dir, "heldout.tfrecord"),
-                        vocab_file, len(tokens), instances["train"], instances["heldout"])
+                        vocab_file, len(tokens), instances["train"], instances["heldout"], sources_file)
 
 
-def _source_text(settings: DataSettings, data_dir: str, print_fn, step: str) -> str:
-    """The file the documents come from: the user's files joined, or a freshly built docstring corpus."""
+def _source_text(settings: DataSettings, data_dir: str, print_fn, step: str) -> tuple[str, str]:
+    """The file the documents come from (the user's files joined, or a freshly built docstring corpus) and, for
+    the corpus, the file naming each document's package."""
     if settings.text:
         inputs = files.expand_patterns(",".join(settings.text), "--text")
         print_fn(f"{step} using your text: {', '.join(inputs)}")
@@ -99,11 +103,16 @@ def _source_text(settings: DataSettings, data_dir: str, print_fn, step: str) -> 
             for path in inputs:
                 with open(path, encoding="utf-8", errors="replace") as f:
                     out.write(f.read().rstrip("\n") + "\n\n")
-        return combined
+        return combined, ""
     corpus = os.path.join(data_dir, "docstrings.txt")
     print_fn(f"{step} building the docstring corpus (at most {settings.corpus_bytes:,} bytes) from the installed "
              "Python packages")
-    stats = docstring_corpus.build_docstring_corpus(corpus, settings.source_roots, max_bytes=settings.corpus_bytes)
+    roots = settings.source_roots or docstring_corpus.default_roots()
+    sources = DocumentSources(roots)
+    stats = docstring_corpus.build_docstring_corpus(corpus, roots, max_bytes=settings.corpus_bytes, progress=sources)
+    sources_file = os.path.join(data_dir, "sources.txt")
+    with open(sources_file, "w", encoding="utf-8") as f:
+        f.writelines(package + "\n" for package in sources.packages(stats.documents))
     print_fn(f"      {stats.documents:,} documents, {stats.sentences:,} sentences, {stats.bytes:,} bytes from "
              f"{stats.files:,} files -> {corpus}")
-    return corpus
+    return corpus, sources_file

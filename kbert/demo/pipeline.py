@@ -1,7 +1,10 @@
-"""The demo pipeline: text -> vocabulary -> TFRecords -> LAMB pretraining and MSLT -> table and plots.
+"""The demo pipeline: text -> vocabulary -> TFRecords -> LAMB pretraining and MSLT -> fine-tuning both encoders
+and a random-init one on a downstream task -> table and plots.
 
-Data steps run in this process through kbert's library; the two pretraining runs are `kbert-pretrain` processes
-started on YAML configs written into the output folder, so each can be rerun by hand with the printed command.
+Data steps run in this process through kbert's library; the pretraining runs are `kbert-pretrain` processes and
+the fine-tuning runs `kbert-finetune` processes, started on YAML configs written into the output folder, so each
+can be rerun by hand with the printed command. The downstream task (which package a docstring comes from) needs
+the docstring corpus: with the user's own text, the demo stops after pretraining.
 
 Example:
 
@@ -17,15 +20,16 @@ import dataclasses
 import json
 import os
 import re
-import subprocess
 import sys
 import time
-from typing import Callable
+from typing import Any, Callable, Optional
 
 import yaml
 
-from kbert.demo import history, report
+from kbert.demo import downstream, history, report
 from kbert.demo.data import DataSettings, PreparedData, prepare_data
+from kbert.demo.processes import run_logged
+from kbert.demo.task import TaskFiles, TaskSettings, build_package_task
 
 # What of kbert-pretrain's output the demo echoes (all of it goes to the log): progress, eval, the MSLT plan, errors.
 _PROGRESS_LINE = re.compile(r"^(step |eval |MSLT|stage |Resumed|\s+\d+\s+\d+\s|kbert-pretrain: )")
@@ -33,10 +37,10 @@ _PROGRESS_LINE = re.compile(r"^(step |eval |MSLT|stage |Resumed|\s+\d+\s+\d+\s|k
 
 @dataclasses.dataclass
 class DemoSettings(DataSettings):
-    """What the demo builds and trains; the defaults finish within 15 minutes on 2 CPU cores.
+    """What the demo builds and trains; the defaults finish within 10 minutes on 2 idle CPU cores.
 
     MSLT grows the model from half its depth to all of it in two stages of 40% of `steps` each, then trains
-    every layer for the rest, at a tenth of the peak rate.
+    every layer for the rest, at a tenth of the peak rate. `task` and `finetune` shape the downstream step.
     """
 
     out: str = "runs/demo"
@@ -46,13 +50,16 @@ class DemoSettings(DataSettings):
     num_attention_heads: int = 2
     batch_size: int = 32
     learning_rate: float = 5e-3
+    task: TaskSettings = dataclasses.field(default_factory=TaskSettings)
+    finetune: downstream.FinetuneSettings = dataclasses.field(default_factory=downstream.FinetuneSettings)
 
 
 @dataclasses.dataclass
 class DemoResult:
-    """The runs, their table, and the files the demo wrote."""
+    """The runs, the downstream scores (empty for the user's own text), their table, and the files written."""
 
     runs: list[report.RunResult]
+    downstream: list[report.DownstreamScores]
     table: str
     paths: dict[str, str]
 
@@ -71,33 +78,78 @@ def run_demo(settings: DemoSettings, print_fn: Callable[..., None] = print) -> D
         os.makedirs(path, exist_ok=True)
     started = time.time()
 
-    prepared = prepare_data(settings, paths["data"], print_fn)
+    prepared = prepare_data(settings, paths["data"], print_fn, step_format=STEP)
     configs = _write_configs(settings, paths["configs"], prepared,
                              eval_batch_size=min(settings.batch_size, prepared.heldout_instances))
     runs = []
     for number, name in ((5, "full"), (6, "mslt")):
         label = "pretraining a tiny BERT with LAMB" if name == "full" else "MSLT on the same data and steps"
-        print_fn(f"[{number}/6] {label}")
+        print_fn(f"{STEP.format(number)} {label}")
         runs.append(_pretrain(name, configs[name], paths["runs"], paths["logs"], settings, print_fn))
+    task, scores = _downstream(settings, prepared, configs["model"], paths, print_fn)
 
-    table = report.results_table(runs)
-    files_written = {
-        "table": os.path.join(out, "results.md"),
-        "results": os.path.join(out, "results.json"),
-        "loss_vs_step": os.path.join(out, "loss_vs_step.png"),
-        "loss_vs_time": os.path.join(out, "loss_vs_time.png"),
-    }
-    with open(files_written["table"], "w") as f:
-        f.write(table + "\n")
-    with open(files_written["results"], "w") as f:
-        json.dump([dataclasses.asdict(run) for run in runs], f, indent=2)
-    report.plot_losses(runs, files_written["loss_vs_step"], files_written["loss_vs_time"])
+    table = report.results_table(runs, scores)
+    files_written = _write_results(out, runs, task, scores, table)
     paths.update(files_written)
     print_fn("\n" + table + "\n")
+    _print_margin(scores, print_fn)
     print_fn(f"Done in {time.time() - started:,.0f} s. Everything is under {out}:")
-    for name in ("data", "configs", "runs", "logs", "table", "results", "loss_vs_step", "loss_vs_time"):
+    for name in ("data", "configs", "runs", "logs", *files_written):
         print_fn(f"  {name:<13} {paths[name]}")
-    return DemoResult(runs, table, paths)
+    return DemoResult(runs, scores, table, paths)
+
+
+STEP = "[{}/7]"
+
+
+def _downstream(settings: DemoSettings, prepared: PreparedData, model: dict[str, Any], paths: dict[str, str],
+                print_fn) -> tuple[Optional[TaskFiles], list[report.DownstreamScores]]:
+    """Step 7: builds the package task and fine-tunes the LAMB, MSLT and random-init encoders on it."""
+    if not prepared.sources_file:
+        print_fn(f"{STEP.format(7)} skipped: the downstream task is built from the docstring corpus, not your text")
+        return None, []
+    print_fn(f"{STEP.format(7)} fine-tuning on a downstream task: which package does a docstring come from?")
+    data = paths["data"]
+    task = build_package_task(os.path.join(data, "docstrings.txt"), prepared.sources_file,
+                              os.path.join(data, "task"), settings.task)
+    print_fn(f"      {len(task.labels)} packages ({', '.join(task.labels)}): {task.train_examples:,} train and "
+             f"{task.eval_examples:,} eval docstrings -> {os.path.dirname(task.train_file)}")
+    encoders = {"full": os.path.join(paths["runs"], "full"), "mslt": os.path.join(paths["runs"], "mslt"),
+                report.RANDOM_INIT: ""}
+    configs = downstream.write_configs(task, prepared.vocab_file, settings.seq_length, model, encoders,
+                                       settings.finetune, paths["configs"])
+    return task, downstream.finetune_all(configs, settings.finetune, os.path.join(paths["runs"], "finetune"),
+                                         paths["logs"], print_fn)
+
+
+def _write_results(out: str, runs: list[report.RunResult], task: Optional[TaskFiles],
+                   scores: list[report.DownstreamScores], table: str) -> dict[str, str]:
+    """results.md, results.json and the plots (downstream.png only with downstream scores); returns their paths."""
+    written = {name: os.path.join(out, file) for name, file in (
+        ("table", "results.md"), ("results", "results.json"), ("loss_vs_step", "loss_vs_step.png"),
+        ("loss_vs_time", "loss_vs_time.png"), ("downstream", "downstream.png"))}
+    with open(written["table"], "w") as f:
+        f.write(table + "\n")
+    results = {"pretraining": [dataclasses.asdict(run) for run in runs],
+               "downstream": {"task": task and dataclasses.asdict(task),
+                              "encoders": [dataclasses.asdict(s) for s in scores]}}
+    with open(written["results"], "w") as f:
+        json.dump(results, f, indent=2)
+    report.plot_losses(runs, written["loss_vs_step"], written["loss_vs_time"])
+    if not scores:
+        del written["downstream"]
+        return written
+    report.plot_downstream(scores, written["downstream"])
+    return written
+
+
+def _print_margin(scores: list[report.DownstreamScores], print_fn) -> None:
+    """How far each pretrained encoder's mean downstream accuracy is above the random-init one's."""
+    by_encoder = {s.encoder: s.mean for s in scores}
+    if report.RANDOM_INIT in by_encoder:
+        floor = by_encoder.pop(report.RANDOM_INIT)
+        print_fn("Pretraining gain over random init (mean downstream accuracy): "
+                 + ", ".join(f"{name} {mean - floor:+.1f} points" for name, mean in by_encoder.items()))
 
 
 def _check_settings(settings: DemoSettings) -> None:
@@ -121,7 +173,8 @@ def mslt_stage_steps(steps: int) -> tuple[int, int, int]:
 
 
 def _write_configs(settings: DemoSettings, directory: str, prepared: PreparedData,
-                   eval_batch_size: int) -> dict[str, str]:
+                   eval_batch_size: int) -> dict[str, Any]:
+    """Writes full.yaml and mslt.yaml; returns their paths and, under "model", their model section."""
     loop = _loop_length(settings.steps)
     h = settings.hidden_size
     base = {
@@ -143,7 +196,7 @@ def _write_configs(settings: DemoSettings, directory: str, prepared: PreparedDat
                             "stages": [{"num_layers": settings.num_layers // 2, "steps": first},
                                        {"num_layers": settings.num_layers, "steps": second}],
                             "final_stage": {"steps": final}})
-    paths = {}
+    paths: dict[str, Any] = {"model": base["model"]}
     for name, config in (("full", base), ("mslt", mslt)):
         paths[name] = os.path.join(directory, f"{name}.yaml")
         with open(paths[name], "w") as f:
@@ -158,16 +211,7 @@ def _pretrain(name: str, config_file: str, runs_dir: str, logs_dir: str, setting
     command = [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
                f"--model_dir={model_dir}", "--mode=train_and_eval"]
     print_fn("      $ kbert-pretrain " + " ".join(command[3:]))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
-    with open(log, "w") as log_file:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        for line in process.stdout:
-            log_file.write(line)
-            if _PROGRESS_LINE.match(line):
-                print_fn("      " + line.rstrip())
-        process.wait()
-    if process.returncode != 0:
-        raise RuntimeError(f"kbert-pretrain for the {name} run failed (exit {process.returncode}); see {log}.")
+    run_logged(command, log, _PROGRESS_LINE, print_fn, f"kbert-pretrain for the {name} run")
     summary_path = os.path.join(model_dir, "summary.json")
     with open(summary_path) as f:
         summary = json.load(f)

@@ -1,0 +1,97 @@
+"""The demo's downstream step: each encoder fine-tuned on the package task (`task.py`), once per seed.
+
+Every run is a `kbert-finetune` process on a YAML config written into the output folder, one config per encoder
+with the seed given on the command line, so any run can be repeated by hand with the printed command. The
+pretrained encoders start from their pretraining `model_dir` (kbert-finetune finds the newest checkpoint, or
+MSLT's last stage export, and the model config that came with it); the random-init one is built from the same
+model section as the pretraining runs. A run's score is the eval accuracy of its best epoch, as `kbert-finetune`
+keeps it.
+
+Example:
+
+```python
+configs = write_configs(task, "data/vocab.txt", 64, model, {"full": "runs/full", "random": ""}, settings, "configs")
+scores = finetune_all(configs, settings, "runs/finetune", "logs", print)  # [DownstreamScores("full", ...), ...]
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import sys
+from typing import Any, Callable, Mapping
+
+import yaml
+
+from kbert.demo.processes import run_logged
+from kbert.demo.report import DownstreamScores
+from kbert.demo.task import HEADER, TaskFiles
+
+# Only kbert-finetune's error line is echoed; the demo prints one line of its own per run.
+_ECHO = re.compile(r"^kbert-finetune: ")
+
+
+@dataclasses.dataclass
+class FinetuneSettings:
+    """The fine-tuning recipe, the same for every encoder; seeds are 1..`seeds`."""
+
+    seeds: int = 3
+    epochs: int = 4
+    learning_rate: float = 2e-4
+    batch_size: int = 32
+
+
+def write_configs(task: TaskFiles, vocab_file: str, seq_length: int, model: Mapping[str, Any],
+                  encoders: Mapping[str, str], settings: FinetuneSettings, directory: str) -> dict[str, str]:
+    """Writes `finetune_<encoder>.yaml` per encoder (name -> pretraining model_dir, "" for random init) and returns
+    their paths. `model` is the pretraining configs' model section: a random-init encoder is built from it."""
+    text_column, label_column = HEADER
+    paths = {}
+    for encoder, init_checkpoint in encoders.items():
+        config = {
+            "task": {"name": "tsv", "train_file": task.train_file, "eval_file": task.eval_file,
+                     "text_a_column": text_column, "text_b_column": "", "label_column": label_column},
+            # Left out for a pretrained encoder: kbert-finetune takes the model its checkpoint was trained as.
+            **({} if init_checkpoint else {"model": dict(model)}),
+            "data": {"vocab_file": vocab_file, "seq_length": seq_length},
+            "optimizer": {"type": "adamw", "weight_decay": 0.01},
+            "schedule": {"peak_learning_rate": settings.learning_rate, "warmup_fraction": 0.1, "power": 1.0},
+            "train": {"epochs": settings.epochs, "global_batch_size": settings.batch_size,
+                      "eval_batch_size": 128, "init_checkpoint": init_checkpoint},
+        }
+        paths[encoder] = os.path.join(directory, f"finetune_{encoder}.yaml")
+        with open(paths[encoder], "w") as f:
+            yaml.safe_dump(config, f, sort_keys=False)
+    return paths
+
+
+def finetune_all(configs: Mapping[str, str], settings: FinetuneSettings, runs_dir: str, logs_dir: str,
+                 print_fn: Callable[..., None]) -> list[DownstreamScores]:
+    """Fine-tunes every encoder of `configs` once per seed, in `runs_dir/<encoder>/seed_<S>`; returns their scores.
+
+    Raises RuntimeError naming the log of a run that failed.
+    """
+    seeds = list(range(1, settings.seeds + 1))
+    results = []
+    for encoder, config_file in configs.items():
+        scores = [_finetune(encoder, config_file, seed, runs_dir, logs_dir, print_fn) for seed in seeds]
+        results.append(DownstreamScores(encoder, seeds, scores))
+    return results
+
+
+def _finetune(encoder: str, config_file: str, seed: int, runs_dir: str, logs_dir: str, print_fn) -> float:
+    model_dir = os.path.join(runs_dir, encoder, f"seed_{seed}")
+    command = [sys.executable, "-m", "kbert.run_finetuning", f"--config_file={config_file}",
+               f"--params_override=train.seed={seed}", f"--model_dir={model_dir}"]
+    print_fn("      $ kbert-finetune " + " ".join(command[3:]))
+    run_logged(command, os.path.join(logs_dir, f"finetune_{encoder}_seed_{seed}.log"), _ECHO, print_fn,
+               f"kbert-finetune of the {encoder} encoder, seed {seed},")
+    with open(os.path.join(model_dir, "summary.json")) as f:
+        summary = json.load(f)
+    accuracy = 100 * summary["eval"]["accuracy"]
+    print_fn(f"      {encoder}, seed {seed}: eval accuracy {accuracy:.1f}% (best of {len(summary['epochs'])} epochs: "
+             f"{summary['best_epoch']}), {summary['wall_seconds']:.0f} s")
+    return accuracy
