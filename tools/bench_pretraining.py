@@ -68,14 +68,17 @@ def kbert_loop(config, batch, strategy, jit_compile=False):
 def checkpointed_loop(config, batch, strategy, async_writes):
     """`run(steps)`: `steps` times one step and a save, then waits for the writes; `run.blocked` collects the
     seconds each round spent in saves and that wait."""
+    import atexit
+    import shutil
     import tempfile
 
     from kbert.training.checkpointing import TrainingCheckpoints
 
     trainer = kbert_trainer(config, batch, strategy)
-    checkpoints = TrainingCheckpoints(trainer.model, trainer.optimizer, trainer.global_step, None,
-                                      tempfile.mkdtemp(prefix="bench_checkpoint_"), strategy, max_to_keep=1,
-                                      interval=1, async_writes=async_writes)
+    directory = tempfile.mkdtemp(prefix="bench_checkpoint_")
+    atexit.register(shutil.rmtree, directory, True)  # two checkpoints of the model: hundreds of MB at real sizes
+    checkpoints = TrainingCheckpoints(trainer.model, trainer.optimizer, trainer.global_step, None, directory,
+                                      strategy, max_to_keep=1, interval=1, async_writes=async_writes)
 
     def run(steps):
         blocked = 0.0
