@@ -20,6 +20,7 @@ import glob
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -44,6 +45,9 @@ from kbert.training.checkpointing import load_init_checkpoint  # noqa: E402
 from kbert.experiment import load_experiment  # noqa: E402
 
 import bench_flags  # noqa: E402
+import localhost_cluster  # noqa: E402
+from coherence_task import read_documents, write_task  # noqa: E402
+from finetune_scores import Recipe, finetune_seeds, format_scores  # noqa: E402
 
 bench_flags.define("vocab_file", required=("corpus",), work_dir="/tmp/kbert_bench_mslt", seq_length=64,
                    max_predictions=10, batch_size=32,
@@ -68,15 +72,37 @@ flags.DEFINE_bool("concurrent", False, "Run both trainings at the same time (fai
                   "too; the run that finishes first leaves the other the whole machine, which favours full training).")
 flags.DEFINE_string("mixed_precision", "float32", "Precision policy of both runs.")
 flags.DEFINE_integer("step_cost_rounds", 5, "Alternating timed rounds of each model's training step (0: skip).")
+flags.DEFINE_integer("workers", 1, "Above 1: also run both trainings on a MultiWorkerMirroredStrategy cluster of "
+                     "this many kbert-pretrain processes on localhost (same data, steps and global batch) and print "
+                     "their table beside the one-process one.")
+flags.DEFINE_integer("downstream_seeds", 3, "Fine-tuning runs of the one-process encoders and of a random init on "
+                     "the same-document task (tools/coherence_task.py); 0 skips the downstream step.")
+flags.DEFINE_integer("downstream_train_pairs", 2000, "Training pairs of the downstream task (from the train text).")
+flags.DEFINE_integer("downstream_eval_pairs", 1000, "Eval pairs of the downstream task (from the held-out text).")
+flags.DEFINE_integer("downstream_epochs", 2, "Fine-tuning epochs.")
+flags.DEFINE_float("downstream_learning_rate", 1e-4, "Fine-tuning peak rate (AdamW).")
 flags.DEFINE_string("plot", "", "PNG path; default WORK_DIR/mslt_vs_full.png.")
 FLAGS = flags.FLAGS
+# Training files: enough for --workers up to this many (each worker's input pipeline reads whole files).
+TRAIN_SHARDS = 8
+flags.register_validator("workers", lambda n: 1 <= n <= TRAIN_SHARDS,
+                         f"--workers: give 1 to {TRAIN_SHARDS} (the training data has {TRAIN_SHARDS} files).")
+
+
+def shard_names(work_dir: str, name: str) -> list[str]:
+    """The TFRecord files of split `name`: one for the held-out split (read in this process), `TRAIN_SHARDS` for
+    training, since every worker of a multi-worker run reads files of its own."""
+    count = TRAIN_SHARDS if name == "train" else 1
+    return [os.path.join(work_dir, f"{name}-{i:03d}-of-{count:03d}.tfrecord") for i in range(count)]
 
 
 def make_data(work_dir: str) -> tuple[str, str, str]:
-    """Held-out split by document, the vocabulary, then TFRecords (reused if already there)."""
-    train_records, eval_records = (os.path.join(work_dir, f"{name}.tfrecord") for name in ("train", "eval"))
+    """Held-out split by document, the vocabulary, then TFRecords (reused if already there); returns the train and
+    eval file globs and the vocabulary."""
+    shards = {name: shard_names(work_dir, name) for name in ("train", "eval")}
+    train_records, eval_records = (os.path.join(work_dir, f"{name}-*.tfrecord") for name in shards)
     vocab_file = FLAGS.vocab_file or os.path.join(work_dir, f"vocab_{FLAGS.vocab_size}.txt")
-    if os.path.exists(train_records) and os.path.exists(eval_records) and os.path.exists(vocab_file):
+    if all(os.path.exists(f) for f in [*shards["train"], *shards["eval"], vocab_file]):
         return train_records, eval_records, vocab_file
     with open(FLAGS.corpus, encoding="utf-8") as f:
         documents = [d for d in f.read().split("\n\n") if d.strip()]
@@ -91,8 +117,8 @@ def make_data(work_dir: str) -> tuple[str, str, str]:
         tokens, _ = learn_vocabulary([os.path.join(work_dir, "train.txt")], FLAGS.vocab_size)
         write_vocabulary(tokens, vocab_file)
     for name, docs in texts.items():
-        summary = create_pretraining_data([os.path.join(work_dir, f"{name}.txt")],
-                                          [os.path.join(work_dir, f"{name}.tfrecord")], vocab_file, True, settings)
+        summary = create_pretraining_data([os.path.join(work_dir, f"{name}.txt")], shards[name], vocab_file, True,
+                                          settings)
         print(f"{name}: {summary.instances} instances from {len(docs)} documents", flush=True)
     return train_records, eval_records, vocab_file
 
@@ -126,35 +152,51 @@ def experiment(train_records: str, eval_records: str, vocab_size: int, mslt: boo
     return config
 
 
-def run(configs: dict[str, dict], work_dir: str) -> dict[str, tuple[float, float]]:
-    """Runs kbert-pretrain once per config, each in its own process, at the same time (`--concurrent`, so load
-    from other users of the machine hits both) or one after the other; returns each run's start and wall seconds."""
-    processes, timings = {}, {}
+def pretrain_command(config_file: str, model_dir: str, workers: int) -> list[str]:
+    """kbert-pretrain on the CPU: one device, or one worker of a `workers`-process cluster."""
+    strategy = "multi_worker_mirrored" if workers > 1 else "one_device"
+    return [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}", f"--model_dir={model_dir}",
+            f"--strategy={strategy}", "--mode=train", "--device=cpu"]
+
+
+def start(name: str, config: dict, workers: int, work_dir: str) -> tuple[list[subprocess.Popen], str, float]:
+    """Writes `config`, empties the run's model_dir and starts its `workers` processes (worker 0's log is
+    NAME.log, worker I's NAME.worker_I.log); returns the processes, worker 0's log and the start time."""
+    model_dir = os.path.join(work_dir, name)
+    config_file = os.path.join(work_dir, f"{name}.yaml")
+    with open(config_file, "w") as f:
+        yaml.safe_dump(config, f)
+    subprocess.run(["rm", "-rf", model_dir], check=True)
+    logs = [os.path.join(work_dir, f"{name}.log" if i == 0 else f"{name}.worker_{i}.log") for i in range(workers)]
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    tf_configs = localhost_cluster.tf_configs(localhost_cluster.free_ports(workers)) if workers > 1 else [""]
+    started = time.time()
+    return localhost_cluster.launch(pretrain_command(config_file, model_dir, workers), tf_configs, env, logs), \
+        logs[0], started
+
+
+def run(configs: dict[str, dict], workers: int, work_dir: str) -> dict[str, tuple[float, float]]:
+    """Runs kbert-pretrain once per config on `workers` processes, the configs at the same time (`--concurrent`,
+    so load from other users of the machine hits both) or one after the other; returns each run's start and wall
+    seconds (until its last process exits)."""
+    started, timings = {}, {}
     for name, config in configs.items():
-        model_dir = os.path.join(work_dir, name)
-        config_file = os.path.join(work_dir, f"{name}.yaml")
-        with open(config_file, "w") as f:
-            yaml.safe_dump(config, f)
-        subprocess.run(["rm", "-rf", model_dir], check=True)
-        command = [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
-                   f"--model_dir={model_dir}", "--strategy=one_device", "--mode=train"]
-        log = open(os.path.join(work_dir, f"{name}.log"), "w")
-        processes[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), log, time.time())
+        started[name] = start(name, config, workers, work_dir)
         if not FLAGS.concurrent:
-            _wait(name, processes[name], timings)
-    for name, process in processes.items():
+            _wait(name, started[name], timings)
+    for name, process in started.items():
         if name not in timings:
             _wait(name, process, timings)
     return timings
 
 
 def _wait(name: str, process: tuple, timings: dict) -> None:
-    popen, log, start = process
-    if popen.wait():
-        raise RuntimeError(f"The {name} run failed (exit {popen.returncode}); see {log.name}.")
-    timings[name] = (start, time.time() - start)
-    log.close()
-    print(f"{name}: {FLAGS.total_steps} steps in {timings[name][1]:.1f} s (log {log.name})", flush=True)
+    popens, log, start_time = process
+    codes = localhost_cluster.wait_all(popens)
+    if any(codes):
+        raise RuntimeError(f"The {name} run failed (exit {codes}); see {log}.")
+    timings[name] = (start_time, time.time() - start_time)
+    print(f"{name}: {FLAGS.total_steps} steps in {timings[name][1]:.1f} s (log {log})", flush=True)
 
 
 def held_out_batches(eval_records: str) -> list[dict]:
@@ -174,7 +216,10 @@ def curve(model_dir: str, start: float, bert: BertConfig, batches: list[dict]) -
     """Held-out metrics of every checkpoint under `model_dir`, with its step and its time since `start`."""
     depths = [int(d) for d in FLAGS.stages]
     points = []
-    for index in glob.glob(os.path.join(model_dir, "**", "ckpt-*.index"), recursive=True):
+    # Training checkpoints only: checkpoints/input/ holds each worker's input position under the same names.
+    patterns = [os.path.join(model_dir, "checkpoints", "ckpt-*.index"),
+                os.path.join(model_dir, "stage_*", "checkpoints", "ckpt-*.index")]
+    for index in [i for pattern in patterns for i in glob.glob(pattern)]:
         stage = re.search(r"stage_(\d+)", index)
         prefix = index[:-len(".index")]
         layers = depths[int(stage.group(1)) - 1] if stage and int(stage.group(1)) <= len(depths) \
@@ -268,50 +313,100 @@ def plot(curves: dict[str, list[dict]], path: str) -> None:
     figure.savefig(path, dpi=120)
 
 
+def run_names(workers: int) -> tuple[str, str]:
+    """The full and MSLT runs' names (and model dirs under --work_dir) at `workers` processes."""
+    suffix = f"_{workers}w" if workers > 1 else ""
+    return f"full{suffix}", f"mslt{suffix}"
+
+
+def downstream(work_dir: str, vocab_file: str, runs: list[str], random_model: dict) -> dict[str, list[float]]:
+    """Fine-tunes every run's encoder, and a random init, on the same-document task made from the bench's own
+    train and held-out documents, once per seed; returns each one's eval accuracies (%)."""
+    train_file, eval_file = write_task(read_documents(os.path.join(work_dir, "train.txt")),
+                                       read_documents(os.path.join(work_dir, "eval.txt")),
+                                       os.path.join(work_dir, "downstream"), FLAGS.downstream_train_pairs,
+                                       FLAGS.downstream_eval_pairs)
+    recipe = Recipe(train_file, eval_file, vocab_file, FLAGS.seq_length, FLAGS.downstream_epochs,
+                    FLAGS.downstream_learning_rate)
+    seeds = range(1, FLAGS.downstream_seeds + 1)
+    inits = {**{name: (os.path.join(work_dir, name), {}) for name in runs}, "random init": ("", random_model)}
+    scores = {}
+    for name, (checkpoint, model) in inits.items():
+        scores[name] = finetune_seeds(recipe, checkpoint, model, seeds,
+                                      os.path.join(work_dir, "finetune", name.replace(" ", "_")))
+        print(f"downstream {name}: {format_scores(scores[name])} ({', '.join(f'{s:.1f}' for s in scores[name])})",
+              flush=True)
+    return scores
+
+
+def table(title: str, names: tuple[str, str], timings: dict, curves: dict, scores: dict) -> None:
+    """Full against MSLT at equal steps (and at MSLT's wall time), with the downstream scores when measured."""
+    full, mslt = (curves[n][-1] for n in names)
+    same_time = at_time(curves[names[0]], mslt["seconds"])
+    steady = [steady_seconds(curves[n]) for n in names]
+
+    def row(label: str, values: list[str], note: str = "") -> None:
+        print(f"{label:<38}{values[0]:>12}{values[1]:>12}{'   ' + note if note else ''}")
+
+    row(title, ["full", "mslt"])
+    row("wall time (s)", [f"{timings[n][1]:.1f}" for n in names])
+    row("held-out MLM accuracy, equal steps", [f"{p['masked_lm_accuracy']:.4f}" for p in (full, mslt)])
+    row("held-out MLM loss, equal steps", [f"{p['masked_lm_loss']:.4f}" for p in (full, mslt)])
+    row("held-out MLM accuracy, equal time", [f"{p['masked_lm_accuracy']:.4f}" for p in (same_time, mslt)],
+        f"(full at step {same_time['step']} when MSLT ended, {mslt['seconds']:.0f} s)")
+    row("training time w/o graph building (s)", [f"{s:.1f}" for s in steady],
+        f"(steady-state speedup {steady[0] / steady[1]:.2f}x)")
+    if names[0] in scores:
+        gap = statistics.fmean(scores[names[1]]) - statistics.fmean(scores[names[0]])
+        row(f"downstream accuracy (%), {FLAGS.downstream_seeds} seeds", [format_scores(scores[n]) for n in names],
+            f"(random init {format_scores(scores['random init'])}; MSLT - full {gap:+.1f} points)")
+    print(f"{'speedup at equal steps (full / MSLT wall)':<38}{timings[names[0]][1] / timings[names[1]][1]:>11.2f}x")
+
+
 def main(argv):
     del argv
     os.makedirs(FLAGS.work_dir, exist_ok=True)
     train_records, eval_records, vocab_file = make_data(FLAGS.work_dir)
     vocab_size = len(load_vocabulary(vocab_file))
-    configs = {"full": experiment(train_records, eval_records, vocab_size, False),
-               "mslt": experiment(train_records, eval_records, vocab_size, True)}
-    timings = run(configs, FLAGS.work_dir)
+    groups = {1: run_names(1), **({FLAGS.workers: run_names(FLAGS.workers)} if FLAGS.workers > 1 else {})}
+    configs, timings = {}, {}
+    for workers, (full, mslt) in groups.items():
+        pair = {full: experiment(train_records, eval_records, vocab_size, False),
+                mslt: experiment(train_records, eval_records, vocab_size, True)}
+        configs.update(pair)
+        timings.update(run(pair, workers, FLAGS.work_dir))
 
-    bert = BertConfig.load("bert_base").replace(**configs["full"]["model"]["overrides"])
+    overrides = configs["full"]["model"]["overrides"]
+    bert = BertConfig.load("bert_base").replace(**overrides)
     batches = held_out_batches(eval_records)
     curves = {name: curve(os.path.join(FLAGS.work_dir, name), timings[name][0], bert, batches)
               for name in configs}
     path = FLAGS.plot or os.path.join(FLAGS.work_dir, "mslt_vs_full.png")
     plot(curves, path)
+    # The one-process encoders only: an N-process run trains the same model on the same data and steps, and
+    # its table compares MLM accuracy; each encoder fine-tuned costs --downstream_seeds more runs.
+    scores = downstream(FLAGS.work_dir, vocab_file, list(groups[1]), {"bert": "bert_base", "overrides": overrides}) \
+        if FLAGS.downstream_seeds else {}
     with open(os.path.join(FLAGS.work_dir, "results.json"), "w") as f:
-        json.dump({"timings": timings, "curves": curves, "configs": configs}, f, indent=2)
+        json.dump({"timings": timings, "curves": curves, "configs": configs, "downstream": scores}, f, indent=2)
 
-    full, mslt = curves["full"][-1], curves["mslt"][-1]
-    same_time = at_time(curves["full"], mslt["seconds"])
     print(f"\n{FLAGS.num_layers} layers, hidden {FLAGS.hidden_size}, vocabulary {vocab_size}, seq "
           f"{FLAGS.seq_length}, batch {FLAGS.batch_size}, {FLAGS.total_steps} steps, {FLAGS.mixed_precision}, "
           f"MSLT stages {','.join(FLAGS.stages)} + all layers for {FLAGS.final_share:.0%} at "
           f"{FLAGS.final_rate_scale:g}x the rate, embeddings {FLAGS.embeddings}, frozen blocks "
           f"{'with' if FLAGS.frozen_dropout else 'without'} dropout; {len(batches)} held-out batches of 64; "
           f"{'concurrent' if FLAGS.concurrent else 'sequential'} runs")
-    print(f"{'':<34}{'full':>10}{'mslt':>10}")
-    print(f"{'wall time (s)':<34}{timings['full'][1]:>10.1f}{timings['mslt'][1]:>10.1f}")
-    print(f"{'held-out MLM accuracy, equal steps':<34}{full['masked_lm_accuracy']:>10.4f}"
-          f"{mslt['masked_lm_accuracy']:>10.4f}")
-    print(f"{'held-out MLM loss, equal steps':<34}{full['masked_lm_loss']:>10.4f}{mslt['masked_lm_loss']:>10.4f}")
-    print(f"{'held-out MLM accuracy, equal time':<34}{same_time['masked_lm_accuracy']:>10.4f}"
-          f"{mslt['masked_lm_accuracy']:>10.4f}   (full at step {same_time['step']} when MSLT ended, "
-          f"{mslt['seconds']:.0f} s)")
-    steady = {name: steady_seconds(points) for name, points in curves.items()}
-    print(f"{'training time w/o graph building (s)':<34}{steady['full']:>10.1f}{steady['mslt']:>10.1f}   "
-          f"(steady-state speedup {steady['full'] / steady['mslt']:.2f}x)")
+    for workers, names in groups.items():
+        table(f"{workers} process{'es' if workers > 1 else ''}", names, timings, curves, scores)
     if FLAGS.step_cost_rounds:
         costs = step_costs(FLAGS.work_dir, train_records)
         stages = ", ".join(f"{k} {v:.3f}" for k, v in costs.items() if k.startswith("stage_"))
-        print(f"{'step cost, interleaved (s/step)':<34}{costs['full']:>10.3f}{costs['mslt_mean']:>10.3f}   "
+        print(f"{'step cost, interleaved (s/step)':<38}{costs['full']:>12.3f}{costs['mslt_mean']:>12.3f}   "
               f"({stages}; compute-only speedup {costs['full'] / costs['mslt_mean']:.2f}x)")
     print(f"plot: {path}")
-    print(f"speedup at equal steps (full wall / MSLT wall): {timings['full'][1] / timings['mslt'][1]:.2f}x")
+    print("speedup at equal steps (full wall / MSLT wall): " + ", ".join(
+        f"{workers} process{'es' if workers > 1 else ''} {timings[f][1] / timings[m][1]:.2f}x"
+        for workers, (f, m) in groups.items()))
 
 
 if __name__ == "__main__":
