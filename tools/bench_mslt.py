@@ -1,6 +1,6 @@
 """MSLT vs full training of the same BERT on the same data for the same number of steps, side by side in one run.
 
-    python tools/bench_mslt.py --corpus=runs/demo-.../data/train.txt --work_dir=/tmp/kbert_bench_mslt
+    python tools/bench_mslt.py --corpus=runs/demo-.../data/train.txt --work_dir=/tmp/kbert_bench_mslt [--workers=2]
 
 Learns a WordPiece vocabulary of `--vocab_size` pieces from the training text (8,000 by default, so the MLM
 output costs about the same share of a step as BERT-base's 30,522 x 768 head does at 12 x 768 layers; with
@@ -8,10 +8,15 @@ bert-base's vocabulary a 128-wide model would spend a quarter of its step in the
 makes pretraining TFRecords (95% of the documents train, 5% held out) with kbert's create_pretraining_data,
 then runs `kbert-pretrain` twice, one after the other (or at the same time with --concurrent): full training
 of all layers, and MSLT (stages of `--stages` layers, each training its new layers, then all layers for
-`--final_share` of the steps). Afterwards every checkpoint of both runs is evaluated on the held-out records (not
-counted in the wall times); a checkpoint's time is its file's time since its run started. Prints held-out MLM
-accuracy at equal steps and at equal wall time, writes a PNG of held-out MLM loss against wall time, and prints
-the speedup (full wall time / MSLT wall time at equal steps) last.
+`--final_share` of the steps). With `--workers=N` (N > 1) both run again on a MultiWorkerMirroredStrategy
+cluster of N kbert-pretrain processes on localhost (tools/localhost_cluster.py), same data, steps and global
+batch. Afterwards every checkpoint of every run is evaluated on the held-out records (not counted in the wall
+times); a checkpoint's time is its file's time since its run started. Then the one-process encoders and a random
+init are fine-tuned `--downstream_seeds` times each with kbert-finetune on a task made from the same split: do two
+sentences come from the same document (tools/coherence_task.py, tools/finetune_scores.py). Prints one table per
+process count (wall time, held-out MLM accuracy at equal steps and at equal wall time, downstream accuracy as mean
+± std over the seeds), writes a PNG of held-out MLM loss against wall time, and prints the speedups (full wall
+time / MSLT wall time at equal steps) last.
 """
 
 from __future__ import annotations
