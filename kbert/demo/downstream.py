@@ -39,8 +39,8 @@ class FinetuneSettings:
     """The fine-tuning recipe, the same for every encoder; seeds are 1..`seeds`."""
 
     seeds: int = 3
-    epochs: int = 4
-    learning_rate: float = 2e-4
+    epochs: int = 3
+    learning_rate: float = 1e-3
     batch_size: int = 32
 
 

@@ -22,8 +22,9 @@ def run_logged(command: Sequence[str], log: str, echo: re.Pattern, print_fn: Cal
 
     Raises RuntimeError naming `what` and the log when the command fails.
     """
-    # TensorFlow's C++ start-up chatter goes to the log only if the user asked for it.
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    # TensorFlow's C++ start-up chatter goes to the log only if the user asked for it; unbuffered, the child's lines
+    # reach the log and the screen as it prints them, whether or not it flushes.
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"), PYTHONUNBUFFERED="1")
     with open(log, "w") as log_file:
         process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                    env=env)
