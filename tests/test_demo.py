@@ -9,7 +9,7 @@ import random
 import pytest
 
 from kbert.data import docstring_corpus
-from kbert.demo import data, pipeline, sources, task, text
+from kbert.demo import data, history, pipeline, report, sources, task, text
 from kbert.demo.downstream import FinetuneSettings
 
 WORDS = ("the model reads a file and returns its tokens while the optimizer scales each layer step by a trust "
@@ -177,3 +177,23 @@ def test_every_corpus_document_is_given_its_package(tmp_path, max_bytes):
     assert stats.truncated == (max_bytes is not None)
     assert recorder.packages(stats.documents) == expected[:stats.documents]
     assert sources.package_of(str(root / "pkg_b" / "module_1.py"), [str(tmp_path), str(root)]) == "pkg_b"
+
+
+def test_table_and_plot_show_three_seeds_of_every_encoder(tmp_path):
+    curve = history.LossCurve([10, 20], [1.0, 2.0], [7.0, 6.5])
+    metrics = {"masked_lm_loss": 6.0, "masked_lm_accuracy": 0.1, "next_sentence_accuracy": 0.7}
+    runs = [report.RunResult("full", curve, 80.0, metrics), report.RunResult("mslt", curve, 64.0, metrics, [8, 16])]
+    scores = [report.DownstreamScores("full", [1, 2, 3], [70.0, 72.0, 74.0]),
+              report.DownstreamScores("mslt", [1, 2, 3], [66.0, 66.0, 66.0]),
+              report.DownstreamScores("random", [1, 2, 3], [50.0, 55.0, 60.0])]
+    assert (scores[0].mean, scores[0].spread, scores[2].spread) == (72.0, 2.0, 5.0)  # sample standard deviation
+    rows = report.results_table(runs, scores).splitlines()
+    assert rows[0].endswith("| downstream acc % (3 seeds) |") and rows[1].count("|") == rows[0].count("|")
+    assert rows[2].startswith("| full | 20 | 80.0 | 1.00x |") and rows[2].endswith("| 72.0 ± 2.0 |")
+    assert rows[3].startswith("| mslt | 20 | 64.0 | 1.25x |") and rows[3].endswith("| 66.0 ± 0.0 |")
+    assert rows[4] == "| random init | 0 | | | | | | | 55.0 ± 5.0 |"
+    assert all(row.count("|") == rows[0].count("|") for row in rows)
+    assert "downstream" not in report.results_table(runs)
+
+    report.plot_downstream(scores, str(tmp_path / "downstream.png"))
+    assert (tmp_path / "downstream.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
