@@ -250,8 +250,10 @@ def test_the_step_graph_holds_one_forward_backward_pass_per_distinct_micro_step(
 
 
 def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_of_replaying(tmp_path, data):
-    """TPUs (and data.checkpoint_input=false) cannot restore the input position: a run that starts at step N
-    (a restart, an MSLT stage) shuffles with seed + N rather than replaying the first batches again."""
+    """TPUs (and data.checkpoint_input=false, which feeds through TF's distributed iterator, prefetching to the
+    devices) cannot restore the input position: a run that starts at step N (a restart, an MSLT stage) shuffles
+    with seed + N rather than replaying the first batches again."""
+    from kbert.training.inputs import DistributedInput, WorkerInput
     from kbert.training.loop import build_model, make_trainer
 
     def first_batch(override, initial_step):
@@ -261,6 +263,8 @@ def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_
             model = build_model(config)
             optimizer = build_optimizer(config, model.trainable_variables)
         trainer = make_trainer(config, strategy, model, optimizer, initial_step=initial_step)
+        feed = DistributedInput if "checkpoint_input=false" in override else WorkerInput
+        assert type(trainer.input) is feed
         return next(trainer.input.iterator)["input_ids"].numpy()
 
     np.testing.assert_array_equal(first_batch("", 0), first_batch("", 6))  # restored position: same pipeline

@@ -1,13 +1,16 @@
-"""Feeding a strategy from an input pipeline whose position can be checkpointed.
+"""Feeding a strategy from an input pipeline whose position can be checkpointed, or prefetched to the devices.
 
-TF 2.20's distributed iterators (`strategy.distribute_datasets_from_function`) cannot be saved in a checkpoint.
-Plain `tf.data` iterators can, so on CPU/GPU hosts each worker iterates its own pipeline (one per worker, its
-files and its share of the global batch) with an ordinary iterator and splits each batch among its local replicas;
-a restart then continues the data exactly where the checkpoint left it. TPUs keep the distributed iterator (its
-prefetch to the device matters more there), whose position is not saved: a TPU run that starts at step N (a
-restart, an MSLT stage) reads a fresh shuffle seeded with `train.seed + N` (`kbert.training.loop.reseed_input`).
-It does not start over with the batches the run began with, and it does not continue where the checkpoint stopped
-either: examples the first N steps saw can come again before examples they never saw.
+TF 2.20's distributed iterators (`strategy.distribute_datasets_from_function`) prefetch batches into the devices'
+memory but cannot be saved in a checkpoint. Plain `tf.data` iterators can, so where the input position is
+checkpointed (`data.checkpoint_input`, the default on CPU/GPU hosts) each worker iterates its own pipeline (one per
+worker, its files and its share of the global batch) with an ordinary iterator and splits each batch among its
+local replicas; a restart then continues the data exactly where the checkpoint left it, and each step copies its
+batch to the devices itself. Without it, and always on TPU, the distributed iterator feeds the replicas with
+`DEVICE_PREFETCH_BATCHES` batches prefetched on each GPU or TPU; its position is not saved: a run that starts at
+step N (a restart, an MSLT stage) reads a fresh shuffle seeded with `train.seed + N`
+(`kbert.training.loop.reseed_input`). It does not start over with the batches the run began with, and it does not
+continue where the checkpoint stopped either: examples the first N steps saw can come again before examples they
+never saw.
 
 Example:
 
@@ -23,6 +26,8 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 import tensorflow as tf
+
+from kbert.data.pipeline import distribute_options
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
@@ -65,19 +70,20 @@ class WorkerInput:
 
 
 class DistributedInput:
-    """`strategy.distribute_datasets_from_function` (TPU): prefetches to the devices, not checkpointable. On a pod
-    slice it runs one pipeline per host, in that host's TPU server, so every host must be able to read the files."""
+    """`strategy.distribute_datasets_from_function`: prefetches to GPUs and TPUs (`distribute_options`), not
+    checkpointable. On a pod slice it runs one pipeline per host, in that host's TPU server, so every host must be
+    able to read the files."""
 
     def __init__(self, strategy: tf.distribute.Strategy, dataset_fn: DatasetFn):
-        self.iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+        self.iterator = iter(strategy.distribute_datasets_from_function(dataset_fn, distribute_options(strategy)))
         self.checkpointable = None
 
     def next_batch(self):
         return next(self.iterator)
 
 
-def make_input(strategy: tf.distribute.Strategy, dataset_fn: DatasetFn):
-    """`DistributedInput` on TPUs, `WorkerInput` elsewhere."""
-    if isinstance(strategy, tf.distribute.TPUStrategy):
-        return DistributedInput(strategy, dataset_fn)
-    return WorkerInput(strategy, dataset_fn)
+def make_input(strategy: tf.distribute.Strategy, dataset_fn: DatasetFn, checkpointable: bool = True):
+    """`WorkerInput` where the position is to be checkpointed (not possible on TPUs), `DistributedInput` else."""
+    if checkpointable and not isinstance(strategy, tf.distribute.TPUStrategy):
+        return WorkerInput(strategy, dataset_fn)
+    return DistributedInput(strategy, dataset_fn)

@@ -122,8 +122,9 @@ def input_is_restored(config: PretrainingConfig, strategy: tf.distribute.Strateg
 
 
 def reseed_input(config: PretrainingConfig, trainer: PretrainingTrainer, step: int) -> None:
-    """Where the input position is not restored, a run that starts at `step` shuffles with `train.seed + step`,
-    so it does not replay the data the steps before it saw (in another order, not a continuation)."""
+    """Where the input position is not restored, a run that starts at `step` reads a fresh shuffle seeded with
+    `train.seed + step`: it does not start over with the run's first batches, nor continue where the checkpoint
+    stopped; examples seen before can come again."""
     if step and not input_is_restored(config, trainer.strategy):
         trainer.replace_input(dataset_fn(config, True, trainer.model.config.vocab_size, seed_offset=step))
 
@@ -137,11 +138,13 @@ def make_trainer(config: PretrainingConfig, strategy: tf.distribute.Strategy, mo
     with strategy.scope():
         global_step = tf.Variable(initial_step, dtype=tf.int64, trainable=False, name="global_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-        offset = 0 if input_is_restored(config, strategy) else initial_step
+        restored = input_is_restored(config, strategy)
         return PretrainingTrainer(
-            strategy, model, optimizer, dataset_fn(config, True, model.config.vocab_size, seed_offset=offset),
+            strategy, model, optimizer,
+            dataset_fn(config, True, model.config.vocab_size, seed_offset=0 if restored else initial_step),
             global_step=global_step, global_batch_size=t.global_batch_size,
-            accumulation_steps=t.gradient_accumulation_steps, jit_compile=t.jit_compile)
+            accumulation_steps=t.gradient_accumulation_steps, jit_compile=t.jit_compile,
+            checkpointable_input=restored)
 
 
 def open_checkpoints(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,

@@ -101,6 +101,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
       jit_compile: what to XLA-compile (`JIT_COMPILE`): False nothing, True the forward and backward pass,
         "step" the whole replica step (forward, backward, accumulation, clipping, optimizer update) in one cluster,
         which mirrored strategies allow on GPUs only (`whole_step_compiles`).
+      checkpointable_input: feed from an iterator whose position a checkpoint can hold, or (False, and always on
+        TPU) from TF's distributed iterator, which prefetches to the devices (`kbert.training.inputs`).
 
     Raises:
       ConfigError: `jit_compile="step"` under a mirrored strategy whose replicas are not all GPUs.
@@ -118,6 +120,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         accumulation_steps: int = 1,
         trainable_variables: Optional[Sequence[keras.Variable]] = None,
         jit_compile: bool | str = False,
+        checkpointable_input: bool = True,
     ):
         if global_batch_size % (accumulation_steps * strategy.num_replicas_in_sync):
             raise ValueError(
@@ -132,13 +135,14 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         self.micro_batch_size = global_batch_size // accumulation_steps
         self.train_variables = list(model.trainable_variables if trainable_variables is None else trainable_variables)
         self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        self._checkpointable_input = checkpointable_input
         whole_step = _whole_step(jit_compile, strategy)
         self._gradients = _xla(self._gradients_fn, jit_compile is True)
         self._accumulate_step = _xla(self._accumulate, whole_step)
         self._apply_step = _xla(self._apply, whole_step)
         with strategy.scope():
             optimizer.build(self.train_variables)
-            self.input = make_input(strategy, dataset_fn)
+            self.input = make_input(strategy, dataset_fn, checkpointable_input)
             self._sums = {name: _replica_local_scalar(name) for name in LOSS_TERMS + ("grad_sq_sum", "nonfinite")}
             self._first_nonfinite_step = tf.Variable(
                 -1, dtype=tf.int64, trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
@@ -211,7 +215,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
     def replace_input(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset]) -> None:
         """Feeds from `dataset_fn` instead (before the first `train` or `build_graph`: the graph holds the input)."""
         with self.strategy.scope():
-            self.input = make_input(self.strategy, dataset_fn)
+            self.input = make_input(self.strategy, dataset_fn, self._checkpointable_input)
 
     def build_graph(self) -> None:
         """Traces and optimises the training loop without running a step, e.g. while another model trains."""
