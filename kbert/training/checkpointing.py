@@ -101,7 +101,7 @@ def _input_prefix(prefix: str, worker: int) -> str:
 
 
 class _Manager(tf.train.CheckpointManager):
-    """A CheckpointManager whose every save (the loop's, or TF's preemption handler's) also saves this worker's
+    """A CheckpointManager whose every save (the loop's, or a preemption's) also saves this worker's
     input position, under the same number, into `checkpoints/input/worker_I/` of the shared model_dir: the
     weights are one for all workers, the input position is each worker's own."""
 
@@ -110,15 +110,10 @@ class _Manager(tf.train.CheckpointManager):
         super().__init__(checkpoint, directory, max_to_keep=max_to_keep)
         self._inputs = inputs
 
-    def restore_or_initialize(self):
-        # TF's PreemptionCheckpointHandler calls this when it is made, after the loop: restoring the newest
-        # checkpoint again then would turn the chief's step back but not the other workers' (whose checkpoints go
-        # to a temp dir), and they would part ways. kbert restores once, before training (`restore_latest`).
-        return None
-
     def save(self, checkpoint_number=None, check_interval=True, options=None):
         if not (options and options.experimental_enable_async_checkpoint):
-            # A synchronous save (the final one, a preemption's) lands after every asynchronous one, files and index.
+            # A synchronous save (the final one, a preemption's) lands after every asynchronous one, files and
+            # index.
             self._checkpoint.sync()
         # The input position first: a `ckpt-N` without one is a save that did not finish.
         if self._inputs is not None:
