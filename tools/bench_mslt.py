@@ -368,6 +368,11 @@ def table(title: str, names: tuple[str, str], timings: dict, curves: dict, score
     print(f"{'speedup at equal steps (full / MSLT wall)':<38}{timings[names[0]][1] / timings[names[1]][1]:>11.2f}x")
 
 
+def save_results(results: dict) -> None:
+    with open(os.path.join(FLAGS.work_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+
+
 def main(argv):
     del argv
     os.makedirs(FLAGS.work_dir, exist_ok=True)
@@ -388,12 +393,13 @@ def main(argv):
               for name in configs}
     path = FLAGS.plot or os.path.join(FLAGS.work_dir, "mslt_vs_full.png")
     plot(curves, path)
+    results = {"timings": timings, "curves": curves, "configs": configs, "downstream": {}}
+    save_results(results)  # the pretraining figures survive a failed or interrupted downstream step
     # The one-process encoders only: an N-process run trains the same model on the same data and steps, and
     # its table compares MLM accuracy; each encoder fine-tuned costs --downstream_seeds more runs.
     scores = downstream(FLAGS.work_dir, vocab_file, list(groups[1]), {"bert": "bert_base", "overrides": overrides}) \
         if FLAGS.downstream_seeds else {}
-    with open(os.path.join(FLAGS.work_dir, "results.json"), "w") as f:
-        json.dump({"timings": timings, "curves": curves, "configs": configs, "downstream": scores}, f, indent=2)
+    save_results({**results, "downstream": scores})
 
     print(f"\n{FLAGS.num_layers} layers, hidden {FLAGS.hidden_size}, vocabulary {vocab_size}, seq "
           f"{FLAGS.seq_length}, batch {FLAGS.batch_size}, {FLAGS.total_steps} steps, {FLAGS.mixed_precision}, "
