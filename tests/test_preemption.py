@@ -66,3 +66,21 @@ def test_sigterm_is_caught_while_watching_and_the_previous_handler_comes_back(ma
             watcher.check(manager, 2)
     assert signal.getsignal(signal.SIGTERM) is previous
     assert preemption.PREEMPTED_EXIT_CODE == 42
+
+
+def test_a_signal_during_the_workers_agreement_waits_for_the_next_check(manager, monkeypatch):
+    """Every worker must decide from the all-reduced flags alone: one that also read a signal arriving during the
+    all-reduce would save and exit while the others train on, and the cluster would hang."""
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with preemption.PreemptionWatcher(strategy, gce=False) as watcher:
+        watcher._agree = True  # as under MultiWorkerMirroredStrategy, whose other workers all sent 0
+        reduce = strategy.reduce
+
+        def signal_arrives_meanwhile(*args, **kwargs):
+            watcher.reason = "SIGTERM"
+            return reduce(*args, **kwargs)
+        monkeypatch.setattr(strategy, "reduce", signal_arrives_meanwhile)
+        watcher.check(manager, 4)
+        assert manager.latest_checkpoint is None
+        with pytest.raises(preemption.Preempted, match=r"^preempted \(SIGTERM\)"):
+            watcher.check(manager, 5)

@@ -92,13 +92,13 @@ class PreemptionWatcher:
 
     def _preempted(self) -> Optional[str]:
         """This worker's reason, or under multi-worker "another worker's notice" when only another has one."""
+        mine = self.reason  # read once: a signal during the all-reduce must not make this worker part ways
         if not self._agree:
-            return self.reason
-        mine = int(self.reason is not None)
+            return mine
         flags = self._strategy.experimental_distribute_values_from_function(
-            lambda context: tf.constant(mine, tf.int32))
+            lambda context: tf.constant(int(mine is not None), tf.int32))
         anyone = int(self._strategy.reduce(tf.distribute.ReduceOp.SUM, flags, axis=None))
-        return self.reason or ("another worker's termination notice" if anyone else None)
+        return mine or ("another worker's termination notice" if anyone else None)
 
     def check(self, manager: tf.train.CheckpointManager, step: int) -> None:
         """Saves checkpoint `step` with `manager` and raises Preempted if a termination came since the start."""
