@@ -5,3 +5,4 @@ MODES = ("train", "eval", "train_and_eval")
 OPTIMIZERS = ("lamb", "lars", "adamw")
 PRECISION_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 ALL_REDUCE = ("auto", "nccl", "ring")
+DEVICES = ("auto", "cpu")  # --device: cpu trains on the CPU even beside a GPU or TPU

@@ -13,7 +13,7 @@ import sys
 
 from absl import app, flags
 
-from kbert.choices import ALL_REDUCE, MODES, STRATEGIES
+from kbert.choices import ALL_REDUCE, DEVICES, MODES, STRATEGIES
 from kbert.cli import entry, tpu_launch
 
 PROGRAM = "kbert-pretrain"
@@ -27,7 +27,7 @@ flags.DEFINE_enum("all_reduce", "auto", list(ALL_REDUCE), "Multi-worker all-redu
                   "(gRPC) otherwise; auto picks nccl when there are GPUs.")
 flags.DEFINE_string("tpu", "", tpu_launch.TPU_FLAG_HELP)
 flags.DEFINE_enum("mode", "train", list(MODES), "What to run.")
-flags.DEFINE_enum("device", "auto", ["auto", "cpu"],
+flags.DEFINE_enum("device", "auto", list(DEVICES),
                   "'cpu' trains on the CPU even on a host with GPUs or a TPU; 'auto' refuses to, naming the cause "
                   "(docs/accelerators.md).")
 flags.mark_flag_as_required("model_dir")

@@ -29,9 +29,8 @@ from typing import Mapping, Optional
 
 import tensorflow as tf
 
+from kbert.choices import DEVICES
 from kbert.errors import StrategyError
-
-DEVICE_CHOICES = ("auto", "cpu")
 
 _NVIDIA_VENDOR = "0x10de"
 _GOOGLE_VENDOR = "0x1ae0"
@@ -215,8 +214,8 @@ def check(host: Accelerators, strategy: tf.distribute.Strategy, device: str = "a
     Raises:
       StrategyError: a CPU run on a host with a GPU or TPU that TensorFlow cannot use, without `--device=cpu`.
     """
-    if device not in DEVICE_CHOICES:
-        raise StrategyError(f"--device={device}: choose one of {', '.join(DEVICE_CHOICES)}.")
+    if device not in DEVICES:
+        raise StrategyError(f"--device={device}: choose one of {', '.join(DEVICES)}.")
     reason = refusal(host, strategy_devices(strategy)[0], device, software or Software.of_this_process())
     if reason:
         raise StrategyError(reason)
