@@ -37,7 +37,8 @@ _PROGRESS_LINE = re.compile(r"^(step |eval |MSLT|stage |Resumed|\s+\d+\s+\d+\s|k
 
 @dataclasses.dataclass
 class DemoSettings(DataSettings):
-    """What the demo builds and trains; the defaults finish within 10 minutes on 2 idle CPU cores.
+    """What the demo builds and trains; the defaults are sized for 10 minutes on 2 idle CPU cores
+    (an estimate from a contended run: docs/demo.md).
 
     MSLT grows the model from half its depth to all of it in two stages of 40% of `steps` each, then trains
     every layer for the rest, at a tenth of the peak rate. `task` and `finetune` shape the downstream step.
