@@ -37,8 +37,8 @@ _PROGRESS_LINE = re.compile(r"^(step |eval |MSLT|stage |Resumed|\s+\d+\s+\d+\s|k
 
 @dataclasses.dataclass
 class DemoSettings(DataSettings):
-    """What the demo builds and trains; the defaults are sized for 10 minutes on 2 idle CPU cores
-    (an estimate from a contended run: docs/demo.md).
+    """What the demo builds and trains; on 2 lightly shared CPU cores the defaults took 13 min
+    (docs/demo.md).
 
     MSLT grows the model from half its depth to all of it in two stages of 40% of `steps` each, then trains
     every layer for the rest, at a tenth of the peak rate. `task` and `finetune` shape the downstream step.
@@ -132,7 +132,7 @@ def _write_results(out: str, runs: list[report.RunResult], task: Optional[TaskFi
     with open(written["table"], "w") as f:
         f.write(table + "\n")
     results = {"pretraining": [dataclasses.asdict(run) for run in runs],
-               "downstream": {"task": task and dataclasses.asdict(task),
+               "downstream": {"task": dataclasses.asdict(task) if task else None,
                               "encoders": [dataclasses.asdict(s) for s in scores]}}
     with open(written["results"], "w") as f:
         json.dump(results, f, indent=2)
