@@ -17,6 +17,7 @@ scores = finetune_all(configs, settings, "runs/finetune", "logs", print)  # [Dow
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -36,9 +37,12 @@ _ECHO = re.compile(r"^kbert-finetune: ")
 
 @dataclasses.dataclass
 class FinetuneSettings:
-    """The fine-tuning recipe, the same for every encoder; seeds are 1..`seeds`."""
+    """The fine-tuning recipe, the same for every encoder; seeds are 1..`seeds`; `parallel` runs at a time."""
 
     seeds: int = 3
+    # Two at a time: a run's start (importing TensorFlow, tracing the model) is single-threaded and takes most of
+    # its time at demo size, so two runs share two cores well.
+    parallel: int = 2
     epochs: int = 3
     learning_rate: float = 1e-3
     batch_size: int = 32
@@ -70,16 +74,16 @@ def write_configs(task: TaskFiles, vocab_file: str, seq_length: int, model: Mapp
 
 def finetune_all(configs: Mapping[str, str], settings: FinetuneSettings, runs_dir: str, logs_dir: str,
                  print_fn: Callable[..., None]) -> list[DownstreamScores]:
-    """Fine-tunes every encoder of `configs` once per seed, in `runs_dir/<encoder>/seed_<S>`; returns their scores.
+    """Fine-tunes every encoder of `configs` once per seed, in `runs_dir/<encoder>/seed_<S>`, `settings.parallel`
+    runs at a time; returns their scores in `configs`' order.
 
     Raises RuntimeError naming the log of a run that failed.
     """
     seeds = list(range(1, settings.seeds + 1))
-    results = []
-    for encoder, config_file in configs.items():
-        scores = [_finetune(encoder, config_file, seed, runs_dir, logs_dir, print_fn) for seed in seeds]
-        results.append(DownstreamScores(encoder, seeds, scores))
-    return results
+    runs = [(encoder, config_file, seed) for encoder, config_file in configs.items() for seed in seeds]
+    with concurrent.futures.ThreadPoolExecutor(settings.parallel) as pool:
+        scores = iter(pool.map(lambda run: _finetune(*run, runs_dir, logs_dir, print_fn), runs))  # in `runs` order
+        return [DownstreamScores(encoder, seeds, [next(scores) for _ in seeds]) for encoder in configs]
 
 
 def _finetune(encoder: str, config_file: str, seed: int, runs_dir: str, logs_dir: str, print_fn) -> float:

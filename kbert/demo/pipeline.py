@@ -37,8 +37,7 @@ _PROGRESS_LINE = re.compile(r"^(step |eval |MSLT|stage |Resumed|\s+\d+\s+\d+\s|k
 
 @dataclasses.dataclass
 class DemoSettings(DataSettings):
-    """What the demo builds and trains; on 2 lightly shared CPU cores the defaults took 13 min
-    (docs/demo.md).
+    """What the demo builds and trains; on 2 idle CPU cores the defaults take about 9 minutes (docs/demo.md).
 
     MSLT grows the model from half its depth to all of it in two stages of 40% of `steps` each, then trains
     every layer for the rest, at a tenth of the peak rate. `task` and `finetune` shape the downstream step.
