@@ -6,3 +6,12 @@ OPTIMIZERS = ("lamb", "lars", "adamw")
 PRECISION_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 ALL_REDUCE = ("auto", "nccl", "ring")
 DEVICES = ("auto", "cpu")  # --device: cpu trains on the CPU even beside a GPU or TPU
+# train.jit_compile -> what XLA compiles; "step" makes the whole replica step one cluster, optimizer update fused in.
+WHOLE_STEP = "step"
+JIT_COMPILE = {False: "nothing", True: "the forward and backward pass",
+               WHOLE_STEP: "the whole replica step, optimizer update included"}
+
+
+def is_jit_compile_choice(value) -> bool:
+    """Whether `value` is one of `JIT_COMPILE` (by identity for the booleans: 1 is not True here)."""
+    return isinstance(value, bool) or value == WHOLE_STEP

@@ -21,11 +21,9 @@ import tensorflow as tf
 import yaml
 from official.modeling.hyperparams import base_config
 
-from kbert.choices import OPTIMIZERS, PRECISION_POLICIES
+from kbert.choices import JIT_COMPILE, OPTIMIZERS, PRECISION_POLICIES, is_jit_compile_choice
 from kbert.errors import ConfigError
 from kbert.modeling.config import BertConfig
-from kbert.training.trainer import JIT_COMPILE, is_jit_compile_choice
-
 
 
 # One optional override field per `bert_config.json` key, so typos in `model.overrides` are caught like any other.

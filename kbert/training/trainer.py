@@ -24,19 +24,10 @@ import numpy as np
 import orbit
 import tensorflow as tf
 
+from kbert.choices import JIT_COMPILE, WHOLE_STEP, is_jit_compile_choice
 from kbert.errors import ConfigError
 from kbert.modeling.losses import LOSS_TERMS, MLM_EPSILON, pretraining_loss_terms, pretraining_metrics
 from kbert.training.inputs import make_input
-
-WHOLE_STEP = "step"
-# `jit_compile` values -> what XLA compiles: the whole replica step is one cluster, the optimizer update fused in.
-JIT_COMPILE = {False: "nothing", True: "the forward and backward pass",
-               WHOLE_STEP: "the whole replica step, optimizer update included"}
-
-
-def is_jit_compile_choice(value) -> bool:
-    """Whether `value` is one of `JIT_COMPILE` (by identity for the booleans: 1 is not True here)."""
-    return isinstance(value, bool) or value == WHOLE_STEP
 
 
 def _replica_local_scalar(name: str) -> tf.Variable:
