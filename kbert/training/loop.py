@@ -149,11 +149,11 @@ def make_trainer(config: PretrainingConfig, strategy: tf.distribute.Strategy, mo
 
 def open_checkpoints(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
                      model_dir: str) -> TrainingCheckpoints:
-    """The trainer's checkpoints in `model_dir` (the input position too, with `data.checkpoint_input`)."""
+    """The trainer's checkpoints in `model_dir` (the input position too, where the trainer's input can be saved:
+    with `data.checkpoint_input`, not on TPU)."""
     t = config.train
-    iterator = trainer.input.checkpointable if input_is_restored(config, strategy) else None
-    return TrainingCheckpoints(trainer.model, trainer.optimizer, trainer.global_step, iterator, model_dir, strategy,
-                               max_to_keep=t.max_checkpoints, interval=t.checkpoint_interval,
+    return TrainingCheckpoints(trainer.model, trainer.optimizer, trainer.global_step, trainer.input.checkpointable,
+                               model_dir, strategy, max_to_keep=t.max_checkpoints, interval=t.checkpoint_interval,
                                async_writes=t.async_checkpoint)
 
 
