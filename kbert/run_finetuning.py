@@ -13,8 +13,6 @@ Example:
 
 from __future__ import annotations
 
-import os
-
 from absl import app, flags
 
 from kbert.choices import STRATEGIES
@@ -45,9 +43,7 @@ def _seeds(values: list[str]) -> list[int]:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
-    controller_line = tpu_launch.controller_environment(FLAGS.strategy, FLAGS.tpu, os.environ)  # before TF loads
-    if controller_line:
-        print(f"{PROGRAM}: {controller_line}", flush=True)
+    tpu_launch.set_up_controller(PROGRAM, FLAGS.strategy, FLAGS.tpu)  # before TF loads
     # Imported here so `--help` and flag errors come back without loading TensorFlow.
     from kbert.finetuning import load_finetune_config, run_finetuning
     from kbert.finetuning.glue import GLUE_TABLE, run_glue

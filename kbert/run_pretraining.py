@@ -8,7 +8,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import sys
 
 from absl import app, flags
@@ -36,9 +35,7 @@ flags.mark_flag_as_required("model_dir")
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
-    controller_line = tpu_launch.controller_environment(FLAGS.strategy, FLAGS.tpu, os.environ)  # before TF loads
-    if controller_line:
-        print(f"{PROGRAM}: {controller_line}", flush=True)
+    tpu_launch.set_up_controller(PROGRAM, FLAGS.strategy, FLAGS.tpu)  # before TF loads
     # Imported here so `--help` and flag errors come back without loading TensorFlow.
     from kbert import experiment
     from kbert.training import devices

@@ -8,12 +8,13 @@ the entry points, and imports neither TensorFlow nor a kbert module that does (`
 Example:
 
 ```python
-line = controller_environment(FLAGS.strategy, FLAGS.tpu, os.environ)   # first thing in main
+set_up_controller("kbert-pretrain", FLAGS.strategy, FLAGS.tpu)   # first thing in main
 ```
 """
 
 from __future__ import annotations
 
+import os
 from typing import MutableMapping, Optional
 
 VARIABLE = "TPU_LOAD_LIBRARY"
@@ -35,3 +36,10 @@ def controller_environment(strategy: str, tpu: str, environ: MutableMapping[str,
     environ[VARIABLE] = "0"
     return (f"{VARIABLE}=0: --tpu={tpu} drives the slice from this host over gRPC, so this process leaves the "
             "host's own chips to its TPU server")
+
+
+def set_up_controller(program: str, strategy: str, tpu: str) -> None:
+    """`controller_environment` for this process, saying so on a line of `program`'s."""
+    line = controller_environment(strategy, tpu, os.environ)
+    if line:
+        print(f"{program}: {line}", flush=True)
