@@ -50,8 +50,9 @@ class PreparedData:
     vocab_size: int
     train_instances: int
     heldout_instances: int
+    text_file: str  # the text the documents come from: the docstring corpus, or the user's files joined
     # The package of each corpus document, one a line ("" for the user's text, whose source is theirs).
-    sources_file: str = ""
+    sources_file: str
 
 
 def prepare_data(settings: DataSettings, data_dir: str, print_fn: Callable[..., None] = print,
@@ -89,7 +90,7 @@ def prepare_data(settings: DataSettings, data_dir: str, print_fn: Callable[..., 
     if instances["heldout"] == 0:
         raise ValueError("The held-out text gave no instances; give more text.")
     return PreparedData(os.path.join(data_dir, "train.tfrecord"), os.path.join(data_dir, "heldout.tfrecord"),
-                        vocab_file, len(tokens), instances["train"], instances["heldout"], sources_file)
+                        vocab_file, len(tokens), instances["train"], instances["heldout"], source, sources_file)
 
 
 def _source_text(settings: DataSettings, data_dir: str, print_fn, step: str) -> tuple[str, str]:

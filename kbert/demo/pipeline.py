@@ -109,9 +109,8 @@ def _downstream(settings: DemoSettings, prepared: PreparedData, model: dict[str,
         print_fn(f"{STEP.format(7)} skipped: the downstream task is built from the docstring corpus, not your text")
         return None, []
     print_fn(f"{STEP.format(7)} fine-tuning on a downstream task: which package does a docstring come from?")
-    data = paths["data"]
-    task = build_package_task(os.path.join(data, "docstrings.txt"), prepared.sources_file,
-                              os.path.join(data, "task"), settings.task)
+    task = build_package_task(prepared.text_file, prepared.sources_file, os.path.join(paths["data"], "task"),
+                              settings.task)
     print_fn(f"      {len(task.labels)} packages ({', '.join(task.labels)}): {task.train_examples:,} train and "
              f"{task.eval_examples:,} eval docstrings -> {os.path.dirname(task.train_file)}")
     encoders = {"full": os.path.join(paths["runs"], "full"), "mslt": os.path.join(paths["runs"], "mslt"),
@@ -125,9 +124,9 @@ def _downstream(settings: DemoSettings, prepared: PreparedData, model: dict[str,
 def _write_results(out: str, runs: list[report.RunResult], task: Optional[TaskFiles],
                    scores: list[report.DownstreamScores], table: str) -> dict[str, str]:
     """results.md, results.json and the plots (downstream.png only with downstream scores); returns their paths."""
-    written = {name: os.path.join(out, file) for name, file in (
-        ("table", "results.md"), ("results", "results.json"), ("loss_vs_step", "loss_vs_step.png"),
-        ("loss_vs_time", "loss_vs_time.png"), ("downstream", "downstream.png"))}
+    files = [("table", "results.md"), ("results", "results.json"), ("loss_vs_step", "loss_vs_step.png"),
+             ("loss_vs_time", "loss_vs_time.png")] + ([("downstream", "downstream.png")] if scores else [])
+    written = {name: os.path.join(out, file) for name, file in files}
     with open(written["table"], "w") as f:
         f.write(table + "\n")
     results = {"pretraining": [dataclasses.asdict(run) for run in runs],
@@ -136,10 +135,8 @@ def _write_results(out: str, runs: list[report.RunResult], task: Optional[TaskFi
     with open(written["results"], "w") as f:
         json.dump(results, f, indent=2)
     report.plot_losses(runs, written["loss_vs_step"], written["loss_vs_time"])
-    if not scores:
-        del written["downstream"]
-        return written
-    report.plot_downstream(scores, written["downstream"])
+    if scores:
+        report.plot_downstream(scores, written["downstream"])
     return written
 
 
