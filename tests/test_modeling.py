@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -109,6 +110,12 @@ def test_export_and_reload_round_trip(model, tmp_path):
     encoder = BertEncoder(TINY)  # encoder-only loads bert/ and ignores the heads
     load_google_checkpoint(encoder, path)
     np.testing.assert_array_equal(encoder.pooler.kernel.numpy(), model.encoder.pooler.kernel.numpy())
+
+
+def test_an_export_is_found_after_its_folder_moves(model, tmp_path):
+    export_google_checkpoint(model, str(tmp_path / "export" / "bert_model.ckpt"))
+    shutil.move(str(tmp_path / "export"), str(tmp_path / "moved"))
+    assert tf.train.latest_checkpoint(str(tmp_path / "moved")) == str(tmp_path / "moved" / "bert_model.ckpt")
 
 
 def test_mismatched_checkpoint_lists_every_problem(model, tmp_path):

@@ -77,6 +77,9 @@ def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_la
         _run(diverging, tmp_path / "run")
     assert _checkpoint_files(tmp_path / "run", 4) == good
     assert tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints")).endswith("ckpt-4")
+    # Relative names, as CheckpointManager writes them: the run folder can still move.
+    assert (tmp_path / "run" / "checkpoints" / "checkpoint").read_text().splitlines()[0] == \
+        'model_checkpoint_path: "ckpt-4"'
     assert sorted(os.listdir(tmp_path / "run" / "checkpoints" / "diverged_at_step_5"))[0].startswith("ckpt-5.")
 
     lines = []

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kbert.checkpoint_index import write_checkpoint_index
 from kbert.errors import CheckpointMismatchError, MissingFileError
 from kbert.modeling.checkpoint_fit import mismatch
 from kbert.modeling.encoder import BertEncoder
@@ -147,6 +148,6 @@ def export_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: st
         names.append(name)
         tensors.append(tf.transpose(value) if transposed else value)
     tf.raw_ops.SaveV2(prefix=path, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
-    tf.compat.v1.train.update_checkpoint_state(directory, os.path.abspath(path))
+    write_checkpoint_index(directory, [path])
     model.config.to_json_file(os.path.join(directory, "bert_config.json"))
     return path

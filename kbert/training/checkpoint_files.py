@@ -19,6 +19,8 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
+from kbert.checkpoint_index import write_checkpoint_index
+
 _STEP = re.compile(r"ckpt-(\d+)$")
 _SHARDS = re.compile(r"\.data-\d+-of-(\d+)$")
 
@@ -72,7 +74,7 @@ def set_aside(directory: str, prefixes: Sequence[str], folder: str) -> str:
             tf.io.gfile.rename(path, os.path.join(target, os.path.basename(path)), overwrite=True)
     left = sorted((p for p in listed(directory) if p not in prefixes and missing_files(p) is None), key=step_of)
     if left:
-        tf.compat.v1.train.update_checkpoint_state(directory, left[-1], all_model_checkpoint_paths=left)
+        write_checkpoint_index(directory, left)
     elif tf.io.gfile.exists(os.path.join(directory, "checkpoint")):
         tf.io.gfile.rename(os.path.join(directory, "checkpoint"), os.path.join(target, "checkpoint"), overwrite=True)
     return target
