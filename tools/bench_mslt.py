@@ -12,8 +12,10 @@ of all layers, and MSLT (stages of `--stages` layers, each training its new laye
 cluster of N kbert-pretrain processes on localhost (tools/localhost_cluster.py), same data, steps and global
 batch. Afterwards every checkpoint of every run is evaluated on the held-out records (not counted in the wall
 times); a checkpoint's time is its file's time since its run started. Then the one-process encoders and a random
-init are fine-tuned `--downstream_seeds` times each with kbert-finetune on a task made from the same split: do two
-sentences come from the same document (tools/coherence_task.py, tools/finetune_scores.py). Prints one table per
+init are fine-tuned `--downstream_seeds` times each with kbert-finetune (tools/finetune_scores.py) on a task made
+offline: with `--downstream_sources` (the demo's data/sources.txt beside its data/docstrings.txt as --corpus),
+which package a docstring comes from (kbert/demo/task.py); otherwise do two sentences come from the same document
+(tools/coherence_task.py), made from the same split. Prints one table per
 process count (wall time, held-out MLM accuracy at equal steps and at equal wall time, downstream accuracy as mean
 ± std over the seeds), writes a PNG of held-out MLM loss against wall time, and prints the speedups (full wall
 time / MSLT wall time at equal steps) last.
@@ -42,6 +44,7 @@ from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: 
 from kbert.data.instances import InstanceConfig  # noqa: E402
 from kbert.data.tokenization import load_vocabulary  # noqa: E402
 from kbert.data.vocab import learn_vocabulary, write_vocabulary  # noqa: E402
+from kbert.demo.task import HEADER, TaskSettings, build_package_task  # noqa: E402
 from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, pretraining_metrics  # noqa: E402
 from kbert.mslt import grow  # noqa: E402
 from kbert.mslt.runner import plan_for  # noqa: E402
@@ -51,7 +54,7 @@ from kbert.experiment import load_experiment  # noqa: E402
 
 import bench_flags  # noqa: E402
 import localhost_cluster  # noqa: E402
-from coherence_task import read_documents, write_task  # noqa: E402
+from coherence_task import COLUMNS, read_documents, write_task  # noqa: E402
 from finetune_scores import Recipe, finetune_seeds, format_scores  # noqa: E402
 
 bench_flags.define("vocab_file", required=("corpus",), work_dir="/tmp/kbert_bench_mslt", seq_length=64,
@@ -81,11 +84,18 @@ flags.DEFINE_integer("workers", 1, "Above 1: also run both trainings on a MultiW
                      "this many kbert-pretrain processes on localhost (same data, steps and global batch) and print "
                      "their table beside the one-process one.")
 flags.DEFINE_integer("downstream_seeds", 3, "Fine-tuning runs of the one-process encoders and of a random init on "
-                     "the same-document task (tools/coherence_task.py); 0 skips the downstream step.")
-flags.DEFINE_integer("downstream_train_pairs", 2000, "Training pairs of the downstream task (from the train text).")
-flags.DEFINE_integer("downstream_eval_pairs", 1000, "Eval pairs of the downstream task (from the held-out text).")
-flags.DEFINE_integer("downstream_epochs", 2, "Fine-tuning epochs.")
-flags.DEFINE_float("downstream_learning_rate", 1e-4, "Fine-tuning peak rate (AdamW).")
+                     "the downstream task; 0 skips the downstream step.")
+flags.DEFINE_string("downstream_sources", "", "The package of each --corpus document, one a line (the demo's "
+                    "data/sources.txt, with its data/docstrings.txt as --corpus): the downstream task is then the "
+                    "demo's which-package task; empty: the same-document task (tools/coherence_task.py).")
+flags.DEFINE_integer("downstream_train_pairs", 2000, "Training pairs of the same-document task (from the train text).")
+flags.DEFINE_integer("downstream_eval_pairs", 1000, "Eval pairs of the same-document task (from the held-out text).")
+flags.DEFINE_integer("downstream_epochs", 3, "Fine-tuning epochs.")
+flags.DEFINE_float("downstream_learning_rate", 3e-4, "Fine-tuning peak rate (AdamW). At this scale BERT's 2e-5 to "
+                   "1e-4 learn nothing in 3 epochs, and the demo's 1e-3 leaves some seeds of the 12-layer model at "
+                   "chance.")
+flags.DEFINE_bool("downstream_only", False, "Reuse the pretraining runs and results.json an earlier run left in "
+                  "--work_dir (same flags) and run only the downstream step, e.g. with another fine-tuning recipe.")
 flags.DEFINE_string("plot", "", "PNG path; default WORK_DIR/mslt_vs_full.png.")
 FLAGS = flags.FLAGS
 # Training files: enough for --workers up to this many (each worker's input pipeline reads whole files).
@@ -324,15 +334,27 @@ def run_names(workers: int) -> tuple[str, str]:
     return f"full{suffix}", f"mslt{suffix}"
 
 
-def downstream(work_dir: str, vocab_file: str, runs: list[str], random_model: dict) -> dict[str, list[float]]:
-    """Fine-tunes every run's encoder, and a random init, on the same-document task made from the bench's own
-    train and held-out documents, once per seed; returns each one's eval accuracies (%)."""
+def downstream_task(work_dir: str) -> dict:
+    """kbert-finetune's task section of the downstream task, its files written under `work_dir/downstream`: the
+    package task when --downstream_sources names the corpus' packages, else the same-document task made from the
+    bench's own train and held-out documents."""
+    directory = os.path.join(work_dir, "downstream")
+    if FLAGS.downstream_sources:
+        files = build_package_task(FLAGS.corpus, FLAGS.downstream_sources, directory, TaskSettings())
+        text, label = HEADER
+        return {"name": "tsv", "train_file": files.train_file, "eval_file": files.eval_file,
+                "text_a_column": text, "text_b_column": "", "label_column": label}
     train_file, eval_file = write_task(read_documents(os.path.join(work_dir, "train.txt")),
-                                       read_documents(os.path.join(work_dir, "eval.txt")),
-                                       os.path.join(work_dir, "downstream"), FLAGS.downstream_train_pairs,
-                                       FLAGS.downstream_eval_pairs)
-    recipe = Recipe(train_file, eval_file, vocab_file, FLAGS.seq_length, FLAGS.downstream_epochs,
-                    FLAGS.downstream_learning_rate)
+                                       read_documents(os.path.join(work_dir, "eval.txt")), directory,
+                                       FLAGS.downstream_train_pairs, FLAGS.downstream_eval_pairs)
+    return {"name": "jsonl", "train_file": train_file, "eval_file": eval_file, **COLUMNS}
+
+
+def downstream(task: dict, work_dir: str, vocab_file: str, runs: list[str],
+               random_model: dict) -> dict[str, list[float]]:
+    """Fine-tunes every run's encoder, and a random init, on `task` once per seed; returns each one's eval
+    accuracies (%)."""
+    recipe = Recipe(task, vocab_file, FLAGS.seq_length, FLAGS.downstream_epochs, FLAGS.downstream_learning_rate)
     seeds = range(1, FLAGS.downstream_seeds + 1)
     inits = {**{name: (os.path.join(work_dir, name), {}) for name in runs}, "random init": ("", random_model)}
     scores = {}
@@ -373,40 +395,66 @@ def save_results(results: dict) -> None:
         json.dump(results, f, indent=2)
 
 
-def main(argv):
-    del argv
-    os.makedirs(FLAGS.work_dir, exist_ok=True)
-    train_records, eval_records, vocab_file = make_data(FLAGS.work_dir)
-    vocab_size = len(load_vocabulary(vocab_file))
-    groups = {1: run_names(1), **({FLAGS.workers: run_names(FLAGS.workers)} if FLAGS.workers > 1 else {})}
+def pretrain_and_evaluate(groups: dict[int, tuple[str, str]], train_records: str, eval_records: str,
+                          vocab_size: int) -> dict:
+    """Runs every pretraining of `groups`, evaluates all their checkpoints and plots them; returns the results."""
     configs, timings = {}, {}
     for workers, (full, mslt) in groups.items():
         pair = {full: experiment(train_records, eval_records, vocab_size, False),
                 mslt: experiment(train_records, eval_records, vocab_size, True)}
         configs.update(pair)
         timings.update(run(pair, workers, FLAGS.work_dir))
-
-    overrides = configs["full"]["model"]["overrides"]
-    bert = BertConfig.load("bert_base").replace(**overrides)
+    bert = BertConfig.load("bert_base").replace(**configs["full"]["model"]["overrides"])
     batches = held_out_batches(eval_records)
     curves = {name: curve(os.path.join(FLAGS.work_dir, name), timings[name][0], bert, batches)
               for name in configs}
-    path = FLAGS.plot or os.path.join(FLAGS.work_dir, "mslt_vs_full.png")
-    plot(curves, path)
-    results = {"timings": timings, "curves": curves, "configs": configs, "downstream": {}}
+    plot(curves, plot_path())
+    return {"timings": timings, "curves": curves, "configs": configs, "held_out_batches": len(batches),
+            "downstream": {}}
+
+
+def earlier_results(groups: dict[int, tuple[str, str]]) -> dict:
+    """--downstream_only: the pretraining results an earlier run of this bench left in --work_dir."""
+    path = os.path.join(FLAGS.work_dir, "results.json")
+    if not os.path.exists(path):
+        raise app.UsageError(f"--downstream_only needs {path} from an earlier run of this bench in --work_dir.")
+    with open(path) as f:
+        results = json.load(f)
+    missing = [name for names in groups.values() for name in names if name not in results["timings"]]
+    if missing:
+        raise app.UsageError(f"{path} holds no {', '.join(missing)} run; give the --workers of the earlier run.")
+    return results
+
+
+def plot_path() -> str:
+    return FLAGS.plot or os.path.join(FLAGS.work_dir, "mslt_vs_full.png")
+
+
+def main(argv):
+    del argv
+    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    train_records, eval_records, vocab_file = make_data(FLAGS.work_dir)
+    vocab_size = len(load_vocabulary(vocab_file))
+    # Made before any training, so a --downstream_sources that does not fit --corpus fails in seconds.
+    task = downstream_task(FLAGS.work_dir) if FLAGS.downstream_seeds else None
+    groups = {1: run_names(1), **({FLAGS.workers: run_names(FLAGS.workers)} if FLAGS.workers > 1 else {})}
+    results = earlier_results(groups) if FLAGS.downstream_only else \
+        pretrain_and_evaluate(groups, train_records, eval_records, vocab_size)
     save_results(results)  # the pretraining figures survive a failed or interrupted downstream step
+    timings, curves = results["timings"], results["curves"]
     # The one-process encoders only: an N-process run trains the same model on the same data and steps, and
     # its table compares MLM accuracy; each encoder fine-tuned costs --downstream_seeds more runs.
-    scores = downstream(FLAGS.work_dir, vocab_file, list(groups[1]), {"bert": "bert_base", "overrides": overrides}) \
-        if FLAGS.downstream_seeds else {}
+    scores = downstream(task, FLAGS.work_dir, vocab_file, list(groups[1]),
+                        {"bert": "bert_base", "overrides": results["configs"]["full"]["model"]["overrides"]}) \
+        if task else {}
     save_results({**results, "downstream": scores})
 
     print(f"\n{FLAGS.num_layers} layers, hidden {FLAGS.hidden_size}, vocabulary {vocab_size}, seq "
           f"{FLAGS.seq_length}, batch {FLAGS.batch_size}, {FLAGS.total_steps} steps, {FLAGS.mixed_precision}, "
           f"MSLT stages {','.join(FLAGS.stages)} + all layers for {FLAGS.final_share:.0%} at "
           f"{FLAGS.final_rate_scale:g}x the rate, embeddings {FLAGS.embeddings}, frozen blocks "
-          f"{'with' if FLAGS.frozen_dropout else 'without'} dropout; {len(batches)} held-out batches of 64; "
-          f"{'concurrent' if FLAGS.concurrent else 'sequential'} runs")
+          f"{'with' if FLAGS.frozen_dropout else 'without'} dropout; {results['held_out_batches']} held-out batches "
+          f"of 64; {'concurrent' if FLAGS.concurrent else 'sequential'} runs")
     for workers, names in groups.items():
         table(f"{workers} process{'es' if workers > 1 else ''}", names, timings, curves, scores)
     if FLAGS.step_cost_rounds:
@@ -414,7 +462,7 @@ def main(argv):
         stages = ", ".join(f"{k} {v:.3f}" for k, v in costs.items() if k.startswith("stage_"))
         print(f"{'step cost, interleaved (s/step)':<38}{costs['full']:>12.3f}{costs['mslt_mean']:>12.3f}   "
               f"({stages}; compute-only speedup {costs['full'] / costs['mslt_mean']:.2f}x)")
-    print(f"plot: {path}")
+    print(f"plot: {plot_path()}")
     print("speedup at equal steps (full wall / MSLT wall): " + ", ".join(
         f"{workers} process{'es' if workers > 1 else ''} {timings[f][1] / timings[m][1]:.2f}x"
         for workers, (f, m) in groups.items()))

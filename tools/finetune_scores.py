@@ -1,4 +1,4 @@
-"""Downstream scores of pretrained encoders: `kbert-finetune` on a JSONL sentence-pair task, once per seed, each run a
+"""Downstream scores of pretrained encoders: `kbert-finetune` on one classification task, once per seed, each run a
 subprocess with its own YAML config; a run's score is its best epoch's eval accuracy x 100, read from summary.json.
 
 Invariant: every encoder is fine-tuned with the same recipe and seeds; only `train.init_checkpoint` differs (and
@@ -7,7 +7,8 @@ the `model` section, which a random init must give and a pretrained run reads fr
 Example:
 
 ```python
-recipe = Recipe("task/train.jsonl", "task/eval.jsonl", "vocab.txt", seq_length=64, epochs=2, learning_rate=1e-4)
+task = {"name": "jsonl", "train_file": "task/train.jsonl", "eval_file": "task/eval.jsonl", **coherence_task.COLUMNS}
+recipe = Recipe(task, "vocab.txt", seq_length=64, epochs=3, learning_rate=1e-3)
 scores = finetune_seeds(recipe, "runs/full", {}, seeds=[1, 2, 3], directory="runs/finetune/full")
 print(format_scores(scores))   # 71.2 ± 0.8
 ```
@@ -26,15 +27,12 @@ from typing import Sequence
 
 import yaml
 
-from coherence_task import COLUMNS
-
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """What every fine-tuning run of a comparison shares."""
+    """What every fine-tuning run of a comparison shares; `task` is kbert-finetune's task section."""
 
-    train_file: str
-    eval_file: str
+    task: dict
     vocab_file: str
     seq_length: int
     epochs: int
@@ -45,7 +43,7 @@ class Recipe:
 def finetune_config(recipe: Recipe, init_checkpoint: str, model: dict, seed: int) -> dict:
     """The kbert-finetune YAML of one run: BERT's AdamW recipe (decay 0.01, 10% warmup, linear decay)."""
     return {
-        "task": {"name": "jsonl", "train_file": recipe.train_file, "eval_file": recipe.eval_file, **COLUMNS},
+        "task": dict(recipe.task),
         "model": model,
         "data": {"vocab_file": recipe.vocab_file, "seq_length": recipe.seq_length},
         "optimizer": {"type": "adamw", "weight_decay": 0.01},
