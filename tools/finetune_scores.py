@@ -8,7 +8,7 @@ Example:
 
 ```python
 task = {"name": "jsonl", "train_file": "task/train.jsonl", "eval_file": "task/eval.jsonl", **coherence_task.COLUMNS}
-recipe = Recipe(task, "vocab.txt", seq_length=64, epochs=3, learning_rate=1e-3)
+recipe = Recipe(task, "vocab.txt", seq_length=64, epochs=3, learning_rate=3e-4)
 scores = finetune_seeds(recipe, "runs/full", {}, seeds=[1, 2, 3], directory="runs/finetune/full")
 print(format_scores(scores))   # 71.2 ± 0.8
 ```
