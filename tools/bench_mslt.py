@@ -44,7 +44,7 @@ from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: 
 from kbert.data.instances import InstanceConfig  # noqa: E402
 from kbert.data.tokenization import load_vocabulary  # noqa: E402
 from kbert.data.vocab import learn_vocabulary, write_vocabulary  # noqa: E402
-from kbert.demo.task import HEADER, TaskSettings, build_package_task  # noqa: E402
+from kbert.demo.task import TaskSettings, build_package_task  # noqa: E402
 from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, pretraining_metrics  # noqa: E402
 from kbert.mslt import grow  # noqa: E402
 from kbert.mslt.runner import plan_for  # noqa: E402
@@ -340,10 +340,7 @@ def downstream_task(work_dir: str) -> dict:
     bench's own train and held-out documents."""
     directory = os.path.join(work_dir, "downstream")
     if FLAGS.downstream_sources:
-        files = build_package_task(FLAGS.corpus, FLAGS.downstream_sources, directory, TaskSettings())
-        text, label = HEADER
-        return {"name": "tsv", "train_file": files.train_file, "eval_file": files.eval_file,
-                "text_a_column": text, "text_b_column": "", "label_column": label}
+        return build_package_task(FLAGS.corpus, FLAGS.downstream_sources, directory, TaskSettings()).finetune_task()
     train_file, eval_file = write_task(read_documents(os.path.join(work_dir, "train.txt")),
                                        read_documents(os.path.join(work_dir, "eval.txt")), directory,
                                        FLAGS.downstream_train_pairs, FLAGS.downstream_eval_pairs)

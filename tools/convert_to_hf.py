@@ -2,7 +2,7 @@
 gives the same outputs as kbert's encoder.
 
     pip install "transformers>=4.40,<5" torch   # transformers 5 no longer reads TensorFlow checkpoints
-    python tools/check_hf_export.py --checkpoint=runs/bert_base --vocab_file=vocab.txt --work_dir=/tmp/hf_check
+    python tools/convert_to_hf.py --checkpoint=runs/bert_base --vocab_file=vocab.txt --work_dir=/tmp/hf_check
 
 Runs `kbert-export --format=google` into WORK_DIR/google, converts that checkpoint with transformers' own TF
 reader (`load_tf_weights_in_bert`, what its `convert` command calls) into a `BertForPreTraining`, saves it as a
@@ -22,7 +22,6 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 flags.DEFINE_string("checkpoint", None, "A kbert model_dir or checkpoint, or a Google TF1 checkpoint.", required=True)
@@ -65,25 +64,23 @@ def max_difference(hf_dir: str) -> float:
     import transformers
 
     from kbert.finetuning.exporting import checkpoint_encoder
-    from kbert.finetuning.hub_export import sample_batch
+    from kbert.finetuning.hub_export import output_difference, sample_batch
 
     encoder = checkpoint_encoder(FLAGS.checkpoint, FLAGS.bert_config, FLAGS.vocab_file)
     batch = sample_batch(encoder)
-    ours = encoder(batch, training=False)
     model = transformers.BertModel.from_pretrained(hf_dir).eval()
     with torch.no_grad():
         theirs = model(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
                        attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
                        token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long))
-    real = batch["input_mask"].astype(bool)
-    sequence = np.abs(np.asarray(ours["sequence_output"]) - theirs.last_hidden_state.numpy())[real]
-    pooled = np.abs(np.asarray(ours["pooled_output"]) - theirs.pooler_output.numpy())
-    return float(max(sequence.max(), pooled.max()))
+    return output_difference(batch, encoder(batch, training=False),
+                             {"sequence_output": theirs.last_hidden_state.numpy(),
+                              "pooled_output": theirs.pooler_output.numpy()})
 
 
 def main(argv):
     del argv
-    work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="hf_check_")
+    work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="convert_to_hf_")
     google_dir, hf_dir = os.path.join(work_dir, "google"), os.path.join(work_dir, "hf")
     export_google(google_dir)
     convert(google_dir, hf_dir)

@@ -29,7 +29,7 @@ import yaml
 
 from kbert.demo.processes import run_logged
 from kbert.demo.report import DownstreamScores
-from kbert.demo.task import HEADER, TaskFiles
+from kbert.demo.task import TaskFiles
 
 # Only kbert-finetune's error line is echoed; the demo prints one line of its own per run.
 _ECHO = re.compile(r"^kbert-finetune: ")
@@ -52,12 +52,10 @@ def write_configs(task: TaskFiles, vocab_file: str, seq_length: int, model: Mapp
                   encoders: Mapping[str, str], settings: FinetuneSettings, directory: str) -> dict[str, str]:
     """Writes `finetune_<encoder>.yaml` per encoder (name -> pretraining model_dir, "" for random init) and returns
     their paths. `model` is the pretraining configs' model section: a random-init encoder is built from it."""
-    text_column, label_column = HEADER
     paths = {}
     for encoder, init_checkpoint in encoders.items():
         config = {
-            "task": {"name": "tsv", "train_file": task.train_file, "eval_file": task.eval_file,
-                     "text_a_column": text_column, "text_b_column": "", "label_column": label_column},
+            "task": task.finetune_task(),
             # Left out for a pretrained encoder: kbert-finetune takes the model its checkpoint was trained as.
             **({} if init_checkpoint else {"model": dict(model)}),
             "data": {"vocab_file": vocab_file, "seq_length": seq_length},

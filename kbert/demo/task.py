@@ -47,6 +47,12 @@ class TaskFiles:
     train_examples: int
     eval_examples: int
 
+    def finetune_task(self) -> dict:
+        """kbert-finetune's `task` section for these files."""
+        text, label = HEADER
+        return {"name": "tsv", "train_file": self.train_file, "eval_file": self.eval_file,
+                "text_a_column": text, "text_b_column": "", "label_column": label}
+
 
 def _without_name(sentences: Sequence[str], package: str) -> str:
     """The docstring on one line, the package's name (also inside dotted names) taken out."""

@@ -118,6 +118,11 @@ def max_difference(encoder: BertEncoder, backbone, batch: dict | None = None) ->
     ours = encoder(batch, training=False)
     theirs = backbone({"token_ids": batch["input_ids"], "segment_ids": batch["segment_ids"],
                        "padding_mask": batch["input_mask"]}, training=False)
+    return output_difference(batch, ours, theirs)
+
+
+def output_difference(batch: dict, ours: dict, theirs: dict) -> float:
+    """The largest |ours - theirs| over `sequence_output` (real tokens of `batch` only) and `pooled_output`."""
     real = batch["input_mask"].astype(bool)
     sequence = np.abs(np.asarray(ours["sequence_output"]) - np.asarray(theirs["sequence_output"]))[real]
     pooled = np.abs(np.asarray(ours["pooled_output"]) - np.asarray(theirs["pooled_output"]))
