@@ -27,9 +27,9 @@ from kbert.errors import ConfigError
 from kbert.mslt.plan import MsltConfig
 from kbert.mslt.runner import plan_for, run_stages
 from kbert.training.config import PretrainingConfig, check_batch_sizes, load_config, validate
-from kbert.training.lease import Lease
+from kbert.runtime.lease import Lease
 from kbert.training.loop import evaluate, pretrain
-from kbert.training.preemption import PreemptionWatcher
+from kbert.runtime.preemption import PreemptionWatcher
 from kbert.training.reporting import eval_line, write_summary_json
 
 

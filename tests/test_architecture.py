@@ -11,9 +11,10 @@ ALLOWED = {
     "optimizers": set(),
     "modeling": set(),
     "data": set(),
-    "training": {"optimizers", "modeling", "data"},
-    "mslt": {"optimizers", "modeling", "data", "training"},
-    "finetuning": {"optimizers", "modeling", "data", "training"},
+    "runtime": {"optimizers", "modeling"},
+    "training": {"optimizers", "modeling", "data", "runtime"},
+    "mslt": {"optimizers", "modeling", "data", "runtime", "training"},
+    "finetuning": {"optimizers", "modeling", "data", "runtime", "training"},
 }
 LEAVES = {"errors", "choices", "checkpoint_index"}
 

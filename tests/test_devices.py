@@ -1,4 +1,4 @@
-"""The device report and the refusal to train on the CPU beside a GPU or TPU (kbert.training.devices): the system
+"""The device report and the refusal to train on the CPU beside a GPU or TPU (kbert.runtime.devices): the system
 probes read a fake /sys, /proc and /dev tree; the decision is tested for every case a CPU-only machine can fake."""
 
 import os
@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 from kbert.errors import StrategyError
-from kbert.training import devices
-from kbert.training.devices import Accelerators, Software
+from kbert.runtime import devices
+from kbert.runtime.devices import Accelerators, Software
 from training_fixtures import cli_env, pretrain_command, write_config, write_train_and_eval
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -141,7 +141,7 @@ def test_report_line_names_kind_count_strategy_replicas_host_and_build():
 # kbert-pretrain with the host probes reading the fake tree argv[1].
 FAKE_HOST_LAUNCHER = """
 import sys
-from kbert.training import devices
+from kbert.runtime import devices
 probe, fake_root = devices.find_accelerators, sys.argv[1]
 devices.find_accelerators = lambda root="/", env=None: probe(fake_root, {})
 sys.argv = ["kbert-pretrain"] + sys.argv[2:]

@@ -20,7 +20,7 @@ from kbert.finetuning.metrics import accuracy
 from kbert.finetuning.pretrained import load_encoder, resolve_checkpoint
 from kbert.finetuning.runner import prepare
 from kbert.modeling import BertConfig, BertPretrainer, export_google_checkpoint
-from kbert.training.checkpointing import variables_by_path
+from kbert.runtime.checkpointing import variables_by_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The tiny model over the 200-token fixture vocabulary.

@@ -11,9 +11,9 @@ from google.api_core import exceptions
 from kbert import experiment
 from kbert.errors import ModelDirInUseError
 from kbert.experiment import load_experiment
-from kbert.training import lease
-from kbert.training.lease import Lease
-from kbert.training.strategy import make_strategy
+from kbert.runtime import lease
+from kbert.runtime.lease import Lease
+from kbert.runtime.strategy import make_strategy
 from training_fixtures import write_config, write_shards
 
 

@@ -13,7 +13,7 @@ import tensorflow as tf
 from kbert import experiment
 from kbert.errors import PlanError
 from kbert.experiment import load_experiment
-from kbert.training.strategy import make_strategy
+from kbert.runtime.strategy import make_strategy
 from training_fixtures import cli_env, pretrain_command, run_cli, write_config, write_train_and_eval
 
 FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {

@@ -9,7 +9,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from kbert.training import preemption
+from kbert.runtime import preemption
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from tensorflow.core.protobuf.tpu import topology_pb2
 
 from kbert.cli import tpu_launch
 from kbert.errors import StrategyError
-from kbert.training import strategy as strategy_module
-from kbert.training import tpu
-from kbert.training.tpu import SliceHost
+from kbert.runtime import strategy as strategy_module
+from kbert.runtime import tpu
+from kbert.runtime.tpu import SliceHost
 
 V5P_8 = tf.tpu.experimental.Topology(  # 2x2 chips, one TensorCore device per chip (v5p's megacore), one host
     mesh_shape=[2, 2, 1, 1], device_coordinates=np.array([[[x, y, 0, 0] for y in range(2) for x in range(2)]]))

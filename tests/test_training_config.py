@@ -6,7 +6,7 @@ import tensorflow as tf
 from kbert.errors import ConfigError, StrategyError
 from kbert.experiment import ExperimentConfig, load_experiment
 from kbert.training.config import parse_override
-from kbert.training.strategy import make_strategy
+from kbert.runtime.strategy import make_strategy
 
 
 def _write(tmp_path, name, text):
@@ -140,7 +140,7 @@ def test_batch_sizes_must_split_over_the_replicas_before_anything_is_built():
 
 
 def test_multi_worker_all_reduce_is_nccl_between_gpus_and_the_ring_otherwise():
-    from kbert.training.strategy import communication_options
+    from kbert.runtime.strategy import communication_options
 
     nccl, ring = (tf.distribute.experimental.CommunicationImplementation.NCCL,
                   tf.distribute.experimental.CommunicationImplementation.RING)

@@ -9,7 +9,7 @@ import tensorflow as tf
 from kbert import experiment
 from kbert.errors import CheckpointMismatchError, CorruptCheckpointError, InputDataError, NonFiniteLossError
 from kbert.experiment import load_experiment
-from kbert.training.strategy import make_strategy
+from kbert.runtime.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
 from training_fixtures import pretrain_command, run_cli, write_config, write_train_and_eval
 

@@ -14,7 +14,7 @@ from kbert.errors import CheckpointMismatchError, ConfigError, NonFiniteLossErro
 from kbert.experiment import load_experiment
 from kbert.modeling import BertPretrainer, export_google_checkpoint
 from kbert.training.loop import build_optimizer, dataset_fn
-from kbert.training.strategy import make_strategy
+from kbert.runtime.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
 from training_fixtures import MAX_PREDICTIONS, SEQ_LENGTH, write_config, write_shards, write_train_and_eval
 
@@ -283,7 +283,7 @@ def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_
 def test_async_checkpoints_resume_bit_identically_and_are_on_disk_when_train_returns(tmp_path, data, monkeypatch):
     """The periodic saves of train.async_checkpoint are written in the background; a run resumed from them ends
     with exactly the weights and optimizer state of an uninterrupted synchronous run."""
-    from kbert.training import checkpointing
+    from kbert.runtime import checkpointing
 
     asynchronous, save = [], checkpointing._Manager.save
 

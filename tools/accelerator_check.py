@@ -163,7 +163,7 @@ class Context:
     never makes it: its kbert-pretrain processes need the TPU, which one process holds at a time."""
 
     def __init__(self, phases: list[str]):
-        from kbert.training import devices
+        from kbert.runtime import devices
 
         self.host = devices.find_accelerators()
         self.tpu = self.host.kind == "TPU" and not FLAGS.smoke
@@ -174,7 +174,7 @@ class Context:
 
     @property
     def strategy(self):
-        from kbert.training.strategy import make_strategy
+        from kbert.runtime.strategy import make_strategy
 
         if self._strategy is None:
             self._strategy, self.strategy_seconds = _timed(
@@ -183,7 +183,7 @@ class Context:
 
     @property
     def kind(self) -> str:
-        from kbert.training import devices
+        from kbert.runtime import devices
 
         return devices.strategy_devices(self.strategy)[0]
 
@@ -284,7 +284,7 @@ def accumulation_steps(global_batch: int, micro_batch: int, replicas: int) -> in
 def phase_report(ctx: Context) -> dict[str, Any]:
     import tensorflow as tf
 
-    from kbert.training import devices
+    from kbert.runtime import devices
 
     size = 512 if FLAGS.smoke else 8192
     device = ctx.strategy.extended.worker_devices[0]
@@ -409,7 +409,7 @@ def _differing_variables(a: str, b: str) -> list[str]:
     import numpy as np
     import tensorflow as tf
 
-    from kbert.training.checkpointing import latest_checkpoint
+    from kbert.runtime.checkpointing import latest_checkpoint
 
     first, second = tf.train.load_checkpoint(latest_checkpoint(a)), tf.train.load_checkpoint(latest_checkpoint(b))
     names = set(first.get_variable_to_shape_map()) | set(second.get_variable_to_shape_map())

@@ -4,7 +4,7 @@
 
 Both fine-tune the same BERT size (tanh GELU, the one function both compute) for sentence-pair classification on
 the same synthetic pairs, with Keras AdamW, dropout 0.1, tokenizing inside tf.data: kbert with its PairEncoder,
-`BertClassifier` and `build_optimizer`; keras-hub with its BertTokenizer, BertTextClassifierPreprocessor and
+`BertClassifier` and `make_optimizer`; keras-hub with its BertTokenizer, BertTextClassifierPreprocessor and
 BertTextClassifier. Each round is one `fit` call of `--steps` steps; rounds alternate between the two so machine
 noise hits both, and a round's time runs from its first step's end to its last's (no iterator start-up, no
 tracing). Prints sequences/s and the kbert / keras-hub ratio last.
@@ -72,14 +72,16 @@ def kbert_contestant(config, vocab_file, pairs):
     from kbert.finetuning import BertClassifier, FinetuneConfig
     from kbert.finetuning.encoding import PairEncoder
     from kbert.finetuning.examples import Examples
-    from kbert.training.loop import build_optimizer
+    from kbert.runtime.optimizer_factory import make_optimizer
 
     encoder = PairEncoder(vocab_file, FLAGS.seq_length)
     dataset = encoder.dataset(Examples("synthetic", *pairs), FLAGS.batch_size, training=True).repeat()
     model = BertClassifier(config, num_outputs=2)
-    finetune = FinetuneConfig()
-    finetune.override({"optimizer": {"weight_decay": WEIGHT_DECAY}, "train": {"mixed_precision": FLAGS.precision}})
-    model.compile(optimizer=build_optimizer(finetune, model.trainable_variables, learning_rate=LEARNING_RATE),
+    section = FinetuneConfig().optimizer
+    section.override({"weight_decay": WEIGHT_DECAY})
+    optimizer = make_optimizer(section, LEARNING_RATE, mixed_precision=FLAGS.precision,
+                               variables=model.trainable_variables)
+    model.compile(optimizer=optimizer,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=FLAGS.jit_compile)
     return model, dataset
 

@@ -49,7 +49,7 @@ from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, p
 from kbert.mslt import grow  # noqa: E402
 from kbert.mslt.runner import plan_for  # noqa: E402
 from kbert.optimizers import LAMB  # noqa: E402
-from kbert.training.checkpointing import load_init_checkpoint  # noqa: E402
+from kbert.runtime.checkpointing import load_init_checkpoint  # noqa: E402
 from kbert.experiment import load_experiment  # noqa: E402
 
 import bench_flags  # noqa: E402

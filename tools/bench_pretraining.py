@@ -72,7 +72,7 @@ def checkpointed_loop(config, batch, strategy, async_writes):
     import shutil
     import tempfile
 
-    from kbert.training.checkpointing import TrainingCheckpoints
+    from kbert.runtime.checkpointing import TrainingCheckpoints
 
     trainer = kbert_trainer(config, batch, strategy)
     directory = tempfile.mkdtemp(prefix="bench_checkpoint_")
@@ -144,7 +144,7 @@ def timed(run, steps: int) -> float:
 def main(argv):
     del argv
     from kbert.modeling import BertConfig
-    from kbert.training.strategy import make_strategy
+    from kbert.runtime.strategy import make_strategy
     from model_garden_peer import measured_peak_flops, synthetic_batch, training_flops_per_sequence
 
     config = BertConfig.load(FLAGS.model)

@@ -31,7 +31,7 @@ from kbert.finetuning.examples import TaskData
 from kbert.finetuning.metrics import compute_metrics
 from kbert.finetuning.predictions import predicted_values
 from kbert.finetuning.run_dir import BEST_RECORD, read_json, write_json
-from kbert.training.checkpointing import variables_by_path
+from kbert.runtime.checkpointing import variables_by_path
 
 
 def scores(outputs: np.ndarray, labels: np.ndarray, data: TaskData) -> dict[str, float]:

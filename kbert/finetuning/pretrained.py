@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from kbert.errors import CheckpointMismatchError, ConfigError, MissingFileError, VocabularyError
 from kbert.modeling import BertConfig, BertEncoder, BertPretrainer
-from kbert.training import checkpointing
+from kbert.runtime import checkpointing
 from kbert.training.config import ModelConfig
 
 BERT_CONFIG = "bert_config.json"

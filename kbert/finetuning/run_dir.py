@@ -3,7 +3,7 @@
 Layout:
 
     finetune_config.json   the config of the run, written when it starts
-    lease.json             while a run trains: one run at a time (kbert.training.lease)
+    lease.json             while a run trains: one run at a time (kbert.runtime.lease)
     checkpoints/ckpt-E     model, optimizer and epoch after epoch E (the newest is kept): a rerun resumes here
     best/weights, best.json  the weights and eval metrics of the best epoch so far
     train/, eval/          TensorBoard scalars per epoch

@@ -36,9 +36,9 @@ from kbert.finetuning.predictions import write_submission
 from kbert.finetuning.tasks import resolve_task
 from kbert.modeling import BertConfig
 from kbert.optimizers import PolynomialWarmup
-from kbert.training.checkpointing import TrainingCheckpoints
-from kbert.training.lease import Lease
-from kbert.training.loop import build_optimizer
+from kbert.runtime.checkpointing import TrainingCheckpoints
+from kbert.runtime.lease import Lease
+from kbert.runtime.optimizer_factory import make_optimizer
 
 
 @dataclasses.dataclass
@@ -100,7 +100,8 @@ def _report_input(prepared: Prepared, print_fn) -> dict[str, Any]:
 
 
 def _compile(config: FinetuneConfig, model: BertClassifier, total_steps: int, regression: bool) -> None:
-    optimizer = build_optimizer(config, model.trainable_variables, learning_rate=learning_rate(config, total_steps))
+    optimizer = make_optimizer(config.optimizer, learning_rate(config, total_steps),
+                               mixed_precision=config.train.mixed_precision, variables=model.trainable_variables)
     loss = (keras.losses.MeanSquaredError() if regression
             else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.compile(optimizer=optimizer, loss=loss, jit_compile=config.train.jit_compile,

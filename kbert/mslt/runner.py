@@ -41,10 +41,10 @@ from kbert.modeling import BertPretrainer, export_google_checkpoint
 from kbert.mslt.grow import build_stage_model, carry_over, load_stage_export
 from kbert.mslt.plan import Stage, StagePlan, build_plan
 from kbert.optimizers import PolynomialWarmup
-from kbert.training import checkpointing
+from kbert.runtime import checkpointing
 from kbert.training.config import PretrainingConfig
 from kbert.training.loop import build_optimizer, make_trainer, open_checkpoints, resume, run_steps, train
-from kbert.training.preemption import PreemptionWatcher
+from kbert.runtime.preemption import PreemptionWatcher
 from kbert.training.reporting import write_summary_json
 from kbert.training.trainer import PretrainingTrainer
 

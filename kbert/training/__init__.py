@@ -1,12 +1,12 @@
-"""Distributed BERT pretraining: config sections, strategies, the training loop, checkpoints, preemption, reporting.
+"""Distributed BERT pretraining: its config sections, input, replica step, loop and reporting.
 
 Knows no MSLT stage: `kbert.mslt` composes this loop, and `kbert.experiment` runs either.
 """
 
 from kbert.training.config import PretrainingConfig, load_config
 from kbert.training.loop import build_model, build_optimizer, evaluate, make_trainer, pretrain, train
-from kbert.training.preemption import PREEMPTED_EXIT_CODE, Preempted, PreemptionWatcher
-from kbert.training.strategy import make_strategy
+from kbert.runtime.preemption import PREEMPTED_EXIT_CODE, Preempted, PreemptionWatcher
+from kbert.runtime.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
 
 __all__ = ["PREEMPTED_EXIT_CODE", "Preempted", "PreemptionWatcher", "PretrainingConfig", "PretrainingTrainer",

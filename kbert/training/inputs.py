@@ -28,20 +28,9 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from kbert.data.pipeline import distribute_options
+from kbert.runtime.strategy import worker_index_and_count
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
-
-
-def worker_index_and_count(strategy: tf.distribute.Strategy) -> tuple[int, int]:
-    """This worker's index among the job's workers, and their count (0, 1 without a multi-worker cluster)."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
-        return 0, 1
-    spec = resolver.cluster_spec().as_dict()
-    chiefs = len(spec.get("chief", []))
-    workers = chiefs + len(spec.get("worker", []))
-    index = 0 if resolver.task_type == "chief" else chiefs + resolver.task_id
-    return index, workers
 
 
 class WorkerInput:

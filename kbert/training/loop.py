@@ -34,12 +34,12 @@ from kbert.data.pipeline import distribute_options
 from kbert.errors import ConfigError, InputDataError, MissingFileError, NonFiniteLossError
 from kbert.modeling import BertPretrainer
 from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
-from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, PolynomialWarmup
-from kbert.optimizers.layerwise import path_matches
-from kbert.training import checkpointing
-from kbert.training.checkpointing import TrainingCheckpoints
+from kbert.optimizers import PolynomialWarmup
+from kbert.runtime import checkpointing
+from kbert.runtime.checkpointing import TrainingCheckpoints
+from kbert.runtime.optimizer_factory import make_optimizer
 from kbert.training.config import PretrainingConfig
-from kbert.training.preemption import PreemptionWatcher
+from kbert.runtime.preemption import PreemptionWatcher
 from kbert.training.reporting import ProgressReporter, check_finite, check_finite_weights
 from kbert.training.trainer import PretrainingTrainer
 
@@ -54,36 +54,11 @@ def learning_rate_schedule(config: PretrainingConfig) -> PolynomialWarmup:
 
 def build_optimizer(config: PretrainingConfig, variables: Sequence[keras.Variable] = (),
                     learning_rate=None) -> keras.optimizers.Optimizer:
-    """LAMB, LARS or AdamW from `config.optimizer` (call in `strategy.scope()`); fp16 adds loss scaling whose
-    finiteness check spans all replicas (`kbert.optimizers.LossScaleOptimizer`).
-
-    `variables`: the model's, for AdamW, whose exclusions Keras matches against `variable.name` only
-    ('gamma', not 'layer_norm'); kbert applies the `variable.path` regexes to them here.
-    """
-    o = config.optimizer
-    learning_rate = learning_rate if learning_rate is not None else learning_rate_schedule(config)
-    if o.type == "lamb":
-        optimizer = LAMB(learning_rate, beta_1=o.beta_1, beta_2=o.beta_2, epsilon=o.epsilon,
-                         weight_decay=o.weight_decay, exclude_from_weight_decay=list(o.exclude_from_weight_decay),
-                         exclude_from_layer_adaptation=list(o.exclude_from_layer_adaptation),
-                         global_clipnorm=o.global_clipnorm)
-    elif o.type == "lars":
-        optimizer = LARS(learning_rate, momentum=o.momentum, nesterov=o.nesterov, eeta=o.eeta,
-                         weight_decay=o.weight_decay, exclude_from_weight_decay=list(o.exclude_from_weight_decay),
-                         exclude_from_layer_adaptation=list(o.exclude_from_layer_adaptation),
-                         global_clipnorm=o.global_clipnorm)
-    else:
-        if o.global_clipnorm:
-            raise ConfigError("optimizer.global_clipnorm is not supported with optimizer.type=adamw: Keras AdamW "
-                              "clips each replica's gradients before the all-reduce, so the step would depend on "
-                              "the number of replicas. Use lamb or lars (which clip after it), or unset it.")
-        optimizer = keras.optimizers.AdamW(learning_rate, weight_decay=o.weight_decay, beta_1=o.beta_1,
-                                           beta_2=o.beta_2, epsilon=o.epsilon, global_clipnorm=o.global_clipnorm)
-        optimizer.exclude_from_weight_decay(var_list=[
-            v for v in variables if path_matches(o.exclude_from_weight_decay, v.path)])
-    if config.train.mixed_precision == "mixed_float16":
-        optimizer = LossScaleOptimizer(optimizer)
-    return optimizer
+    """`config.optimizer` at `learning_rate` (default: `learning_rate_schedule(config)`), with the precision's loss
+    scaling (call in `strategy.scope()`)."""
+    return make_optimizer(config.optimizer, learning_rate if learning_rate is not None else
+                          learning_rate_schedule(config), mixed_precision=config.train.mixed_precision,
+                          variables=variables)
 
 
 def build_model(config: PretrainingConfig) -> BertPretrainer:

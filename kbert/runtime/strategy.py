@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from kbert.choices import ALL_REDUCE, STRATEGIES
 from kbert.errors import StrategyError
-from kbert.training.tpu import tpu_strategy
+from kbert.runtime.tpu import tpu_strategy
 
 
 def _tf_config_workers() -> int:
@@ -53,7 +53,7 @@ def communication_options(all_reduce: str, gpus: int) -> tf.distribute.experimen
 def make_strategy(name: str = "auto", tpu: str = "", all_reduce: str = "auto") -> tf.distribute.Strategy:
     """`auto` picks TPU when `--tpu` is given, multi-worker when TF_CONFIG lists several hosts, mirrored when
     there are several local devices, else one device. `all_reduce` is multi-worker's (`communication_options`);
-    `tpu` is `local` (a single-host TPU VM) or, on worker 0 of a pod slice, the slice's name (`kbert.training.tpu`).
+    `tpu` is `local` (a single-host TPU VM) or, on worker 0 of a pod slice, the slice's name (`kbert.runtime.tpu`).
 
     Raises:
       StrategyError: an unknown name or all-reduce, `tpu` without a TPU, a pod-slice launch TF 2.20 cannot run
@@ -81,3 +81,14 @@ def make_strategy(name: str = "auto", tpu: str = "", all_reduce: str = "auto") -
         return tf.distribute.MirroredStrategy(devices=_local_devices())
     return tf.distribute.OneDeviceStrategy(_local_devices()[0])
 
+
+def worker_index_and_count(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+    """This worker's index among the job's workers, and their count (0, 1 without a multi-worker cluster)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
+        return 0, 1
+    spec = resolver.cluster_spec().as_dict()
+    chiefs = len(spec.get("chief", []))
+    workers = chiefs + len(spec.get("worker", []))
+    index = 0 if resolver.task_type == "chief" else chiefs + resolver.task_id
+    return index, workers

@@ -29,7 +29,7 @@ from typing import Callable, Mapping, Optional
 import tensorflow as tf
 
 from kbert.errors import StrategyError
-from kbert.training import devices
+from kbert.runtime import devices
 
 _METADATA_ATTRIBUTES = "http://metadata.google.internal/computeMetadata/v1/instance/attributes/"
 _POD_DOCS = "docs/pretraining.md, 'On a TPU pod slice'"

@@ -32,8 +32,8 @@ import tensorflow as tf
 from kbert.errors import CorruptCheckpointError, InputDataError, MissingFileError
 from kbert.modeling.checkpoint_fit import mismatch
 from kbert.modeling.google_checkpoint import load_google_checkpoint
-from kbert.training import checkpoint_files
-from kbert.training.inputs import worker_index_and_count
+from kbert.runtime import checkpoint_files
+from kbert.runtime.strategy import worker_index_and_count
 
 MODEL_KEY = "model"
 
