@@ -23,6 +23,11 @@ def test_degenerate_cases_are_zero_not_nan():
     assert compute_metrics(("f1", "matthews_corr"), np.array([1, 0, 1, 0]), all_zero) == {"f1": 0.0,
                                                                                           "matthews_corr": 0.0}
     assert pearson(np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0])) == 0.0
+    assert spearman(np.array([5.0, 5.0]), np.array([1.0, 2.0])) == 0.0
+    names = ("accuracy", "f1", "matthews_corr", "pearson", "spearman")
+    assert compute_metrics(names, np.array([]), np.array([])) == dict.fromkeys(names, 0.0)  # empty eval set
+    assert compute_metrics(names, np.array([1]), np.array([1])) == {"accuracy": 1.0, "f1": 1.0, "matthews_corr": 0.0,
+                                                                    "pearson": 0.0, "spearman": 0.0}
 
 
 def test_pearson_and_spearman_with_ties_by_hand():

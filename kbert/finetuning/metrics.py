@@ -1,74 +1,81 @@
-"""GLUE's metrics in NumPy float64: accuracy, F1, Matthews correlation, Pearson and Spearman correlation.
+"""GLUE's metrics in float64 through scikit-learn and scipy: accuracy, F1, Matthews correlation, Pearson, Spearman.
 
 Invariant: every metric is computed from the whole evaluation set at once (never averaged over batches), in float64,
-the way GLUE's scorer and scikit-learn/scipy compute it; a degenerate case (no positive predictions, a constant
-series) gives 0.0, as scikit-learn does, instead of NaN.
+the way GLUE's scorer does; F1 and Matthews correlation score class 1 against the rest (MRPC's "equivalent", QQP's
+"duplicate", CoLA's "acceptable"). Where a metric is undefined it is 0.0, never NaN or an error, so an epoch can
+always be compared with the best so far: an empty evaluation set, no positive prediction (F1), a constant column of
+the confusion matrix (Matthews), fewer than two points or a constant series (Pearson, Spearman).
 
 Example:
 
 >>> compute_metrics(("f1", "accuracy"), labels=np.array([1, 0, 1]), predictions=np.array([1, 1, 1]))
 {'f1': 0.8, 'accuracy': 0.6666666666666666}
+>>> pearson(np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0]))  # scipy would say NaN
+0.0
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Callable, Sequence
 
 import numpy as np
+import scipy.stats
+import sklearn.metrics
+
+Metric = Callable[[np.ndarray, np.ndarray], float]
 
 
+def _zero_when_empty(metric: Metric) -> Metric:
+    """`metric`, giving 0.0 on an empty evaluation set (scikit-learn raises there)."""
+
+    @functools.wraps(metric)
+    def guarded(labels: np.ndarray, predictions: np.ndarray) -> float:
+        return float(metric(labels, predictions)) if len(labels) else 0.0
+
+    return guarded
+
+
+@_zero_when_empty
 def accuracy(labels: np.ndarray, predictions: np.ndarray) -> float:
-    return float(np.mean(labels == predictions)) if len(labels) else 0.0
+    return sklearn.metrics.accuracy_score(labels, predictions)
 
 
-def _confusion(labels: np.ndarray, predictions: np.ndarray) -> tuple[float, float, float, float]:
-    """(true positives, false positives, false negatives, true negatives) of class 1 against the rest."""
-    positive, predicted = labels == 1, predictions == 1
-    return (float(np.sum(positive & predicted)), float(np.sum(~positive & predicted)),
-            float(np.sum(positive & ~predicted)), float(np.sum(~positive & ~predicted)))
-
-
+@_zero_when_empty
 def f1(labels: np.ndarray, predictions: np.ndarray) -> float:
-    """F1 of class 1 (MRPC's "equivalent", QQP's "duplicate"): 2TP / (2TP + FP + FN)."""
-    tp, fp, fn, _ = _confusion(labels, predictions)
-    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+    """F1 of class 1 against the rest, 2TP / (2TP + FP + FN)."""
+    return sklearn.metrics.f1_score(labels == 1, predictions == 1, zero_division=0.0)
 
 
+@_zero_when_empty
 def matthews_corr(labels: np.ndarray, predictions: np.ndarray) -> float:
-    """Binary Matthews correlation (CoLA): (TP·TN − FP·FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN))."""
-    tp, fp, fn, tn = _confusion(labels, predictions)
-    denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    return float((tp * tn - fp * fn) / denominator) if denominator else 0.0
+    """Binary Matthews correlation of class 1 against the rest (scikit-learn's own degenerate value is 0.0)."""
+    with warnings.catch_warnings():
+        # One class throughout is a degenerate case the invariant scores 0.0, not a mistake worth a warning.
+        warnings.filterwarnings("ignore", "A single label was found", UserWarning)
+        # Binarised, so a multi-class task keeps the binary score rather than scikit-learn's multi-class one.
+        return sklearn.metrics.matthews_corrcoef(labels == 1, predictions == 1)
+
+
+def _correlation(statistic: Callable, labels: np.ndarray, predictions: np.ndarray) -> float:
+    """`statistic(labels, predictions).statistic` in float64, or 0.0 where it is undefined (scipy: NaN or an error)."""
+    labels, predictions = np.asarray(labels, np.float64), np.asarray(predictions, np.float64)
+    if len(labels) < 2 or np.ptp(labels) == 0 or np.ptp(predictions) == 0:
+        return 0.0
+    return float(statistic(labels, predictions).statistic)
 
 
 def pearson(labels: np.ndarray, predictions: np.ndarray) -> float:
-    x = np.asarray(labels, np.float64) - np.mean(labels, dtype=np.float64)
-    y = np.asarray(predictions, np.float64) - np.mean(predictions, dtype=np.float64)
-    denominator = np.sqrt(np.sum(x * x) * np.sum(y * y))
-    return float(np.sum(x * y) / denominator) if denominator else 0.0
-
-
-def _ranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks with ties given their average rank (scipy.stats.rankdata's default)."""
-    values = np.asarray(values, np.float64)
-    order = np.argsort(values, kind="mergesort")
-    sorted_values = values[order]
-    # Each run of equal values gets the mean of the positions it spans.
-    starts = np.concatenate([[True], sorted_values[1:] != sorted_values[:-1]])
-    run_id = np.cumsum(starts) - 1
-    first = np.flatnonzero(starts)
-    last = np.concatenate([first[1:], [len(values)]]) - 1
-    ranks = np.empty(len(values), np.float64)
-    ranks[order] = (first[run_id] + last[run_id]) / 2.0 + 1.0
-    return ranks
+    return _correlation(scipy.stats.pearsonr, labels, predictions)
 
 
 def spearman(labels: np.ndarray, predictions: np.ndarray) -> float:
-    """Pearson correlation of the ranks (ties averaged)."""
-    return pearson(_ranks(labels), _ranks(predictions))
+    """Pearson correlation of the ranks, ties given their average rank."""
+    return _correlation(scipy.stats.spearmanr, labels, predictions)
 
 
-METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+METRICS: dict[str, Metric] = {
     "accuracy": accuracy,
     "f1": f1,
     "matthews_corr": matthews_corr,
