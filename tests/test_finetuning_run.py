@@ -19,7 +19,7 @@ from kbert.finetuning.epochs import BestWeights, EpochEvaluator
 from kbert.finetuning.metrics import accuracy
 from kbert.finetuning.pretrained import load_encoder, resolve_checkpoint
 from kbert.finetuning.runner import prepare
-from kbert.modeling import BertConfig, BertPretrainer, export_google_checkpoint
+from kbert.modeling import BertConfig, BertEncoder, BertPretrainer, export_google_checkpoint
 from kbert.runtime.checkpointing import variables_by_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -136,7 +136,7 @@ def test_encoder_loads_from_each_kind_of_checkpoint(tmp_path, kind):
                           train={"init_checkpoint": init})
     prepared = prepare(load_finetune_config([config]))
     assert prepared.bert == TINY
-    classifier = BertClassifier(prepared.bert, num_outputs=2)
+    classifier = BertClassifier(BertEncoder(prepared.bert), num_outputs=2)
     assert load_encoder(classifier.encoder, prepared.init_checkpoint) == ("kbert" if kind == "kbert" else "google")
     expected = _encoder_weights(pretrainer)
     assert all(np.array_equal(value, expected[path]) for path, value in _encoder_weights(classifier).items())
@@ -178,7 +178,7 @@ def test_cli_reports_bad_input_as_one_line(tmp_path):
 
 
 def test_best_weights_keep_the_earliest_best_epoch(tmp_path):
-    model = BertClassifier(TINY, num_outputs=2)
+    model = BertClassifier(BertEncoder(TINY), num_outputs=2)
     best = BestWeights(model, str(tmp_path / "best"))
     kernel = model.classifier.kernel
     for epoch, score in enumerate([0.5, 0.9, 0.9, 0.7], start=1):

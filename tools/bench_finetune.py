@@ -72,11 +72,12 @@ def kbert_contestant(config, vocab_file, pairs):
     from kbert.finetuning import BertClassifier, FinetuneConfig
     from kbert.finetuning.encoding import PairEncoder
     from kbert.finetuning.examples import Examples
+    from kbert.modeling import BertEncoder
     from kbert.runtime.optimizer_factory import make_optimizer
 
     encoder = PairEncoder(vocab_file, FLAGS.seq_length)
     dataset = encoder.dataset(Examples("synthetic", *pairs), FLAGS.batch_size, training=True).repeat()
-    model = BertClassifier(config, num_outputs=2)
+    model = BertClassifier(BertEncoder(config), num_outputs=2)
     section = FinetuneConfig().optimizer
     section.override({"weight_decay": WEIGHT_DECAY})
     optimizer = make_optimizer(section, LEARNING_RATE, mixed_precision=FLAGS.precision,

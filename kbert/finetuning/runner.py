@@ -34,7 +34,7 @@ from kbert.finetuning.examples import TaskData, load_task_data
 from kbert.finetuning.model import BertClassifier
 from kbert.finetuning.predictions import write_submission
 from kbert.finetuning.tasks import resolve_task
-from kbert.modeling import BertConfig
+from kbert.modeling import BertConfig, BertEncoder
 from kbert.optimizers import PolynomialWarmup
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.lease import Lease
@@ -135,7 +135,8 @@ def _build(config: FinetuneConfig, prepared: Prepared, strategy: tf.distribute.S
     keras.mixed_precision.set_global_policy(t.mixed_precision)
     data = prepared.data
     with strategy.scope():
-        model = BertClassifier(prepared.bert, data.num_outputs, dropout=config.model.classifier_dropout)
+        model = BertClassifier(BertEncoder(prepared.bert), data.num_outputs,
+                               dropout=config.model.classifier_dropout)
         _compile(config, model, t.epochs * prepared.steps_per_epoch, regression=data.label_names is None)
         epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
     return model, epoch

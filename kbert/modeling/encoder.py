@@ -10,6 +10,7 @@ from kbert.modeling.embeddings import BertEmbeddings, truncated_normal
 from kbert.modeling.transformer_block import TransformerBlock
 
 
+@keras.saving.register_keras_serializable(package="kbert")
 class BertEncoder(keras.layers.Layer):
     """The BERT trunk. `blocks` is an indexable list, so a model of another depth can be built and blocks frozen.
 
