@@ -57,12 +57,6 @@ def test_eval_pairs_come_from_held_out_documents_without_any_sentence_seen_in_tr
     assert set(rows["train"][0]) == set(coherence_task.COLUMNS.values())
 
 
-def test_read_documents_splits_on_blank_lines(tmp_path):
-    path = tmp_path / "text.txt"
-    path.write_text("a one.\na two.\n\n\nb one.\n\n")
-    assert coherence_task.read_documents(str(path)) == [["a one.", "a two."], ["b one."]]
-
-
 def test_every_worker_gets_the_same_cluster_and_its_own_index():
     ports = localhost_cluster.free_ports(3)
     assert len(set(ports)) == 3

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from kbert.data import docstring_corpus
-from kbert.demo import data, history, pipeline, report, sources, task, text
+from kbert.demo import data, history, pipeline, report, sources, task
 from kbert.demo.downstream import FinetuneSettings
 
 WORDS = ("the model reads a file and returns its tokens while the optimizer scales each layer step by a trust "
@@ -91,20 +91,6 @@ def test_demo_refuses_a_used_output_folder_before_any_work(tmp_path):
     with pytest.raises(FileExistsError, match="--out="):
         pipeline.run_demo(pipeline.DemoSettings(out=str(tmp_path / "demo"), **TINY))
     assert os.listdir(tmp_path / "demo") == ["keep.txt"]
-
-
-def test_user_text_is_resplit_and_held_out_at_a_stride(tmp_path):
-    source = tmp_path / "notes.txt"
-    source.write_text("".join(f"Paragraph {i} starts here.\nIt wraps onto a second line. Then ends!\n\n"
-                              for i in range(8)))
-    stats = text.write_split(text.read_documents([str(source)], resplit=True), str(tmp_path / "train.txt"),
-                             str(tmp_path / "heldout.txt"), heldout_every=4)
-    assert (stats.train_documents, stats.heldout_documents) == (6, 2)
-    assert (tmp_path / "heldout.txt").read_text().split("\n\n")[0] == (
-        "Paragraph 3 starts here.\nIt wraps onto a second line.\nThen ends!")
-    with pytest.raises(ValueError, match="at least 20"):
-        text.write_split(text.read_documents([str(source)], resplit=True), str(tmp_path / "a.txt"),
-                         str(tmp_path / "b.txt"), heldout_every=20)
 
 
 def test_user_text_goes_through_the_data_steps(tmp_path):

@@ -42,6 +42,7 @@ from absl import app, flags  # noqa: E402
 from kbert.data import pretraining_dataset  # noqa: E402
 from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: E402
 from kbert.data.instances import InstanceConfig  # noqa: E402
+from kbert.data.text_documents import read_documents  # noqa: E402
 from kbert.data.tokenization import load_vocabulary  # noqa: E402
 from kbert.data.vocab import learn_vocabulary, write_vocabulary  # noqa: E402
 from kbert.demo.task import TaskSettings, build_package_task  # noqa: E402
@@ -54,7 +55,7 @@ from kbert.experiment import load_experiment  # noqa: E402
 
 import bench_flags  # noqa: E402
 import localhost_cluster  # noqa: E402
-from coherence_task import COLUMNS, read_documents, write_task  # noqa: E402
+from coherence_task import COLUMNS, write_task  # noqa: E402
 from finetune_scores import Recipe, finetune_seeds, format_scores  # noqa: E402
 
 bench_flags.define("vocab_file", required=("corpus",), work_dir="/tmp/kbert_bench_mslt", seq_length=64,
@@ -119,15 +120,14 @@ def make_data(work_dir: str) -> tuple[str, str, str]:
     vocab_file = FLAGS.vocab_file or os.path.join(work_dir, f"vocab_{FLAGS.vocab_size}.txt")
     if all(os.path.exists(f) for f in [*shards["train"], *shards["eval"], vocab_file]):
         return train_records, eval_records, vocab_file
-    with open(FLAGS.corpus, encoding="utf-8") as f:
-        documents = [d for d in f.read().split("\n\n") if d.strip()]
+    documents = list(read_documents([FLAGS.corpus]))
     held_out = max(1, len(documents) // 20)
     texts = {"train": documents[:-held_out], "eval": documents[-held_out:]}
     settings = InstanceConfig(max_seq_length=FLAGS.seq_length, max_predictions_per_seq=FLAGS.max_predictions,
                               dupe_factor=1)
     for name, docs in texts.items():
         with open(os.path.join(work_dir, f"{name}.txt"), "w", encoding="utf-8") as f:
-            f.write("\n\n".join(docs) + "\n")
+            f.write("\n\n".join("\n".join(d) for d in docs) + "\n")
     if not FLAGS.vocab_file:
         tokens, _ = learn_vocabulary([os.path.join(work_dir, "train.txt")], FLAGS.vocab_size)
         write_vocabulary(tokens, vocab_file)
@@ -341,8 +341,8 @@ def downstream_task(work_dir: str) -> dict:
     directory = os.path.join(work_dir, "downstream")
     if FLAGS.downstream_sources:
         return build_package_task(FLAGS.corpus, FLAGS.downstream_sources, directory, TaskSettings()).finetune_task()
-    train_file, eval_file = write_task(read_documents(os.path.join(work_dir, "train.txt")),
-                                       read_documents(os.path.join(work_dir, "eval.txt")), directory,
+    train_file, eval_file = write_task(list(read_documents([os.path.join(work_dir, "train.txt")])),
+                                       list(read_documents([os.path.join(work_dir, "eval.txt")])), directory,
                                        FLAGS.downstream_train_pairs, FLAGS.downstream_eval_pairs)
     return {"name": "jsonl", "train_file": train_file, "eval_file": eval_file, **COLUMNS}
 

@@ -14,7 +14,8 @@ training document: no eval sentence was seen in pretraining or fine-tuning.
 Example:
 
 ```python
-train_file, eval_file = write_task(read_documents("train.txt"), read_documents("eval.txt"), "task", 2000, 1000)
+train_file, eval_file = write_task(list(read_documents(["train.txt"])), list(read_documents(["eval.txt"])), "task", 2000,
+                                   1000)
 # kbert-finetune ... task.name=jsonl,task.text_a_column=text_a,task.text_b_column=text_b,task.label_column=label
 ```
 """
@@ -29,14 +30,6 @@ from typing import Sequence
 # Farthest a positive's second sentence lies after its first (the nearest is 2).
 WINDOW = 8
 COLUMNS = {"text_a_column": "text_a", "text_b_column": "text_b", "label_column": "label"}
-
-
-def read_documents(path: str) -> list[list[str]]:
-    """BERT's text format: one sentence a line, a blank line between documents."""
-    with open(path, encoding="utf-8") as f:
-        blocks = f.read().split("\n\n")
-    documents = [[line.strip() for line in block.splitlines() if line.strip()] for block in blocks]
-    return [d for d in documents if d]
 
 
 def _first_sentence(documents: Sequence[list[str]], usable: list[int], rng: random.Random) -> tuple[int, int]:

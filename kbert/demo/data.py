@@ -16,10 +16,9 @@ import dataclasses
 import os
 from typing import Callable, Optional, Sequence
 
-from kbert.data import docstring_corpus, files, vocab
+from kbert.data import docstring_corpus, files, text_documents, vocab
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
-from kbert.demo import text
 from kbert.demo.sources import DocumentSources
 
 
@@ -65,8 +64,8 @@ def prepare_data(settings: DataSettings, data_dir: str, print_fn: Callable[..., 
     source, sources_file = _source_text(settings, data_dir, print_fn, step_format.format(1))
     print_fn(f"{step_format.format(2)} train/held-out split of {source}")
     train_txt, heldout_txt = os.path.join(data_dir, "train.txt"), os.path.join(data_dir, "heldout.txt")
-    split = text.write_split(text.read_documents([source], resplit=bool(settings.text)), train_txt, heldout_txt,
-                             settings.heldout_every)
+    split = text_documents.write_split(text_documents.read_documents([source], resplit=bool(settings.text)), train_txt,
+                                       heldout_txt, settings.heldout_every)
     print_fn(f"      {split.train_documents:,} train documents ({split.train_sentences:,} sentences), "
              f"{split.heldout_documents:,} held-out ({split.heldout_sentences:,} sentences)")
 

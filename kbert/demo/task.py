@@ -23,7 +23,7 @@ import os
 import re
 from typing import Sequence
 
-from kbert.demo import text
+from kbert.data.text_documents import read_documents
 
 HEADER = ("text", "label")
 
@@ -65,7 +65,7 @@ def _examples_by_package(corpus: str, sources: str) -> dict[str, list[str]]:
     """Distinct texts per package, in corpus order; a text met before (under any package) is dropped."""
     with open(sources, encoding="utf-8") as f:
         packages = f.read().split()
-    documents = list(text.read_documents([corpus], resplit=False))
+    documents = list(read_documents([corpus]))
     if len(documents) != len(packages):
         raise ValueError(f"{sources} names {len(packages)} packages for the {len(documents)} documents of {corpus}; "
                          "rebuild both with the demo.")

@@ -1,4 +1,8 @@
-"""The demo's text: documents from the docstring corpus or the user's files, split into train and held-out text.
+"""BERT's text format (one sentence a line, a blank line between documents): reading documents from text files,
+and writing them split into train and held-out text.
+
+Invariant: `read_documents` (without `resplit`) reads back, document for document, what `write_split` wrote of
+documents of stripped one-line sentences.
 
 Example:
 
@@ -26,7 +30,7 @@ class SplitStats:
     heldout_sentences: int = 0
 
 
-def read_documents(paths: Sequence[str], resplit: bool) -> Iterator[list[str]]:
+def read_documents(paths: Sequence[str], resplit: bool = False) -> Iterator[list[str]]:
     """Yields the documents of text files, a document being a run of lines between blank lines.
 
     With `resplit`, each document's lines are joined and cut into sentences by the corpus builder's splitter
