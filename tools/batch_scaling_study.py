@@ -75,7 +75,7 @@ class Run:
 
 def _data(out: str):
     from kbert.data.vocab_file import read_vocabulary
-    from kbert.demo.data import DataSettings, PreparedData, prepare_data
+    from kbert.data.prepare_data import DataSettings, PreparedData, prepare_data
 
     if FLAGS.data_dir:
         paths = {name: os.path.join(FLAGS.data_dir, name) for name in ("train.tfrecord", "heldout.tfrecord",

@@ -14,7 +14,7 @@ batch. Afterwards every checkpoint of every run is evaluated on the held-out rec
 times); a checkpoint's time is its file's time since its run started. Then the one-process encoders and a random
 init are fine-tuned `--downstream_seeds` times each with kbert-finetune (tools/finetune_scores.py) on a task made
 offline: with `--downstream_sources` (the demo's data/sources.txt beside its data/docstrings.txt as --corpus),
-which package a docstring comes from (kbert/demo/task.py); otherwise do two sentences come from the same document
+which package a docstring comes from (kbert/finetuning/package_task.py); otherwise do two sentences come from the same document
 (tools/coherence_task.py), made from the same split. Prints one table per
 process count (wall time, held-out MLM accuracy at equal steps and at equal wall time, downstream accuracy as mean
 ± std over the seeds), writes a PNG of held-out MLM loss against wall time, and prints the speedups (full wall
@@ -45,13 +45,13 @@ from kbert.data.instances import InstanceConfig  # noqa: E402
 from kbert.data.text_documents import read_documents  # noqa: E402
 from kbert.data.tokenization import load_vocabulary  # noqa: E402
 from kbert.data.vocab import learn_vocabulary, write_vocabulary  # noqa: E402
-from kbert.demo.task import TaskSettings, build_package_task  # noqa: E402
 from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, pretraining_metrics  # noqa: E402
 from kbert.mslt import grow  # noqa: E402
 from kbert.mslt.runner import plan_for  # noqa: E402
 from kbert.optimizers import LAMB  # noqa: E402
 from kbert.runtime.checkpointing import load_init_checkpoint  # noqa: E402
 from kbert.experiment import load_experiment  # noqa: E402
+from kbert.finetuning.package_task import TaskSettings, build_package_task  # noqa: E402
 
 import bench_flags  # noqa: E402
 import localhost_cluster  # noqa: E402

@@ -29,7 +29,7 @@ import yaml
 
 from kbert.demo.processes import run_logged
 from kbert.demo.report import DownstreamScores
-from kbert.demo.task import TaskFiles
+from kbert.finetuning.package_task import TaskFiles
 
 # Only kbert-finetune's error line is echoed; the demo prints one line of its own per run.
 _ECHO = re.compile(r"^kbert-finetune: ")

@@ -26,10 +26,10 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+from kbert.data.prepare_data import DataSettings, PreparedData, prepare_data
 from kbert.demo import downstream, history, report
-from kbert.demo.data import DataSettings, PreparedData, prepare_data
 from kbert.demo.processes import run_logged
-from kbert.demo.task import TaskFiles, TaskSettings, build_package_task
+from kbert.finetuning.package_task import TaskFiles, TaskSettings, build_package_task
 
 # What of kbert-pretrain's output the demo echoes (all of it goes to the log): progress, eval, the MSLT plan, errors.
 _PROGRESS_LINE = re.compile(r"^(step |eval |MSLT|stage |Resumed|\s+\d+\s+\d+\s|kbert-pretrain: )")

@@ -1,6 +1,7 @@
-"""The demo's data: text (docstring corpus or the user's files) -> train/held-out split -> vocabulary -> TFRecords.
+"""Small pretraining data in one folder: text (a docstring corpus or the user's files) -> train/held-out split ->
+vocabulary -> TFRecords. The demo's data, and tools/batch_scaling_study.py's.
 
-Shared by the demo and tools/batch_scaling_study.py.
+Invariant: no held-out document is in the training text, nor in the text the vocabulary is learned from.
 
 Example:
 
@@ -18,8 +19,8 @@ from typing import Callable, Optional, Sequence
 
 from kbert.data import docstring_corpus, files, text_documents, vocab
 from kbert.data.create_pretraining_data import create_pretraining_data
+from kbert.data.document_sources import DocumentSources
 from kbert.data.instances import InstanceConfig
-from kbert.demo.sources import DocumentSources
 
 
 @dataclasses.dataclass
@@ -56,7 +57,7 @@ class PreparedData:
 
 def prepare_data(settings: DataSettings, data_dir: str, print_fn: Callable[..., None] = print,
                  step_format: str = "[{}/6]") -> PreparedData:
-    """Writes the text, vocabulary and TFRecords of the demo into `data_dir` (printing steps 1-4).
+    """Writes the text, vocabulary and TFRecords into `data_dir` (printing steps 1-4).
 
     Raises ValueError / FileNotFoundError when the text is missing or too small, naming the flag.
     """

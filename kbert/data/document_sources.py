@@ -1,4 +1,5 @@
-"""Which package each document of the docstring corpus comes from: the labels of the demo's downstream task.
+"""Which package each document of the docstring corpus comes from: the labels of the package task
+(`kbert.finetuning.package_task`).
 
 The corpus builder writes documents only; this records, beside it, the top-level package (or module) of the file
 each document came from, by following the builder's walk: `build_docstring_corpus` calls `progress` once per file

@@ -1,7 +1,8 @@
-"""The demo's downstream task, built offline from its corpus: which package does a docstring come from?
+"""A downstream task built offline from a docstring corpus: which package does a docstring come from? (The demo's
+downstream task, and tools/bench_mslt.py's with --downstream_sources.)
 
 Each example is one docstring (its sentences joined) labelled with the top-level package of its source file
-(`sources.py`); the package's own name is removed from the text, so the label is not one keyword away. The classes
+(`kbert.data.document_sources`); the package's own name is removed from the text, so the label is not one keyword away. The classes
 are the `num_classes` packages with the most distinct docstrings, each cut to the same number of examples, spread
 over the package (evenly spaced in corpus order); every `eval_every`-th example of a class is evaluated on.
 
