@@ -14,11 +14,11 @@ batch. Afterwards every checkpoint of every run is evaluated on the held-out rec
 times); a checkpoint's time is its file's time since its run started. Then the one-process encoders and a random
 init are fine-tuned `--downstream_seeds` times each with kbert-finetune (tools/finetune_scores.py) on a task made
 offline: with `--downstream_sources` (the demo's data/sources.txt beside its data/docstrings.txt as --corpus),
-which package a docstring comes from (kbert/finetuning/package_task.py); otherwise do two sentences come from the same document
-(tools/coherence_task.py), made from the same split. Prints one table per
-process count (wall time, held-out MLM accuracy at equal steps and at equal wall time, downstream accuracy as mean
-± std over the seeds), writes a PNG of held-out MLM loss against wall time, and prints the speedups (full wall
-time / MSLT wall time at equal steps) last.
+which package a docstring comes from (kbert/finetuning/package_task.py); otherwise do two sentences come from the
+same document (kbert/finetuning/coherence_task.py), made from the same split. Prints one table per process count
+(wall time, held-out MLM accuracy at equal steps and at equal wall time, downstream accuracy as mean ± std over the
+seeds), writes a PNG of held-out MLM loss against wall time, and prints the speedups (full wall time / MSLT wall
+time at equal steps) last.
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ from kbert.mslt.runner import plan_for  # noqa: E402
 from kbert.optimizers import LAMB  # noqa: E402
 from kbert.runtime.checkpointing import load_init_checkpoint  # noqa: E402
 from kbert.experiment import load_experiment  # noqa: E402
+from kbert.finetuning.coherence_task import COLUMNS, write_task  # noqa: E402
 from kbert.finetuning.package_task import TaskSettings, build_package_task  # noqa: E402
 
 import bench_flags  # noqa: E402
 import localhost_cluster  # noqa: E402
-from coherence_task import COLUMNS, write_task  # noqa: E402
 from finetune_scores import Recipe, finetune_seeds, format_scores  # noqa: E402
 
 bench_flags.define("vocab_file", required=("corpus",), work_dir="/tmp/kbert_bench_mslt", seq_length=64,
@@ -88,7 +88,7 @@ flags.DEFINE_integer("downstream_seeds", 3, "Fine-tuning runs of the one-process
                      "the downstream task; 0 skips the downstream step.")
 flags.DEFINE_string("downstream_sources", "", "The package of each --corpus document, one a line (the demo's "
                     "data/sources.txt, with its data/docstrings.txt as --corpus): the downstream task is then the "
-                    "demo's which-package task; empty: the same-document task (tools/coherence_task.py).")
+                    "demo's which-package task; empty: the same-document task (kbert/finetuning/coherence_task.py).")
 flags.DEFINE_integer("downstream_train_pairs", 2000, "Training pairs of the same-document task (from the train text).")
 flags.DEFINE_integer("downstream_eval_pairs", 1000, "Eval pairs of the same-document task (from the held-out text).")
 flags.DEFINE_integer("downstream_epochs", 3, "Fine-tuning epochs.")

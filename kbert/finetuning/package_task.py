@@ -2,9 +2,10 @@
 downstream task, and tools/bench_mslt.py's with --downstream_sources.)
 
 Each example is one docstring (its sentences joined) labelled with the top-level package of its source file
-(`kbert.data.document_sources`); the package's own name is removed from the text, so the label is not one keyword away. The classes
-are the `num_classes` packages with the most distinct docstrings, each cut to the same number of examples, spread
-over the package (evenly spaced in corpus order); every `eval_every`-th example of a class is evaluated on.
+(`kbert.data.document_sources`); the package's own name is removed from the text, so the label is not one keyword
+away. The classes are the `num_classes` packages with the most distinct docstrings, each cut to the same number of
+examples, spread over the package (evenly spaced in corpus order); every `eval_every`-th example of a class is
+evaluated on.
 
 Invariant: the classes are balanced in both files, no text is in both files (nor twice in one), and the same
 corpus and sources give the same bytes.

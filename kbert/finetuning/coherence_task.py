@@ -1,4 +1,5 @@
-"""An offline downstream task made from a benchmark's own text: do two sentences come from the same document?
+"""A downstream task made offline from a benchmark's own text: do two sentences come from the same document?
+(tools/bench_mslt.py's, without --downstream_sources.)
 
 A positive pair is a sentence and one 2 to `WINDOW` sentences after it in the same document; a negative pair is a
 sentence and one from another document. Positives skip the very next sentence so the task asks about topic, not
@@ -14,8 +15,10 @@ training document: no eval sentence was seen in pretraining or fine-tuning.
 Example:
 
 ```python
-train_file, eval_file = write_task(list(read_documents(["train.txt"])), list(read_documents(["eval.txt"])), "task", 2000,
-                                   1000)
+from kbert.data.text_documents import read_documents
+
+train, held_out = (list(read_documents([path])) for path in ("train.txt", "eval.txt"))
+train_file, eval_file = write_task(train, held_out, "task", 2000, 1000)
 # kbert-finetune ... task.name=jsonl,task.text_a_column=text_a,task.text_b_column=text_b,task.label_column=label
 ```
 """
