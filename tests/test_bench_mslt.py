@@ -1,4 +1,4 @@
-"""tools/bench_mslt.py's pieces: the fine-tuning recipe and the localhost cluster's TF_CONFIGs."""
+"""tools/bench_mslt.py's pieces: the localhost cluster's TF_CONFIGs."""
 
 import json
 import os
@@ -35,20 +35,3 @@ def test_a_failed_worker_stops_the_others(tmp_path):
     workers = localhost_cluster.launch(command, ["fail", "wait"], {}, logs)
     codes = localhost_cluster.wait_all(workers, poll_seconds=0.01)
     assert codes[0] == 3 and codes[1] == -15  # SIGTERM, long before its minute of sleep
-
-
-def test_every_finetuning_run_of_a_comparison_gets_the_recipe_task_and_differs_only_in_init_and_seed():
-    import finetune_scores
-
-    task = {"name": "tsv", "train_file": "t.tsv", "eval_file": "e.tsv", "text_a_column": "text",
-            "text_b_column": "", "label_column": "label"}
-    recipe = finetune_scores.Recipe(task, "vocab.txt", seq_length=64, epochs=3, learning_rate=1e-3)
-    pretrained = finetune_scores.finetune_config(recipe, "runs/full", {}, seed=1)
-    random_init = finetune_scores.finetune_config(recipe, "", {"bert": "bert_tiny"}, seed=2)
-    assert pretrained["task"] == random_init["task"] == task and pretrained["task"] is not task
-    assert pretrained["schedule"] == random_init["schedule"] == {"peak_learning_rate": 1e-3, "warmup_fraction": 0.1,
-                                                                  "power": 1.0}
-    assert (pretrained["train"]["init_checkpoint"], pretrained["train"]["seed"]) == ("runs/full", 1)
-    assert (random_init["train"]["init_checkpoint"], random_init["train"]["seed"]) == ("", 2)
-    assert {k: v for k, v in pretrained["train"].items() if k not in ("init_checkpoint", "seed")} == \
-        {k: v for k, v in random_init["train"].items() if k not in ("init_checkpoint", "seed")}

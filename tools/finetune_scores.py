@@ -16,7 +16,6 @@ print(format_scores(scores))   # 71.2 ± 0.8
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -27,30 +26,7 @@ from typing import Sequence
 
 import yaml
 
-
-@dataclasses.dataclass(frozen=True)
-class Recipe:
-    """What every fine-tuning run of a comparison shares; `task` is kbert-finetune's task section."""
-
-    task: dict
-    vocab_file: str
-    seq_length: int
-    epochs: int
-    learning_rate: float
-    batch_size: int = 32
-
-
-def finetune_config(recipe: Recipe, init_checkpoint: str, model: dict, seed: int) -> dict:
-    """The kbert-finetune YAML of one run: BERT's AdamW recipe (decay 0.01, 10% warmup, linear decay)."""
-    return {
-        "task": dict(recipe.task),
-        "model": model,
-        "data": {"vocab_file": recipe.vocab_file, "seq_length": recipe.seq_length},
-        "optimizer": {"type": "adamw", "weight_decay": 0.01},
-        "schedule": {"peak_learning_rate": recipe.learning_rate, "warmup_fraction": 0.1, "power": 1.0},
-        "train": {"epochs": recipe.epochs, "global_batch_size": recipe.batch_size, "eval_batch_size": 128,
-                  "init_checkpoint": init_checkpoint, "seed": seed},
-    }
+from kbert.finetuning.recipe import Recipe, finetune_config
 
 
 def finetune(config: dict, model_dir: str) -> float:

@@ -30,6 +30,7 @@ import yaml
 from kbert.demo.processes import run_logged
 from kbert.demo.report import DownstreamScores
 from kbert.finetuning.package_task import TaskFiles
+from kbert.finetuning.recipe import Recipe, finetune_config
 
 # Only kbert-finetune's error line is echoed; the demo prints one line of its own per run.
 _ECHO = re.compile(r"^kbert-finetune: ")
@@ -52,21 +53,14 @@ def write_configs(task: TaskFiles, vocab_file: str, seq_length: int, model: Mapp
                   encoders: Mapping[str, str], settings: FinetuneSettings, directory: str) -> dict[str, str]:
     """Writes `finetune_<encoder>.yaml` per encoder (name -> pretraining model_dir, "" for random init) and returns
     their paths. `model` is the pretraining configs' model section: a random-init encoder is built from it."""
+    recipe = Recipe(task.finetune_task(), vocab_file, seq_length, settings.epochs, settings.learning_rate,
+                    settings.batch_size)
     paths = {}
     for encoder, init_checkpoint in encoders.items():
-        config = {
-            "task": task.finetune_task(),
-            # Left out for a pretrained encoder: kbert-finetune takes the model its checkpoint was trained as.
-            **({} if init_checkpoint else {"model": dict(model)}),
-            "data": {"vocab_file": vocab_file, "seq_length": seq_length},
-            "optimizer": {"type": "adamw", "weight_decay": 0.01},
-            "schedule": {"peak_learning_rate": settings.learning_rate, "warmup_fraction": 0.1, "power": 1.0},
-            "train": {"epochs": settings.epochs, "global_batch_size": settings.batch_size,
-                      "eval_batch_size": 128, "init_checkpoint": init_checkpoint},
-        }
         paths[encoder] = os.path.join(directory, f"finetune_{encoder}.yaml")
         with open(paths[encoder], "w") as f:
-            yaml.safe_dump(config, f, sort_keys=False)
+            yaml.safe_dump(finetune_config(recipe, init_checkpoint, None if init_checkpoint else model), f,
+                           sort_keys=False)
     return paths
 
 
