@@ -12,7 +12,7 @@ of all layers, and MSLT (stages of `--stages` layers, each training its new laye
 cluster of N kbert-pretrain processes on localhost (tools/localhost_cluster.py), same data, steps and global
 batch. Afterwards every checkpoint of every run is evaluated on the held-out records (not counted in the wall
 times); a checkpoint's time is its file's time since its run started. Then the one-process encoders and a random
-init are fine-tuned `--downstream_seeds` times each with kbert-finetune (tools/finetune_scores.py) on a task made
+init are fine-tuned `--downstream_seeds` times each with kbert-finetune (kbert/finetuning/seed_scores.py) on a task made
 offline: with `--downstream_sources` (the demo's data/sources.txt beside its data/docstrings.txt as --corpus),
 which package a docstring comes from (kbert/finetuning/package_task.py); otherwise do two sentences come from the
 same document (kbert/finetuning/coherence_task.py), made from the same split. Prints one table per process count
@@ -53,10 +53,11 @@ from kbert.runtime.checkpointing import load_init_checkpoint  # noqa: E402
 from kbert.experiment import load_experiment  # noqa: E402
 from kbert.finetuning.coherence_task import COLUMNS, write_task  # noqa: E402
 from kbert.finetuning.package_task import TaskSettings, build_package_task  # noqa: E402
+from kbert.finetuning.recipe import Recipe  # noqa: E402
+from kbert.finetuning.seed_scores import finetune_seeds, format_scores  # noqa: E402
 
 import bench_flags  # noqa: E402
 import localhost_cluster  # noqa: E402
-from finetune_scores import Recipe, finetune_seeds, format_scores  # noqa: E402
 
 bench_flags.define("vocab_file", required=("corpus",), work_dir="/tmp/kbert_bench_mslt", seq_length=64,
                    max_predictions=10, batch_size=32,

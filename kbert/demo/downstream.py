@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import json
 import os
 import re
-import sys
 from typing import Any, Callable, Mapping
 
 import yaml
@@ -31,6 +29,7 @@ from kbert.demo.processes import run_logged
 from kbert.demo.report import DownstreamScores
 from kbert.finetuning.package_task import TaskFiles
 from kbert.finetuning.recipe import Recipe, finetune_config
+from kbert.finetuning.subprocess_run import finetune_command, read_summary, score
 
 # Only kbert-finetune's error line is echoed; the demo prints one line of its own per run.
 _ECHO = re.compile(r"^kbert-finetune: ")
@@ -80,14 +79,12 @@ def finetune_all(configs: Mapping[str, str], settings: FinetuneSettings, runs_di
 
 def _finetune(encoder: str, config_file: str, seed: int, runs_dir: str, logs_dir: str, print_fn) -> float:
     model_dir = os.path.join(runs_dir, encoder, f"seed_{seed}")
-    command = [sys.executable, "-m", "kbert.run_finetuning", f"--config_file={config_file}",
-               f"--params_override=train.seed={seed}", f"--model_dir={model_dir}"]
+    command = finetune_command(config_file, model_dir, f"--params_override=train.seed={seed}")
     print_fn("      $ kbert-finetune " + " ".join(command[3:]))
     run_logged(command, os.path.join(logs_dir, f"finetune_{encoder}_seed_{seed}.log"), _ECHO, print_fn,
                f"kbert-finetune of the {encoder} encoder, seed {seed},")
-    with open(os.path.join(model_dir, "summary.json")) as f:
-        summary = json.load(f)
-    accuracy = 100 * summary["eval"]["accuracy"]
+    summary = read_summary(model_dir)
+    accuracy = score(summary)
     print_fn(f"      {encoder}, seed {seed}: eval accuracy {accuracy:.1f}% (best of {len(summary['epochs'])} epochs: "
              f"{summary['best_epoch']}), {summary['wall_seconds']:.0f} s")
     return accuracy

@@ -15,10 +15,10 @@ plot_downstream(downstream, "out/downstream.png")
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from typing import Optional, Sequence
 
 from kbert.demo.history import LossCurve
+from kbert.finetuning.seed_scores import format_scores, mean_and_spread
 
 
 @dataclasses.dataclass
@@ -44,11 +44,10 @@ class DownstreamScores:
     spread: float = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
-        self.mean = statistics.fmean(self.scores)
-        self.spread = statistics.stdev(self.scores) if len(self.scores) > 1 else 0.0
+        self.mean, self.spread = mean_and_spread(self.scores)
 
     def __str__(self) -> str:
-        return f"{self.mean:.1f} ± {self.spread:.1f}"
+        return format_scores(self.scores)
 
 
 RANDOM_INIT = "random"
