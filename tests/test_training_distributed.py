@@ -3,7 +3,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from kbert.training.localhost_cluster import free_ports, tf_configs
 from training_fixtures import cli_env, pretrain_command, run_cli, write_config, write_train_and_eval
 
 def _weights(model_dir, step):
@@ -44,19 +44,11 @@ def test_one_device_and_two_mirrored_replicas_reach_the_same_weights(tmp_path, d
     assert any(not np.allclose(start[n], one[n]) for n in one)  # training moved the weights
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
-
-
 def _start_workers(config, model_dir, output=subprocess.PIPE):
     """Two kbert-pretrain processes forming a MultiWorkerMirroredStrategy cluster on localhost."""
-    cluster = {"worker": [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]}
-    return [subprocess.Popen(
-        pretrain_command(config, model_dir, "multi_worker_mirrored"), stdout=output, stderr=output, text=True,
-        env=cli_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})))
-        for i in range(2)]
+    return [subprocess.Popen(pretrain_command(config, model_dir, "multi_worker_mirrored"), stdout=output,
+                             stderr=output, text=True, env=cli_env(TF_CONFIG=tf_config))
+            for tf_config in tf_configs(free_ports(2))]
 
 
 def _finish(workers):

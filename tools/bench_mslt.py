@@ -9,7 +9,7 @@ makes pretraining TFRecords (95% of the documents train, 5% held out) with kbert
 then runs `kbert-pretrain` twice, one after the other (or at the same time with --concurrent): full training
 of all layers, and MSLT (stages of `--stages` layers, each training its new layers, then all layers for
 `--final_share` of the steps). With `--workers=N` (N > 1) both run again on a MultiWorkerMirroredStrategy
-cluster of N kbert-pretrain processes on localhost (tools/localhost_cluster.py), same data, steps and global
+cluster of N kbert-pretrain processes on localhost (kbert/training/localhost_cluster.py), same data, steps and global
 batch. Afterwards every checkpoint of every run is evaluated on the held-out records (not counted in the wall
 times); a checkpoint's time is its file's time since its run started. Then the one-process encoders and a random
 init are fine-tuned `--downstream_seeds` times each with kbert-finetune (kbert/finetuning/seed_scores.py) on a task made
@@ -50,6 +50,7 @@ from kbert.mslt import grow  # noqa: E402
 from kbert.mslt.runner import plan_for  # noqa: E402
 from kbert.optimizers import LAMB  # noqa: E402
 from kbert.runtime.checkpointing import load_init_checkpoint  # noqa: E402
+from kbert.training import localhost_cluster  # noqa: E402
 from kbert.experiment import load_experiment  # noqa: E402
 from kbert.finetuning.coherence_task import COLUMNS, write_task  # noqa: E402
 from kbert.finetuning.package_task import TaskSettings, build_package_task  # noqa: E402
@@ -57,7 +58,6 @@ from kbert.finetuning.recipe import Recipe  # noqa: E402
 from kbert.finetuning.seed_scores import finetune_seeds, format_scores  # noqa: E402
 
 import bench_flags  # noqa: E402
-import localhost_cluster  # noqa: E402
 
 bench_flags.define("vocab_file", required=("corpus",), work_dir="/tmp/kbert_bench_mslt", seq_length=64,
                    max_predictions=10, batch_size=32,

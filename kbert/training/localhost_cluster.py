@@ -1,4 +1,5 @@
 """N processes of one command as a MultiWorkerMirroredStrategy cluster on localhost: ports, TF_CONFIG, launch.
+(tools/bench_mslt.py's --workers, and the multi-worker tests.)
 
 Invariant: every worker is given the same `cluster` (N `localhost:PORT` addresses on distinct ports) and its own
 task index 0..N-1; worker 0 is the chief (TF's rule when the cluster has no `chief` entry), and only it writes

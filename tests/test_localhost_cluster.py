@@ -1,15 +1,9 @@
-"""tools/bench_mslt.py's pieces: the localhost cluster's TF_CONFIGs."""
+"""kbert.training.localhost_cluster: every worker's TF_CONFIG, and workers launched and waited for together."""
 
 import json
-import os
 import sys
 
-import pytest
-
-# Not training_fixtures.ROOT: importing that module starts TensorFlow, which these tests never need.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-
-import localhost_cluster  # noqa: E402
+from kbert.training import localhost_cluster
 
 
 def test_every_worker_gets_the_same_cluster_and_its_own_index():
