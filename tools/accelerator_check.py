@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # H100/H200 JIT-compile TF 2.20's PTX at start-up; a cache too small for it compiles again on every start.
@@ -53,11 +53,6 @@ flags.DEFINE_list("child", [], "Internal: run these phases in this process and w
 FLAGS = flags.FLAGS
 
 OK, FAIL, SKIPPED = "ok", "FAIL", "skipped"
-# Dense bf16 FLOP/s per TensorFlow device (a GPU; a TPU chip: v4, v5e and v5p have one TF device per chip), from
-# NVIDIA's and Google's data sheets. Checked in order: the first pattern that matches the device's model wins.
-PEAK_BF16_FLOPS = [(r"H100.*PCIe", 756e12), (r"H100.*NVL", 835e12), (r"H100|H200", 989e12), (r"A100", 312e12),
-                   (r"\bL4\b", 121e12), (r"v6e", 918e12), (r"v5p", 459e12), (r"v5e|v5lite", 197e12),
-                   (r"v4", 275e12)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,11 +259,6 @@ def _largest_micro_batch(ctx: Context, role: str, long: bool, search: tuple[int,
             _release()
         best, micro = micro, micro * 2
     return best
-
-
-def peak_flops(model: str) -> Optional[float]:
-    """Dense bf16 FLOP/s of one device of `model` (e.g. "NVIDIA H100 80GB HBM3"), or None when unknown."""
-    return next((flops for pattern, flops in PEAK_BF16_FLOPS if re.search(pattern, model)), None)
 
 
 def accumulation_steps(global_batch: int, micro_batch: int, replicas: int) -> int:
@@ -488,8 +478,7 @@ def _input_rate(dynamic: bool, batch: int, batches: int) -> float:
 
 
 def phase_throughput(ctx: Context) -> dict[str, Any]:
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    from model_garden_peer import training_flops_per_sequence
+    from kbert.training.flops import model_flops_utilisation, peak_bf16_flops, training_flops_per_sequence
 
     s, replicas = _sizes(), ctx.strategy.num_replicas_in_sync
     micro = _largest_micro_batch(ctx, "base", False, s.base_search, budget_s=s.limits["throughput"] / 3)
@@ -505,8 +494,8 @@ def phase_throughput(ctx: Context) -> dict[str, Any]:
             lamb_share = _update_seconds(trainer, s.timed_steps) * rate / (micro * replicas)
         _release()
     flops = training_flops_per_sequence(config.model.bert_config(), s.seq, s.preds)
-    peak = peak_flops(ctx.host.model) if ctx.kind == ctx.host.kind else None
-    mfu = {k: r * flops / (peak * replicas) for k, r in rates.items()} if peak else None
+    peak = peak_bf16_flops(ctx.host.model) if ctx.kind == ctx.host.kind else None
+    mfu = {k: model_flops_utilisation(r, flops, peak * replicas) for k, r in rates.items()} if peak else None
     inputs = {kind: _input_rate(kind == "dynamic", micro * replicas, 4 * s.timed_steps)
               for kind in ("static", "dynamic")}
     best = max(rates.values())

@@ -19,8 +19,9 @@ import bench_flags  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from kbert.modeling import BertConfig  # noqa: E402
-from model_garden_peer import (kbert_train_step, measured_peak_flops, model_garden_train_step,  # noqa: E402
-                               synthetic_batch, training_flops_per_sequence)
+from kbert.training.flops import (measured_peak_flops, model_flops_utilisation,  # noqa: E402
+                                  training_flops_per_sequence)
+from model_garden_peer import kbert_train_step, model_garden_train_step, synthetic_batch  # noqa: E402
 
 bench_flags.define("model", "seq_length", "max_predictions", "batch_size", "steps", rounds=4)
 flags.DEFINE_bool("jit_compile", False, "XLA-compile both training steps.")
@@ -58,7 +59,7 @@ def main(argv):
     rate = {}
     for name, ts in times.items():
         rate[name] = FLAGS.batch_size * FLAGS.steps / statistics.median(ts)
-        print(f"{name:36s} {rate[name]:8.1f} {rate[name] * flops / peak:7.1%}")
+        print(f"{name:36s} {rate[name]:8.1f} {model_flops_utilisation(rate[name], flops, peak):7.1%}")
     names = list(contestants)
     if FLAGS.with_bfloat16:
         print(f"ratio kbert bf16 / model_garden: {rate[names[2]] / rate[names[0]]:.2f}x")

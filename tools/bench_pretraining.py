@@ -145,7 +145,8 @@ def main(argv):
     del argv
     from kbert.modeling import BertConfig
     from kbert.runtime.strategy import make_strategy
-    from model_garden_peer import measured_peak_flops, synthetic_batch, training_flops_per_sequence
+    from kbert.training.flops import measured_peak_flops, model_flops_utilisation, training_flops_per_sequence
+    from model_garden_peer import synthetic_batch
 
     config = BertConfig.load(FLAGS.model)
     batch = synthetic_batch(config, FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions)
@@ -168,7 +169,7 @@ def main(argv):
     print(f"{'contestant':44s} {'seq/s':>8s} {'MFU':>7s}")
     rates = {name.split(" (")[0]: FLAGS.batch_size * FLAGS.steps / statistics.median(ts) for name, ts in times.items()}
     for name, rate in zip(times, rates.values()):
-        print(f"{name:44s} {rate:8.1f} {rate * flops / peak:7.1%}")
+        print(f"{name:44s} {rate:8.1f} {model_flops_utilisation(rate, flops, peak):7.1%}")
     for name, run in runs.items():
         if hasattr(run, "blocked"):  # the warm-up round traced the step and made the first (slower) save
             print(f"{name.split(' (')[0]}: blocked in saves {statistics.median(run.blocked[1:]) / FLAGS.steps:.3f} "

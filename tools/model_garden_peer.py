@@ -1,12 +1,10 @@
 """The two training steps benchmarks put side by side: Model Garden's BERT pretraining (tf_keras `MaskedLMTask`)
-and kbert's bare `BertPretrainer` step, plus the synthetic batch and FLOP counts they share.
+and kbert's bare `BertPretrainer` step, plus the synthetic batch they share (their FLOPs: kbert.training.flops).
 
 Not part of kbert: `tools/bench_*.py` import it to run the peer beside kbert in one process.
 """
 
 from __future__ import annotations
-
-import time
 
 import keras
 import numpy as np
@@ -85,24 +83,3 @@ def synthetic_batch(config: BertConfig, batch_size: int, seq_length: int, max_pr
         "masked_lm_weights": tf.ones((batch_size, max_predictions), tf.float32),
         "next_sentence_labels": tf.constant(rng.integers(0, 2, (batch_size, 1)), tf.int32),
     }
-
-
-def training_flops_per_sequence(config: BertConfig, seq_length: int, max_predictions: int) -> float:
-    """Matmul FLOPs of one forward+backward pass (3x forward) for one sequence; embeddings' gathers excluded."""
-    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-    per_token = layers * (2 * 4 * h * h + 2 * 2 * h * i + 2 * 2 * seq_length * h)
-    head = max_predictions * (2 * h * h + 2 * h * config.vocab_size) + 2 * h * h + 2 * h * 2
-    return 3.0 * (seq_length * per_token + head)
-
-
-def measured_peak_flops(size: int = 2048, repeats: int = 10) -> float:
-    """FLOP/s of a large float32 matmul on this device, the MFU denominator."""
-    a = tf.random.normal((size, size))
-    b = tf.random.normal((size, size))
-    matmul = tf.function(lambda x, y: tf.linalg.matmul(x, y))
-    matmul(a, b).numpy()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        out = matmul(a, b)
-    out.numpy()
-    return 2.0 * size ** 3 * repeats / (time.perf_counter() - start)
