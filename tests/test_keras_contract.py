@@ -1,16 +1,18 @@
 """The private parts of Keras that kbert's optimizers rely on, checked against the Keras installed.
 
-kbert.optimizers overrides private hooks of Keras's optimizer (three of them the TensorFlow backend's) and reads
-two private attributes. Keras may change any of them in a minor release without notice; a hook that is renamed
-or no longer called would make kbert's override dead code, silently (weight decay applied twice, clipping before
-the all-reduce, ...). These tests fail first, naming the hook and the Keras version. setup.cfg pins the range
-that passes them (keras>=3.15,<3.16); moving it means updating kbert/optimizers until these pass.
+kbert.optimizers overrides private hooks of Keras's optimizer (three of them the TensorFlow backend's), calls two
+private methods and reads two private attributes; kbert/optimizers says next to each why no public hook does it.
+Keras may change any of them in a minor release without notice; a hook that is renamed or no longer called would
+make kbert's override dead code, silently (weight decay applied twice, clipping before the all-reduce, ...). These
+tests fail first, naming the hook and the Keras version. setup.cfg pins the range that passes them
+(keras>=3.15,<3.16); moving it means updating kbert/optimizers until these pass.
 """
 
 import inspect
 
 import keras
 import pytest
+import tensorflow as tf
 from keras.src.optimizers import base_optimizer, loss_scale_optimizer
 
 from kbert.optimizers import LAMB, LARS, PolynomialWarmup
@@ -27,6 +29,7 @@ HOOKS = {
     (keras.optimizers.Optimizer, "_clip_gradients"): ("grads",),
     (keras.optimizers.Optimizer, "_get_current_learning_rate"): (),
     (keras.optimizers.Optimizer, "_get_variable_index"): ("variable",),
+    (keras.optimizers.Optimizer, "_use_weight_decay"): ("variable",),
     (keras.optimizers.LossScaleOptimizer, "check_finite"): ("grads",),
 }
 # kbert class -> the hooks it overrides (each must keep Keras's signature).
@@ -97,3 +100,35 @@ def test_get_variable_index_numbers_built_variables():
         f"Keras {keras.__version__}: Optimizer._get_variable_index no longer numbers variables in build order; "
         "kbert/optimizers/layerwise.py _variable_flags relies on it."
     )
+
+
+def test_distribution_strategy_attribute_is_the_strategy_in_scope():
+    """LayerwiseOptimizer._add_float32_slots colocates its float32 slots through `_distribution_strategy`."""
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        optimizer = LAMB(1e-3)
+    assert getattr(optimizer, "_distribution_strategy", None) is strategy, (
+        f"Keras {keras.__version__}: Optimizer._distribution_strategy no longer holds the strategy in scope at "
+        "construction; kbert/optimizers/layerwise.py _add_float32_slots reads it."
+    )
+
+
+def test_lamb_per_step_hook_updates_as_keras_loop_over_update_step():
+    """LAMB._distributed_tf_update_step replaces Keras's loop over `update_step`; a change to that loop shows here."""
+
+    class KerasLoop(LAMB):
+        _distributed_tf_update_step = keras.optimizers.Optimizer._distributed_tf_update_step
+
+    def train(make):
+        variables = [keras.Variable([[1.0, -2.0], [0.5, 3.0]], name="kernel"), keras.Variable([0.1, 0.2], name="bias")]
+        optimizer = make(PolynomialWarmup(1e-2, warmup_steps=2, decay_steps=4), weight_decay=0.1)
+        step = tf.function(lambda grads: optimizer.apply_gradients(zip(grads, variables)))
+        for scale in (1.0, -0.5, 2.0):
+            step([tf.fill(v.shape, scale) * tf.convert_to_tensor(v) for v in variables])
+        return [v.numpy() for v in variables]
+
+    for ours, keras_loop in zip(train(LAMB), train(KerasLoop)):
+        assert (ours == keras_loop).all(), (
+            f"Keras {keras.__version__}: LAMB._distributed_tf_update_step and Keras's own loop over update_step no "
+            "longer update alike; compare it with keras/src/backend/tensorflow/optimizer.py."
+        )

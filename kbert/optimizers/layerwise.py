@@ -113,7 +113,7 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
         # Static Python flags: the traced update has no branch on tensors.
         self._decay_flags = tuple(
             self.weight_decay > 0
-            and self._use_weight_decay(v)  # honours Keras's exclude_from_weight_decay() method too
+            and self._use_weight_decay(v)  # private, but Keras's only reader of exclude_from_weight_decay()
             and not path_matches(self.exclude_from_weight_decay_patterns, path)
             for v, path in zip(var_list, paths)
         )
@@ -179,23 +179,31 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
         return tf.where(valid, ratio, fallback)
 
     def _get_current_learning_rate(self):
-        # Keras evaluates schedules at the micro-step counter; with gradient accumulation the schedule must see
-        # optimizer steps (`iterations` divides by the accumulation steps).
+        # Kept private hook: Keras calls a schedule with its micro-step counter and no public hook picks the step;
+        # under gradient accumulation the schedule must see optimizer steps (`iterations`). Wrapping the schedule
+        # instead would change what `learning_rate`, its setter and get_config hold.
         if isinstance(self._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
             return self._learning_rate(self.iterations)
         return super()._get_current_learning_rate()
 
     def _apply_weight_decay(self, variables):
-        """Weight decay is part of `update_step`."""
+        """No-op: weight decay is applied inside `update_step`, once."""
+        # Kept private hook: Keras applies its own decoupled decay whenever `weight_decay` is set, which stays the
+        # public argument, attribute and config key; the only public off switch, exclude_from_weight_decay(), is
+        # the user's (build honours it).
 
     def _clip_gradients(self, grads):
-        # global_clipnorm is applied after the cross-replica sum, in _all_reduce_sum_gradients.
+        # Kept private hook: Keras's global_clipnorm clips each replica's gradients before the all-reduce (two
+        # replicas would take twice the single-device step), and keeping `global_clipnorm` as the public name means
+        # Keras must be told not to; the clipping happens in _all_reduce_sum_gradients.
         if self.global_clipnorm:
             return grads
         return super()._clip_gradients(grads)
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         """Sums gradients over replicas, then divides them by max(global_norm / global_clipnorm, 1)."""
+        # Kept private hook (TF backend): the only code that sees the all-reduced gradients, in replica context,
+        # before any variable is updated.
         grads_and_vars = super()._all_reduce_sum_gradients(grads_and_vars)
         if not self.global_clipnorm:
             return grads_and_vars

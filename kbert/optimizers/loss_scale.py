@@ -25,6 +25,7 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     """
 
     def check_finite(self, grads):
+        # Undocumented Keras method, kept: the only hook between the per-replica finiteness check and the step's cond.
         finite = super().check_finite(grads)
         replica = tf.distribute.get_replica_context()
         if replica is None:
