@@ -51,6 +51,7 @@ from kbert.mslt.runner import plan_for  # noqa: E402
 from kbert.optimizers import LAMB  # noqa: E402
 from kbert.runtime.checkpointing import load_init_checkpoint  # noqa: E402
 from kbert.training import localhost_cluster  # noqa: E402
+from kbert.training.bare_step import bare_train_step  # noqa: E402
 from kbert.experiment import load_experiment  # noqa: E402
 from kbert.finetuning.coherence_task import COLUMNS, write_task  # noqa: E402
 from kbert.finetuning.package_task import TaskSettings, build_package_task  # noqa: E402
@@ -269,21 +270,6 @@ def steady_seconds(points: list[dict]) -> float:
     return total
 
 
-def train_step(model: BertPretrainer):
-    """A compiled forward, backward and LAMB update of `model`'s trainable variables."""
-    variables = model.trainable_variables
-    optimizer = LAMB(1e-3)
-    optimizer.build(variables)
-
-    @tf.function
-    def step(batch):
-        with tf.GradientTape() as tape:
-            loss = pretraining_metrics(pretraining_loss_terms(batch, model(batch, training=True)))["loss"]
-        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return loss
-    return step
-
-
 def step_costs(work_dir: str, train_records: str) -> dict[str, float]:
     """Seconds per training step (forward, backward, LAMB) of the full model and of each MSLT stage's model, on one
     batch in this process: no input pipeline, checkpoints or graph building, and alternating rounds, so the load
@@ -294,7 +280,7 @@ def step_costs(work_dir: str, train_records: str) -> dict[str, float]:
     models = {"full": BertPretrainer(plan.bert)}
     models.update({f"stage_{s.number}": grow(plan.bert, s, frozen_dropout=plan.frozen_dropout)
                    for s in plan.stages})
-    steps = {name: train_step(model) for name, model in models.items()}
+    steps = {name: bare_train_step(model, LAMB(1e-3)) for name, model in models.items()}
     for step in steps.values():
         float(step(batch))  # builds the graph
     seconds = {name: [] for name in steps}

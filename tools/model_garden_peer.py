@@ -16,7 +16,8 @@ from official.nlp.data import pretrain_dataloader
 from official.nlp.tasks import masked_lm
 
 from kbert.data import schema
-from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, pretraining_metrics
+from kbert.modeling import BertConfig, BertPretrainer
+from kbert.training.bare_step import bare_train_step
 
 def model_garden_task(config: BertConfig) -> masked_lm.MaskedLMTask:
     encoder = mg_encoders.EncoderConfig(type="bert", bert=mg_encoders.BertEncoderConfig(
@@ -53,19 +54,7 @@ def model_garden_train_step(config: BertConfig, learning_rate: float = 1e-4, jit
 
 def kbert_train_step(config: BertConfig, jit_compile: bool = False, policy: str = "float32"):
     """kbert's `BertPretrainer` trained with Keras Adam in one tf.function: forward, backward, update."""
-    model = BertPretrainer(config, dtype=policy)
-    optimizer = keras.optimizers.Adam(1e-4)
-    optimizer.build(model.trainable_variables)
-
-    @tf.function(jit_compile=jit_compile)
-    def step(batch):
-        with tf.GradientTape() as tape:
-            loss = pretraining_metrics(pretraining_loss_terms(batch, model(batch, training=True)))["loss"]
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    return step
+    return bare_train_step(BertPretrainer(config, dtype=policy), keras.optimizers.Adam(1e-4), jit_compile)
 
 
 def synthetic_batch(config: BertConfig, batch_size: int, seq_length: int, max_predictions: int, seed: int = 0):
