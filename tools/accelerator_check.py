@@ -204,20 +204,6 @@ def _split_devices(phases: list[str]) -> None:
 
 # -- shared measurements -------------------------------------------------------------------------------------------
 
-def _trainer(config, strategy):
-    """A PretrainingTrainer of `config` built as kbert-pretrain builds it: seeded, under the config's precision."""
-    import keras
-
-    from kbert.training import loop
-
-    keras.utils.set_random_seed(config.train.seed)
-    keras.mixed_precision.set_global_policy(config.train.mixed_precision)
-    with strategy.scope():
-        model = loop.build_model(config)
-        optimizer = loop.build_optimizer(config, model.trainable_variables)
-    return loop.make_trainer(config, strategy, model, optimizer)
-
-
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     start = time.perf_counter()
     value = fn()
@@ -243,6 +229,7 @@ def _largest_micro_batch(ctx: Context, role: str, long: bool, search: tuple[int,
     """The largest power-of-two multiple of `search[0]` up to `search[1]` sequences per replica that trains two
     steps without running out of device memory (XLA off); 0 if even the first does not fit."""
     from kbert.training.loop import run_steps
+    from kbert.training.trainer_from_config import trainer_from_config
 
     replicas = ctx.strategy.num_replicas_in_sync
     best, micro, deadline = 0, search[0], time.monotonic() + budget_s
@@ -250,7 +237,7 @@ def _largest_micro_batch(ctx: Context, role: str, long: bool, search: tuple[int,
         try:
             config = _config(role, long, train__global_batch_size=micro * replicas,
                              train__mixed_precision="mixed_bfloat16")
-            run_steps(_trainer(config, ctx.strategy), 2)
+            run_steps(trainer_from_config(config, ctx.strategy), 2)
         except Exception as error:  # noqa: BLE001 - only running out of memory ends the search quietly
             if not _is_out_of_memory(error):
                 raise
@@ -296,10 +283,11 @@ def _losses(ctx: Context, precision: str, jit: bool) -> list[float]:
     step."""
     from kbert.errors import NonFiniteLossError
     from kbert.training.loop import run_steps
+    from kbert.training.trainer_from_config import trainer_from_config
 
     config = _config("mini", train__global_batch_size=_sizes().numerics_batch, train__gradient_accumulation_steps=2,
                      train__mixed_precision=precision, train__jit_compile=jit, optimizer__global_clipnorm=1.0)
-    trainer = _trainer(config, ctx.strategy)
+    trainer = trainer_from_config(config, ctx.strategy)
     losses = []
     try:
         for _ in range(_sizes().numerics_steps):
@@ -328,8 +316,9 @@ def phase_numerics(ctx: Context) -> dict[str, Any]:
 
 def _weights_after(config, strategy, steps: int):
     from kbert.training.loop import run_steps
+    from kbert.training.trainer_from_config import trainer_from_config
 
-    trainer = _trainer(config, strategy)
+    trainer = trainer_from_config(config, strategy)
     loss = float(run_steps(trainer, steps)["loss"])
     weights = [w.numpy() for w in trainer.model.weights]
     _release()
@@ -479,6 +468,7 @@ def _input_rate(dynamic: bool, batch: int, batches: int) -> float:
 
 def phase_throughput(ctx: Context) -> dict[str, Any]:
     from kbert.training.flops import model_flops_utilisation, peak_bf16_flops, training_flops_per_sequence
+    from kbert.training.trainer_from_config import trainer_from_config
 
     s, replicas = _sizes(), ctx.strategy.num_replicas_in_sync
     micro = _largest_micro_batch(ctx, "base", False, s.base_search, budget_s=s.limits["throughput"] / 3)
@@ -488,7 +478,7 @@ def phase_throughput(ctx: Context) -> dict[str, Any]:
     for jit in (False, True):
         config = _config("base", train__global_batch_size=micro * replicas, train__mixed_precision="mixed_bfloat16",
                          train__jit_compile=jit)
-        trainer = _trainer(config, ctx.strategy)
+        trainer = trainer_from_config(config, ctx.strategy)
         rates["xla" if jit else "no_xla"] = rate = _step_rate(trainer, micro, replicas, s.timed_steps)
         if not jit:  # the update is not compiled either way (train.jit_compile covers forward and backward)
             lamb_share = _update_seconds(trainer, s.timed_steps) * rate / (micro * replicas)

@@ -145,26 +145,16 @@ def _evaluator(model, batches):
 
 
 def train_run(data, heldout, optimizer: str, batch_size: int, learning_rate: float) -> Run:
-    import keras
     import tensorflow as tf
 
-    from kbert.training.loop import build_model, build_optimizer, dataset_fn
-    from kbert.training.trainer import PretrainingTrainer
+    from kbert.training.trainer_from_config import trainer_from_config
 
     steps = max(1, FLAGS.sequences // batch_size)
     warmup = max(1, round(FLAGS.warmup_fraction * steps))
     accumulation = max(1, batch_size // FLAGS.max_micro_batch)
     config = _experiment(data, optimizer, batch_size, learning_rate, steps, warmup, accumulation)
-    keras.utils.set_random_seed(FLAGS.seed)
-    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    with strategy.scope():
-        model = build_model(config)
-        opt = build_optimizer(config)
-        global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
-        trainer = PretrainingTrainer(strategy, model, opt, dataset_fn(config, True, data.vocab_size),
-                                     global_step=global_step, global_batch_size=batch_size,
-                                     accumulation_steps=accumulation)
-    evaluate = _evaluator(model, heldout)
+    trainer = trainer_from_config(config, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    evaluate = _evaluator(trainer.model, heldout)
     points = sorted({max(1, round(steps * (i + 1) / FLAGS.eval_points)) for i in range(FLAGS.eval_points)})
     eval_steps, losses, done = [], [], 0
     start = time.perf_counter()
