@@ -26,7 +26,8 @@ from kbert.choices import MODES
 from kbert.errors import ConfigError
 from kbert.mslt.plan import MsltConfig
 from kbert.mslt.runner import plan_for, run_stages
-from kbert.training.config import PretrainingConfig, check_batch_sizes, load_config, validate
+from kbert.config import load_config
+from kbert.training.config import PretrainingConfig, check_batch_sizes
 from kbert.runtime.lease import Lease
 from kbert.training.loop import evaluate, pretrain
 from kbert.runtime.preemption import PreemptionWatcher
@@ -40,11 +41,10 @@ class ExperimentConfig(PretrainingConfig):
     # Multi-stage layerwise training (kbert.mslt); None trains the whole model at once.
     mslt: Optional[MsltConfig] = None
 
-
-def _validate(config: ExperimentConfig) -> None:
-    validate(config)
-    if config.mslt is not None:
-        plan_for(config)  # a bad plan fails here, before anything is built
+    def check(self) -> None:
+        super().check()
+        if self.mslt is not None:
+            plan_for(self)  # a bad plan fails here, before anything is built
 
 
 def load_experiment(config_files: Sequence[str] = (), params_override: str = "") -> ExperimentConfig:
@@ -54,7 +54,7 @@ def load_experiment(config_files: Sequence[str] = (), params_override: str = "")
       ConfigError: an unknown key (named, with the file or flag), a bad value, or an unreadable file.
       PlanError: a bad `mslt` section (a ConfigError too).
     """
-    return load_config(ExperimentConfig, config_files, params_override, _validate)
+    return load_config(ExperimentConfig, config_files, params_override)
 
 
 def _set_up_session(config: ExperimentConfig) -> None:

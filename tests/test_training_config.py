@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from kbert.errors import ConfigError, StrategyError
 from kbert.experiment import ExperimentConfig, load_experiment
-from kbert.training.config import parse_override
+from kbert.config import parse_override
 from kbert.runtime.strategy import make_strategy
 
 

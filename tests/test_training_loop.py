@@ -254,7 +254,7 @@ def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_
     devices) cannot restore the input position: a run that starts at step N (a restart, an MSLT stage) shuffles
     with seed + N rather than replaying the first batches again."""
     from kbert.training.inputs import DistributedInput, WorkerInput
-    from kbert.training.loop import build_model, make_trainer
+    from kbert.training.loop import InputStart, build_model, input_start, make_trainer
 
     def first_batch(override, initial_step):
         config = _experiment(tmp_path, data, override)
@@ -274,6 +274,10 @@ def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_
 
     config = _experiment(tmp_path, data, f"{unsaved},train.total_steps=2")
     experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    # decided once, before the input is built: the newest checkpoint's step seeds the restart's shuffle
+    assert input_start(config, make_strategy("one_device"), str(tmp_path / "run")) == InputStart(False, 2)
+    assert input_start(_experiment(tmp_path, data, ""), make_strategy("one_device"), str(tmp_path / "run")) == \
+        InputStart(True, 0)
     lines = []
     summary = experiment.run(_experiment(tmp_path, data, f"{unsaved},train.total_steps=4"), str(tmp_path / "run"),
                              make_strategy("one_device"), print_fn=lambda *a, **k: lines.append(a[0]))

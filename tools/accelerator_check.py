@@ -502,7 +502,7 @@ def phase_throughput(ctx: Context) -> dict[str, Any]:
 def phase_memory(ctx: Context) -> dict[str, Any]:
     import glob
 
-    from kbert.training.config import read_yaml
+    from kbert.config import read_yaml
 
     s, replicas = _sizes(), ctx.strategy.num_replicas_in_sync
     micro = _largest_micro_batch(ctx, "large", True, s.large_search, budget_s=s.limits["memory"] * 0.8)

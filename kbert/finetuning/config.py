@@ -1,8 +1,9 @@
 """The `kbert-finetune` config: Model Garden `hyperparams` dataclasses, loaded like kbert-pretrain's.
 
-The `optimizer` section is kbert-pretrain's own class, and `model` and `schedule` extend its `ModelConfig` and
-`ScheduleConfig`, so a key means the same in both commands; `task`, `data` and `train` are the fine-tuning ones. Keys, types and
-typos ("did you mean") are checked by `kbert.training.config.load_config`.
+The `optimizer` section is the one kbert-pretrain reads, and `model` and `schedule` extend its `ModelConfig` and
+`ScheduleConfig` (`kbert.runtime.sections`), so a key means the same, and is checked the same, in both commands;
+`task`, `data` and `train` are the fine-tuning ones. Each section checks its own values (`kbert.config.Section`);
+keys, types and typos ("did you mean") are checked by `kbert.config.load_config`.
 
 Example:
 
@@ -16,15 +17,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from official.modeling.hyperparams import base_config
-
-from kbert.choices import OPTIMIZERS, PRECISION_POLICIES
-from kbert.errors import ConfigError
-from kbert.training.config import ModelConfig, OptimizerConfig, ScheduleConfig, load_config
+from kbert.choices import PRECISION_POLICIES
+from kbert.config import Section, load_config, need
+from kbert.runtime.sections import ModelConfig, OptimizerConfig, ScheduleConfig
 
 
 @dataclasses.dataclass
-class TaskConfig(base_config.Config):
+class TaskConfig(Section):
     """`name`: a GLUE task (cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli) read from `data_dir`, or a file
     format (tsv, csv, jsonl) read from `train_file`/`eval_file` with the `*_column` keys and `type`."""
 
@@ -37,6 +36,10 @@ class TaskConfig(base_config.Config):
     label_column: str = ""
     type: str = "classification"
 
+    def check(self) -> None:
+        need(bool(self.name), "task.name is not set: give a GLUE task (e.g. task.name=sst2,task.data_dir=...) "
+                              "or tsv|csv|jsonl with task.train_file and task.eval_file.")
+
 
 @dataclasses.dataclass
 class FinetuneModelConfig(ModelConfig):
@@ -46,18 +49,26 @@ class FinetuneModelConfig(ModelConfig):
     bert: str = ""
     classifier_dropout: float = 0.1
 
+    def check(self) -> None:
+        need(0 <= self.classifier_dropout < 1,
+             f"model.classifier_dropout={self.classifier_dropout} must be in [0, 1).")
+
 
 @dataclasses.dataclass
-class FinetuneDataConfig(base_config.Config):
+class FinetuneDataConfig(Section):
     """The pretraining vocabulary; pairs longer than `seq_length` lose pieces from the longer segment first."""
 
     vocab_file: str = ""
     seq_length: int = 128
     lower_case: bool = True
 
+    def check(self) -> None:
+        need(bool(self.vocab_file), "data.vocab_file is not set: give the vocabulary the model was pretrained with.")
+        need(self.seq_length >= 3, f"data.seq_length={self.seq_length} must be at least 3 ([CLS] a [SEP] b [SEP]).")
+
 
 @dataclasses.dataclass
-class FinetuneTrainConfig(base_config.Config):
+class FinetuneTrainConfig(Section):
     """An epoch is one pass over the training file in batches of `global_batch_size` (all replicas together)."""
 
     epochs: int = 3
@@ -71,6 +82,12 @@ class FinetuneTrainConfig(base_config.Config):
     jit_compile: bool = False
     seed: int = 12345
 
+    def check(self) -> None:
+        need(self.mixed_precision in PRECISION_POLICIES,
+             f"train.mixed_precision={self.mixed_precision!r}: choose one of {', '.join(PRECISION_POLICIES)}.")
+        for key in ("epochs", "global_batch_size", "eval_batch_size", "steps_per_execution"):
+            need(getattr(self, key) > 0, f"train.{key}={getattr(self, key)} must be positive.")
+
 
 @dataclasses.dataclass
 class FinetuneScheduleConfig(ScheduleConfig):
@@ -78,6 +95,10 @@ class FinetuneScheduleConfig(ScheduleConfig):
     over the rest."""
 
     warmup_fraction: float = 0.1
+
+    def check(self) -> None:
+        super().check()
+        need(0 <= self.warmup_fraction < 1, f"schedule.warmup_fraction={self.warmup_fraction} must be in [0, 1).")
 
 
 def _default_optimizer() -> OptimizerConfig:
@@ -91,7 +112,7 @@ def _default_schedule() -> ScheduleConfig:
 
 
 @dataclasses.dataclass
-class FinetuneConfig(base_config.Config):
+class FinetuneConfig(Section):
     """Everything `kbert-finetune` needs besides the model dir and the strategy."""
 
     task: TaskConfig = dataclasses.field(default_factory=TaskConfig)
@@ -102,34 +123,10 @@ class FinetuneConfig(base_config.Config):
     train: FinetuneTrainConfig = dataclasses.field(default_factory=FinetuneTrainConfig)
 
 
-def validate(config: FinetuneConfig) -> None:
-    """Checks values that need no files; raises ConfigError naming the key."""
-    def need(ok: bool, message: str) -> None:
-        if not ok:
-            raise ConfigError(message)
-
-    t, s, d = config.train, config.schedule, config.data
-    need(bool(config.task.name), "task.name is not set: give a GLUE task (e.g. task.name=sst2,task.data_dir=...) "
-                                 "or tsv|csv|jsonl with task.train_file and task.eval_file.")
-    need(bool(d.vocab_file), "data.vocab_file is not set: give the vocabulary the model was pretrained with.")
-    need(config.optimizer.type in OPTIMIZERS,
-         f"optimizer.type={config.optimizer.type!r}: choose one of {', '.join(OPTIMIZERS)}.")
-    need(t.mixed_precision in PRECISION_POLICIES,
-         f"train.mixed_precision={t.mixed_precision!r}: choose one of {', '.join(PRECISION_POLICIES)}.")
-    for key in ("epochs", "global_batch_size", "eval_batch_size", "steps_per_execution"):
-        need(getattr(t, key) > 0, f"train.{key}={getattr(t, key)} must be positive.")
-    need(d.seq_length >= 3, f"data.seq_length={d.seq_length} must be at least 3 ([CLS] a [SEP] b [SEP]).")
-    need(s.peak_learning_rate > 0, f"schedule.peak_learning_rate={s.peak_learning_rate} must be positive.")
-    need(s.warmup_steps >= 0 and 0 <= s.warmup_fraction < 1,
-         "schedule.warmup_steps must be >= 0 and schedule.warmup_fraction in [0, 1).")
-    need(0 <= config.model.classifier_dropout < 1,
-         f"model.classifier_dropout={config.model.classifier_dropout} must be in [0, 1).")
-
-
 def load_finetune_config(config_files: Sequence[str] = (), params_override: str = "") -> FinetuneConfig:
     """Defaults, then each YAML file in order, then `params_override`; validated.
 
     Raises:
       ConfigError: an unknown key (named, with the nearest valid one), a bad value, or an unreadable file.
     """
-    return load_config(FinetuneConfig, config_files, params_override, validate)
+    return load_config(FinetuneConfig, config_files, params_override)

@@ -20,7 +20,7 @@ import tensorflow as tf
 from kbert.data.tokenization import load_vocabulary
 from kbert.finetuning import pretrained
 from kbert.modeling import BertEncoder, export_google_checkpoint
-from kbert.training.config import ModelConfig
+from kbert.runtime.sections import ModelConfig
 
 FLAG_KEYS = pretrained.Keys(checkpoint="--checkpoint", bert="--bert_config", vocab="--vocab_file")
 

@@ -32,7 +32,7 @@ import tensorflow as tf
 from kbert.errors import CheckpointMismatchError, ConfigError, MissingFileError, VocabularyError
 from kbert.modeling import BertConfig, BertEncoder, BertPretrainer
 from kbert.runtime import checkpointing
-from kbert.training.config import ModelConfig
+from kbert.runtime.sections import ModelConfig
 
 BERT_CONFIG = "bert_config.json"
 

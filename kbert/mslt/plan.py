@@ -23,8 +23,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, List, Optional
 
-from official.modeling.hyperparams import base_config
-
+from kbert.config import Section, need
 from kbert.errors import PlanError
 from kbert.modeling.config import BertConfig
 
@@ -38,7 +37,7 @@ FINAL_RATE_SCALE = 0.1
 
 
 @dataclasses.dataclass
-class StageConfig(base_config.Config):
+class StageConfig(Section):
     """One stage of `mslt.stages` (or `mslt.final_stage`). `None` takes the default described per field.
 
     num_layers: depth of the model in this stage; strictly increasing over the stages, the last one equal to
@@ -66,7 +65,7 @@ class StageConfig(base_config.Config):
 
 
 @dataclasses.dataclass
-class MsltConfig(base_config.Config):
+class MsltConfig(Section):
     """The `mslt` section of an experiment config.
 
     mode: `mslt` (train the new layers, then all layers) or `stacking` (Progressive Stacking 1.0: all layers
@@ -226,8 +225,7 @@ class _StageResolver:
                          "end_learning_rate": end_learning_rate}
 
     def need(self, ok: bool, where: str, field: str, value: Any, fix: str) -> None:
-        if not ok:
-            raise PlanError(f"{where}.{field}={value!r}: {fix}")
+        need(ok, f"{where}.{field}={value!r}: {fix}", PlanError)
 
     def resolve(self, cfg: StageConfig, where: str, number: int, previous_layers: int, start_step: int,
                 steps: int, is_final: bool, rate_scale: float = 1.0) -> Stage:

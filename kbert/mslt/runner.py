@@ -112,32 +112,33 @@ class _StageSetup(NamedTuple):
     build_seconds: float  # spent building it ahead, while the previous stage trained (0: built when it started)
 
 
-def _set_up_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage,
-                  strategy: tf.distribute.Strategy) -> _StageSetup:
+def _set_up_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage, strategy: tf.distribute.Strategy,
+                  stage_dir: str) -> _StageSetup:
     """The stage's model with the weights it is built with (frozen as the stage says), its optimizer, trainer."""
     with strategy.scope():
         model = build_stage_model(plan.bert, stage, plan.frozen_dropout)
         optimizer = build_optimizer(config, learning_rate=stage_schedule(stage))
-    trainer = make_trainer(config, strategy, model, optimizer, initial_step=stage.start_step)
+    trainer = make_trainer(config, strategy, model, optimizer, initial_step=stage.start_step, model_dir=stage_dir)
     return _StageSetup(model, trainer, 0.0)
 
 
 class _BuildAhead:
     """Sets up a stage and builds its training graph on a daemon thread (a crash or SIGTERM need not wait)."""
 
-    def __init__(self, config: PretrainingConfig, plan: StagePlan, stage: Stage, strategy: tf.distribute.Strategy):
+    def __init__(self, config: PretrainingConfig, plan: StagePlan, stage: Stage, strategy: tf.distribute.Strategy,
+                 stage_dir: str):
         self.stage = stage
         self._setup: Optional[_StageSetup] = None
         self._error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._build, args=(config, plan, stage, strategy), daemon=True,
-                                        name=f"kbert-mslt-build-{stage.name}")
+        self._thread = threading.Thread(target=self._build, args=(config, plan, stage, strategy, stage_dir),
+                                        daemon=True, name=f"kbert-mslt-build-{stage.name}")
         self._thread.start()
 
-    def _build(self, config, plan, stage, strategy):
+    def _build(self, config, plan, stage, strategy, stage_dir):
         started = time.time()
         try:
             _start_stage_session(config, stage, fresh_thread=True)
-            setup = _set_up_stage(config, plan, stage, strategy)
+            setup = _set_up_stage(config, plan, stage, strategy, stage_dir)
             setup.trainer.build_graph()
             self._setup = setup._replace(build_seconds=time.time() - started)
         except Exception as error:  # reported, then the stage is built the usual way
@@ -186,13 +187,13 @@ class _Stages:
         if built is not None:
             return built
         _start_stage_session(self.config, stage)  # resets the default graph: outside any strategy scope
-        return _set_up_stage(self.config, self.plan, stage, self.strategy)
+        return _set_up_stage(self.config, self.plan, stage, self.strategy, self.stage_dir(stage))
 
     def build_ahead(self, stage: Stage) -> None:
         """Starts building the stage after `stage`, if there is one and the strategy allows it."""
         following = next((s for s in self.plan.stages if s.number == stage.number + 1), None)
         if following is not None and _can_build_ahead(self.config.mslt, self.strategy):
-            self.ahead = _BuildAhead(self.config, self.plan, following, self.strategy)
+            self.ahead = _BuildAhead(self.config, self.plan, following, self.strategy, self.stage_dir(following))
 def run_stages(config: PretrainingConfig, plan: StagePlan, model_dir: str, strategy: tf.distribute.Strategy,
                mode: str, preemption: PreemptionWatcher, print_fn=print) -> tuple[Optional[BertPretrainer], dict]:
     """Trains the stages of `plan` not finished yet in `model_dir` (none with `mode="eval"`).
@@ -236,7 +237,7 @@ def _train_stage(stages: _Stages, stage: Stage) -> dict:
     setup = stages.set_up(stage)
     model, trainer = setup.model, setup.trainer
     checkpoints = open_checkpoints(config, strategy, trainer, stage_dir)
-    resumed = resume(config, checkpoints, trainer, print_fn)
+    resumed = resume(checkpoints, trainer, print_fn)
     if not resumed and stage.number > 1:
         carry_over(model, stages.previous_model(stage), stage, plan.new_layer_init)
         previous = checkpointing.latest_checkpoint(os.path.join(stages.model_dir, f"stage_{stage.number - 1}"))

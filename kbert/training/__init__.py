@@ -3,7 +3,8 @@
 Knows no MSLT stage: `kbert.mslt` composes this loop, and `kbert.experiment` runs either.
 """
 
-from kbert.training.config import PretrainingConfig, load_config
+from kbert.config import load_config
+from kbert.training.config import PretrainingConfig
 from kbert.training.loop import build_model, build_optimizer, evaluate, make_trainer, pretrain, train
 from kbert.runtime.preemption import PREEMPTED_EXIT_CODE, Preempted, PreemptionWatcher
 from kbert.runtime.strategy import make_strategy

@@ -8,7 +8,7 @@ local replicas; a restart then continues the data exactly where the checkpoint l
 batch to the devices itself. Without it, and always on TPU, the distributed iterator feeds the replicas with
 `DEVICE_PREFETCH_BATCHES` batches prefetched on each GPU or TPU; its position is not saved: a run that starts at
 step N (a restart, an MSLT stage) reads a fresh shuffle seeded with `train.seed + N`
-(`kbert.training.loop.reseed_input`). It does not start over with the batches the run began with, and it does not
+(`kbert.training.loop.input_start`). It does not start over with the batches the run began with, and it does not
 continue where the checkpoint stopped either: examples the first N steps saw can come again before examples they
 never saw.
 

@@ -11,9 +11,9 @@ Example:
 with strategy.scope():
     model = build_model(config)
     optimizer = build_optimizer(config, model.trainable_variables)
-trainer = make_trainer(config, strategy, model, optimizer)
+trainer = make_trainer(config, strategy, model, optimizer, model_dir="/tmp/run")  # the input, built once
 checkpoints = open_checkpoints(config, strategy, trainer, "/tmp/run")
-resume(config, checkpoints, trainer)
+resume(checkpoints, trainer)
 with PreemptionWatcher(strategy) as preemption:
     result = train(config, strategy, trainer, checkpoints, until_step=1000, preemption=preemption)
 result["train"]["loss"], evaluate(config, strategy, model)["masked_lm_accuracy"]
@@ -22,6 +22,7 @@ result["train"]["loss"], evaluate(config, strategy, model)["masked_lm_accuracy"]
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Optional, Sequence
 
@@ -35,7 +36,7 @@ from kbert.errors import ConfigError, InputDataError, MissingFileError, NonFinit
 from kbert.modeling import BertPretrainer
 from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
 from kbert.optimizers import PolynomialWarmup
-from kbert.runtime import checkpointing
+from kbert.runtime import checkpoint_files, checkpointing
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.optimizer_factory import make_optimizer
 from kbert.training.config import PretrainingConfig
@@ -90,36 +91,46 @@ def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: Optiona
     return make
 
 
-def input_is_restored(config: PretrainingConfig, strategy: tf.distribute.Strategy) -> bool:
-    """Whether checkpoints hold the input position: not on TPU (`kbert.training.inputs`), nor without
-    `data.checkpoint_input`."""
-    return config.data.checkpoint_input and not isinstance(strategy, tf.distribute.TPUStrategy)
+@dataclasses.dataclass(frozen=True)
+class InputStart:
+    """Where a run's training input starts, decided once before it is built (`input_start`)."""
+
+    restores_position: bool  # checkpoints hold the input position: a restore moves the input on
+    seed_offset: int  # the shuffle is seeded with train.seed + seed_offset
 
 
-def reseed_input(config: PretrainingConfig, trainer: PretrainingTrainer, step: int) -> None:
-    """Where the input position is not restored, a run that starts at `step` reads a fresh shuffle seeded with
-    `train.seed + step`: it does not start over with the run's first batches, nor continue where the checkpoint
-    stopped; examples seen before can come again."""
-    if step and not input_is_restored(config, trainer.strategy):
-        trainer.replace_input(dataset_fn(config, True, trainer.model.config.vocab_size, seed_offset=step))
+def input_start(config: PretrainingConfig, strategy: tf.distribute.Strategy, model_dir: Optional[str],
+                initial_step: int = 0) -> InputStart:
+    """Checkpoints hold the input position with `data.checkpoint_input`, except on TPU (`kbert.training.inputs`):
+    the input then starts with the run's first shuffle, and restoring a checkpoint moves it to where that one
+    stopped. Elsewhere a run that starts at step N (the step of `model_dir`'s newest checkpoint, else
+    `initial_step`, e.g. an MSLT stage's first step) reads a fresh shuffle seeded with `train.seed + N`: it does
+    not start over with the run's first batches, nor continue where the checkpoint stopped; examples seen before
+    can come again."""
+    if config.data.checkpoint_input and not isinstance(strategy, tf.distribute.TPUStrategy):
+        return InputStart(restores_position=True, seed_offset=0)
+    newest = checkpoint_files.listed(os.path.join(model_dir, "checkpoints")) if model_dir else []
+    return InputStart(restores_position=False,
+                      seed_offset=checkpoint_files.step_of(newest[0]) if newest else initial_step)
 
 
 def make_trainer(config: PretrainingConfig, strategy: tf.distribute.Strategy, model: keras.Model,
-                 optimizer: keras.optimizers.Optimizer, initial_step: int = 0) -> PretrainingTrainer:
+                 optimizer: keras.optimizers.Optimizer, initial_step: int = 0,
+                 model_dir: Optional[str] = None) -> PretrainingTrainer:
     """The `PretrainingTrainer` of `config.train` and `config.data` for the model's trainable variables (builds
-    the optimizer's slots and the input); its step counter starts at `initial_step` (and, where the input
-    position is not checkpointed, its data order with it: see `reseed_input`)."""
+    the optimizer's slots and the input, once, where `input_start` says it starts for a run in `model_dir`); its
+    step counter starts at `initial_step` (a restore moves it on)."""
     t = config.train
+    start = input_start(config, strategy, model_dir, initial_step)
     with strategy.scope():
         global_step = tf.Variable(initial_step, dtype=tf.int64, trainable=False, name="global_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-        restored = input_is_restored(config, strategy)
         return PretrainingTrainer(
-            strategy, model, optimizer,
-            dataset_fn(config, True, model.config.vocab_size, seed_offset=0 if restored else initial_step),
+            strategy, model, optimizer, dataset_fn(config, True, model.config.vocab_size, start.seed_offset),
             global_step=global_step, global_batch_size=t.global_batch_size,
             accumulation_steps=t.gradient_accumulation_steps, jit_compile=t.jit_compile,
-            checkpointable_input=restored)
+            checkpointable_input=start.restores_position)
+
 
 
 def open_checkpoints(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
@@ -132,17 +143,14 @@ def open_checkpoints(config: PretrainingConfig, strategy: tf.distribute.Strategy
                                async_writes=t.async_checkpoint)
 
 
-def resume(config: PretrainingConfig, checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer,
-           print_fn=print) -> Optional[str]:
+def resume(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, print_fn=print) -> Optional[str]:
     """Restores the newest usable checkpoint of the run, if there is one, and says so (and what it skipped);
-    returns its path. Where the input position is not checkpointed, the data is reseeded with the step."""
+    returns its path."""
     restored = checkpoints.restore_latest()
     for note in checkpoints.notes:
         print_fn(note, flush=True)
     if restored:
-        step = int(trainer.global_step.numpy())
-        reseed_input(config, trainer, step)
-        print_fn(f"Resumed from {restored} at step {step}.", flush=True)
+        print_fn(f"Resumed from {restored} at step {int(trainer.global_step.numpy())}.", flush=True)
     return restored
 
 
@@ -250,9 +258,9 @@ def pretrain(config: PretrainingConfig, model_dir: str, strategy: tf.distribute.
         return model, {"evaluated_checkpoint": _restore_weights_for_eval(model, model_dir, t.init_checkpoint)}
     with strategy.scope():
         optimizer = build_optimizer(config, model.trainable_variables)
-    trainer = make_trainer(config, strategy, model, optimizer)
+    trainer = make_trainer(config, strategy, model, optimizer, model_dir=model_dir)
     checkpoints = open_checkpoints(config, strategy, trainer, model_dir)
-    restored = resume(config, checkpoints, trainer, print_fn)
+    restored = resume(checkpoints, trainer, print_fn)
     if not restored and t.init_checkpoint:
         kind = checkpointing.load_init_checkpoint(model, t.init_checkpoint)
         print_fn(f"Initialised the model from {kind} checkpoint {t.init_checkpoint}.", flush=True)

@@ -126,7 +126,6 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         self.micro_batch_size = global_batch_size // accumulation_steps
         self.train_variables = list(model.trainable_variables if trainable_variables is None else trainable_variables)
         self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-        self._checkpointable_input = checkpointable_input
         whole_step = _whole_step(jit_compile, strategy)
         self._gradients = _xla(self._gradients_fn, jit_compile is True)
         self._accumulate_step = _xla(self._accumulate, whole_step)
@@ -202,11 +201,6 @@ class PretrainingTrainer(orbit.AbstractTrainer):
             self.strategy.run(self._apply_step, (self.input.next_batch(),))
             # orbit.Controller waits for the trainer to advance the step (Keras 3 optimizers do not).
             self.global_step.assign_add(1)
-
-    def replace_input(self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset]) -> None:
-        """Feeds from `dataset_fn` instead (before the first `train` or `build_graph`: the graph holds the input)."""
-        with self.strategy.scope():
-            self.input = make_input(self.strategy, dataset_fn, self._checkpointable_input)
 
     def build_graph(self) -> None:
         """Traces and optimises the training loop without running a step, e.g. while another model trains."""

@@ -1,0 +1,108 @@
+"""The config sections that pretraining and fine-tuning share, each checking its own values: `model`,
+`optimizer` and `schedule`. A key means the same, and is checked the same, in `kbert-pretrain` and
+`kbert-finetune`.
+
+Example:
+
+>>> OptimizerConfig(type="lamb", beta_1=1.5).validate("optimizer.")
+Traceback (most recent call last):
+...
+kbert.errors.ConfigError: optimizer.beta_1=1.5 must be in [0, 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Optional, Sequence
+
+from official.modeling.hyperparams import base_config
+
+from kbert.choices import OPTIMIZERS
+from kbert.config import Section, need
+from kbert.errors import ConfigError
+from kbert.modeling.config import BertConfig
+
+# One optional override field per `bert_config.json` key, so typos in `model.overrides` are caught like any other.
+BertOverrides = dataclasses.make_dataclass(
+    "BertOverrides",
+    [(f.name, Optional[Any], None) for f in dataclasses.fields(BertConfig)],
+    bases=(base_config.Config,),
+)
+BertOverrides.__doc__ = "Fields of `bert_config.json` to change; `None` keeps the named config's value."
+
+
+@dataclasses.dataclass
+class ModelConfig(Section):
+    """`bert`: a `configs/models` entry (`bert_base`) or a `bert_config.json` path; `overrides` change fields."""
+
+    bert: str = "bert_tiny"
+    overrides: BertOverrides = dataclasses.field(default_factory=BertOverrides)
+
+    def bert_config(self) -> BertConfig:
+        """The named config with the overrides applied (ValueError, FileNotFoundError or TypeError if they do not
+        make one)."""
+        changes = {k: v for k, v in self.overrides.as_dict().items() if v is not None}
+        return BertConfig.load(self.bert).replace(**changes)
+
+
+@dataclasses.dataclass
+class OptimizerConfig(Section):
+    """`type`: lamb, lars or adamw. Exclusion regexes match `variable.path`."""
+
+    type: str = "lamb"
+    weight_decay: float = 0.01
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-6
+    momentum: float = 0.9
+    eeta: float = 0.001
+    nesterov: bool = False
+    # NVLAMB pre-normalisation: gradients divided by max(global_norm / clip_norm, 1) after the all-reduce.
+    global_clipnorm: Optional[float] = None
+    exclude_from_weight_decay: Sequence[str] = ("layer_norm", "LayerNorm", "bias")
+    exclude_from_layer_adaptation: Sequence[str] = ("layer_norm", "LayerNorm", "bias")
+
+    def check(self) -> None:
+        need(self.type in OPTIMIZERS, f"optimizer.type={self.type!r}: choose one of {', '.join(OPTIMIZERS)}.")
+        for key in ("beta_1", "beta_2", "momentum"):
+            need(0 <= getattr(self, key) < 1, f"optimizer.{key}={getattr(self, key)} must be in [0, 1).")
+        need(self.epsilon > 0, f"optimizer.epsilon={self.epsilon} must be positive (it keeps a division finite).")
+        need(self.eeta > 0, f"optimizer.eeta={self.eeta} must be positive.")
+        need(self.weight_decay >= 0, f"optimizer.weight_decay={self.weight_decay} must be >= 0.")
+        need(self.global_clipnorm is None or self.global_clipnorm > 0,
+             f"optimizer.global_clipnorm={self.global_clipnorm} must be positive, or unset.")
+        for key in ("exclude_from_weight_decay", "exclude_from_layer_adaptation"):
+            for pattern in getattr(self, key):
+                try:
+                    re.compile(pattern)
+                except re.error as e:
+                    raise ConfigError(f"optimizer.{key}: {pattern!r} is not a regular expression ({e}).") from None
+
+
+@dataclasses.dataclass
+class ScheduleConfig(Section):
+    """Linear warmup to `peak_learning_rate`, then polynomial decay to `end_learning_rate`.
+
+    `decay_steps` defaults to the steps left after the warmup, `train.total_steps - step_offset - warmup_steps`.
+    `step_offset` restarts the schedule, warmup included, at that optimizer step: a second pretraining phase that
+    resumes the first one's step count sets it to the first phase's steps. (MSLT stages get their own schedules
+    from the `mslt` section.)
+    """
+
+    peak_learning_rate: float = 1e-4
+    warmup_steps: int = 0
+    decay_steps: Optional[int] = None
+    power: float = 0.5
+    end_learning_rate: float = 0.0
+    step_offset: int = 0
+
+    def check(self) -> None:
+        need(self.peak_learning_rate > 0, f"schedule.peak_learning_rate={self.peak_learning_rate} must be positive.")
+        need(0 <= self.end_learning_rate <= self.peak_learning_rate,
+             f"schedule.end_learning_rate={self.end_learning_rate} must be in [0, peak_learning_rate].")
+        need(self.power >= 0, f"schedule.power={self.power} must be >= 0.")
+        need(self.decay_steps is None or self.decay_steps > 0,
+             f"schedule.decay_steps={self.decay_steps} must be positive.")
+        need(self.warmup_steps >= 0, f"schedule.warmup_steps={self.warmup_steps} must be >= 0.")
+        need(self.step_offset >= 0, f"schedule.step_offset={self.step_offset} must be >= 0.")
