@@ -85,7 +85,8 @@ def _data(out: str):
             raise FileNotFoundError(f"--data_dir={FLAGS.data_dir} lacks {', '.join(missing)}; point it at a demo's "
                                     "data folder or leave it out to build the data.")
         vocab_size = len(read_vocabulary(paths["vocab.txt"]))
-        return PreparedData(paths["train.tfrecord"], paths["heldout.tfrecord"], paths["vocab.txt"], vocab_size, 0, 0)
+        return PreparedData(paths["train.tfrecord"], paths["heldout.tfrecord"], paths["vocab.txt"], vocab_size, 0, 0,
+                            text_file="", sources_file="")
     return prepare_data(DataSettings(seq_length=FLAGS.seq_length, max_predictions=FLAGS.max_predictions,
                                      seed=FLAGS.seed), os.path.join(out, "data"), step_format="[data {}/4]")
 
