@@ -96,6 +96,7 @@ def _experiment(data, optimizer: str, batch_size: int, learning_rate: float, ste
     from kbert.experiment import load_experiment
 
     h = FLAGS.hidden_size
+    eval_batch = min(64, FLAGS.eval_sequences)
     override = {
         "model": {"bert": "bert_tiny", "overrides": {
             "vocab_size": data.vocab_size, "num_hidden_layers": FLAGS.num_layers, "hidden_size": h,
@@ -107,47 +108,16 @@ def _experiment(data, optimizer: str, batch_size: int, learning_rate: float, ste
         "train": {"global_batch_size": batch_size, "gradient_accumulation_steps": accumulation,
                   "total_steps": steps, "steps_per_loop": 1, "summary_interval": 1, "checkpoint_interval": 1,
                   "seed": FLAGS.seed},
+        # About --eval_sequences held-out sequences, the same ones at every evaluation (read in file order).
+        "eval": {"global_batch_size": eval_batch, "steps": max(1, FLAGS.eval_sequences // eval_batch)},
     }
     return load_experiment(params_override=json.dumps(override))
 
 
-def _heldout_batches(data, count: int):
-    """About `count` held-out sequences, read once and kept in memory: every evaluation sees the same ones."""
-    from kbert.data import pretraining_dataset
-
-    batch = min(64, count)
-    dataset = pretraining_dataset(data.eval_files, FLAGS.seq_length, FLAGS.max_predictions, batch,
-                                  is_training=False, vocab_size=data.vocab_size)
-    batches = list(dataset.take(max(1, count // batch)))
-    if not batches:
-        raise ValueError(f"{data.eval_files} holds fewer than {batch} sequences; give more held-out text.")
-    return batches
-
-
-def _evaluator(model, batches):
-    """Held-out MLM loss of `model` on fixed batches; one traced function per model."""
-    import numpy as np
+def train_run(data, optimizer: str, batch_size: int, learning_rate: float) -> Run:
     import tensorflow as tf
 
-    from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
-
-    @tf.function
-    def terms(batch):
-        return pretraining_loss_terms(batch, model(batch, training=False))
-
-    def evaluate() -> float:
-        totals = {k: np.float64(0.0) for k in LOSS_TERMS}
-        for batch in batches:
-            for k, v in terms(batch).items():
-                totals[k] += np.float64(v)
-        return float(pretraining_metrics(totals)["masked_lm_loss"])
-
-    return evaluate
-
-
-def train_run(data, heldout, optimizer: str, batch_size: int, learning_rate: float) -> Run:
-    import tensorflow as tf
-
+    from kbert.training.loop import evaluate
     from kbert.training.trainer_from_config import trainer_from_config
 
     steps = max(1, FLAGS.sequences // batch_size)
@@ -155,14 +125,14 @@ def train_run(data, heldout, optimizer: str, batch_size: int, learning_rate: flo
     accumulation = max(1, batch_size // FLAGS.max_micro_batch)
     config = _experiment(data, optimizer, batch_size, learning_rate, steps, warmup, accumulation)
     trainer = trainer_from_config(config, tf.distribute.OneDeviceStrategy("/cpu:0"))
-    evaluate = _evaluator(trainer.model, heldout)
     points = sorted({max(1, round(steps * (i + 1) / FLAGS.eval_points)) for i in range(FLAGS.eval_points)})
     eval_steps, losses, done = [], [], 0
     start = time.perf_counter()
     for point in points:
         metrics = trainer.train(tf.constant(point - done, tf.int32))
         done = point
-        loss = evaluate() if math.isfinite(metrics["loss"]) else float("nan")
+        loss = (evaluate(config, trainer.strategy, trainer.model)["masked_lm_loss"] if math.isfinite(metrics["loss"])
+                else float("nan"))
         eval_steps.append(point)
         losses.append(loss)
         if not math.isfinite(loss):
@@ -280,17 +250,16 @@ def main(argv: list[str]) -> None:
         return
     started = time.time()
     data = _data(FLAGS.out)
-    heldout = _heldout_batches(data, FLAGS.eval_sequences)
     runs, tuning = [], {}
     for name in FLAGS.optimizers:
-        candidates = [train_run(data, heldout, name, batch_sizes[0], base[name] * float(m))
+        candidates = [train_run(data, name, batch_sizes[0], base[name] * float(m))
                       for m in FLAGS.tune_multipliers]
         tuning[name] = candidates
         best = _best(candidates)
         runs.append(best)
         for batch in batch_sizes[1:]:
             scaled = best.learning_rate * math.sqrt(batch / batch_sizes[0])
-            runs.append(train_run(data, heldout, name, batch, scaled))
+            runs.append(train_run(data, name, batch, scaled))
     write_report(runs, tuning, FLAGS.out)
     print(f"Done in {time.time() - started:,.0f} s.")
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import re
 import statistics
@@ -45,18 +46,21 @@ from kbert.data.instances import InstanceConfig  # noqa: E402
 from kbert.data.text_documents import read_documents  # noqa: E402
 from kbert.data.tokenization import load_vocabulary  # noqa: E402
 from kbert.data.vocab import learn_vocabulary, write_vocabulary  # noqa: E402
-from kbert.modeling import BertConfig, BertPretrainer, pretraining_loss_terms, pretraining_metrics  # noqa: E402
-from kbert.mslt import grow  # noqa: E402
-from kbert.mslt.runner import plan_for  # noqa: E402
-from kbert.optimizers import LAMB  # noqa: E402
-from kbert.runtime.checkpointing import load_init_checkpoint  # noqa: E402
-from kbert.training import localhost_cluster  # noqa: E402
-from kbert.training.bare_step import bare_train_step  # noqa: E402
 from kbert.experiment import load_experiment  # noqa: E402
 from kbert.finetuning.coherence_task import COLUMNS, write_task  # noqa: E402
 from kbert.finetuning.package_task import TaskSettings, build_package_task  # noqa: E402
 from kbert.finetuning.recipe import Recipe  # noqa: E402
 from kbert.finetuning.seed_scores import finetune_seeds, format_scores  # noqa: E402
+from kbert.modeling import BertConfig, BertPretrainer  # noqa: E402
+from kbert.mslt import grow  # noqa: E402
+from kbert.mslt.runner import plan_for  # noqa: E402
+from kbert.optimizers import LAMB  # noqa: E402
+from kbert.runtime.checkpointing import load_init_checkpoint  # noqa: E402
+from kbert.runtime.strategy import make_strategy  # noqa: E402
+from kbert.training import localhost_cluster  # noqa: E402
+from kbert.training.bare_step import bare_train_step  # noqa: E402
+from kbert.training.config import PretrainingConfig  # noqa: E402
+from kbert.training.loop import evaluate  # noqa: E402
 
 import bench_flags  # noqa: E402
 
@@ -216,21 +220,10 @@ def _wait(name: str, process: tuple, timings: dict) -> None:
     print(f"{name}: {FLAGS.total_steps} steps in {timings[name][1]:.1f} s (log {log})", flush=True)
 
 
-def held_out_batches(eval_records: str) -> list[dict]:
-    dataset = pretraining_dataset(eval_records, FLAGS.seq_length, FLAGS.max_predictions, 64, is_training=False)
-    return list(dataset.take(FLAGS.eval_batches))
-
-
-def evaluate(model: BertPretrainer, batches: list[dict]) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    for batch in batches:
-        for key, value in pretraining_loss_terms(batch, model(batch, training=False)).items():
-            totals[key] = totals.get(key, 0.0) + float(value)
-    return {k: float(v) for k, v in pretraining_metrics({k: np.float64(v) for k, v in totals.items()}).items()}
-
-
-def curve(model_dir: str, start: float, bert: BertConfig, batches: list[dict]) -> list[dict]:
-    """Held-out metrics of every checkpoint under `model_dir`, with its step and its time since `start`."""
+def curve(model_dir: str, start: float, bert: BertConfig, held_out: PretrainingConfig,
+          strategy: tf.distribute.Strategy) -> list[dict]:
+    """Held-out metrics of every checkpoint under `model_dir` (`kbert.training.loop.evaluate` of the `held_out`
+    config's eval section), with its step and its time since `start`."""
     depths = [int(d) for d in FLAGS.stages]
     points = []
     # Training checkpoints only: checkpoints/input/ holds each worker's input position under the same names.
@@ -241,9 +234,10 @@ def curve(model_dir: str, start: float, bert: BertConfig, batches: list[dict]) -
         prefix = index[:-len(".index")]
         layers = depths[int(stage.group(1)) - 1] if stage and int(stage.group(1)) <= len(depths) \
             else FLAGS.num_layers
-        model = BertPretrainer(bert.replace(num_hidden_layers=layers))
+        with strategy.scope():
+            model = BertPretrainer(bert.replace(num_hidden_layers=layers))
         load_init_checkpoint(model, prefix)
-        metrics = evaluate(model, batches)
+        metrics = evaluate(held_out, strategy, model)
         points.append({"step": int(prefix.rsplit("-", 1)[1]), "seconds": os.path.getmtime(index) - start,
                        "layers": layers, "stage": int(stage.group(1)) if stage else None, **metrics})
     return sorted(points, key=lambda p: p["step"])
@@ -389,11 +383,16 @@ def pretrain_and_evaluate(groups: dict[int, tuple[str, str]], train_records: str
         configs.update(pair)
         timings.update(run(pair, workers, FLAGS.work_dir))
     bert = BertConfig.load("bert_base").replace(**configs["full"]["model"]["overrides"])
-    batches = held_out_batches(eval_records)
-    curves = {name: curve(os.path.join(FLAGS.work_dir, name), timings[name][0], bert, batches)
+    # The first --eval_batches batches of 64 held-out sequences, the same ones for every checkpoint.
+    held_out = load_experiment([os.path.join(FLAGS.work_dir, "full.yaml")], f"eval.steps={FLAGS.eval_batches}")
+    strategy = make_strategy("one_device")
+    # Each checkpoint is a new model, hence a new traced evaluation: TF's retracing warnings say nothing here.
+    tf.get_logger().setLevel("ERROR")
+    curves = {name: curve(os.path.join(FLAGS.work_dir, name), timings[name][0], bert, held_out, strategy)
               for name in configs}
     plot(curves, plot_path())
-    return {"timings": timings, "curves": curves, "configs": configs, "held_out_batches": len(batches),
+    batches = math.ceil(curves["full"][-1]["sequences"] / held_out.eval.global_batch_size)
+    return {"timings": timings, "curves": curves, "configs": configs, "held_out_batches": batches,
             "downstream": {}}
 
 
