@@ -46,3 +46,19 @@ def test_packages_import_only_the_layers_below_them(package):
 def test_leaf_modules_import_nothing_from_kbert():
     for name in LEAVES:
         assert not _kbert_imports(KBERT / f"{name}.py"), f"kbert/{name}.py must stay a leaf"
+
+
+def _edits_sys_path(path: pathlib.Path) -> bool:
+    """Whether a file calls a method of `sys.path` (insert, append, ...)."""
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "path"
+               and isinstance(node.func.value.value, ast.Name) and node.func.value.value.id == "sys"
+               for node in ast.walk(ast.parse(path.read_text())))
+
+
+def test_tools_and_tests_import_kbert_as_a_package_and_no_tool_imports_the_demo():
+    # What tools/ and tests/ share is library code in kbert; a script reaches its own folder's modules anyway.
+    root = KBERT.parent
+    files = sorted(p for folder in ("tools", "tests") for p in (root / folder).rglob("*.py"))
+    assert [p for p in files if _edits_sys_path(p)] == []
+    assert [p for p in files if p.parent.name == "tools" and "demo" in _kbert_imports(p)] == []

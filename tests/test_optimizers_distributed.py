@@ -5,12 +5,13 @@ a fresh Python process (this file run as a script) that prints its measurements 
 """
 
 import json
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from training_fixtures import cli_env
 
 GLOBAL_BATCH = 16
 STEPS = 6
@@ -112,8 +113,8 @@ def _main():
 
 @pytest.fixture(scope="module")
 def measured():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    run = subprocess.run([sys.executable, __file__], capture_output=True, text=True, env=env, timeout=600)
+    run = subprocess.run([sys.executable, __file__], capture_output=True, text=True,
+                         env=cli_env(CUDA_VISIBLE_DEVICES=""), timeout=600)
     lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, f"distributed run failed:\n{run.stderr[-4000:]}"
     return json.loads(lines[-1][len("RESULT "):])
@@ -141,5 +142,4 @@ def test_keras_loss_scale_optimizer_misses_the_overflow(measured):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     _main()
