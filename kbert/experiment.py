@@ -27,6 +27,7 @@ from kbert.errors import ConfigError
 from kbert.mslt.plan import MsltConfig
 from kbert.mslt.runner import plan_for, run_stages
 from kbert.config import load_config
+from kbert.data import first_layout
 from kbert.training.config import PretrainingConfig, check_batch_sizes
 from kbert.runtime.lease import Lease
 from kbert.training.loop import evaluate, pretrain
@@ -73,6 +74,13 @@ def _lease(model_dir: str, strategy: tf.distribute.Strategy, mode: str,
     return Lease.take(model_dir, print_fn)
 
 
+def train_data(config: ExperimentConfig) -> dict[str, str]:
+    """What the training records held: their layout (unpacked, packed, MLM-only) and the objective that ran."""
+    layout = first_layout(config.data.train_files, "data.train_files")
+    return {"layout": layout.describe(),
+            "objective": "masked LM + sentence head" if layout.sentence_labels else "masked LM only"}
+
+
 def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strategy, mode: str = "train",
         print_fn=print) -> dict[str, Any]:
     """Trains (a plain run, or the MSLT stages not finished yet) and/or evaluates as `mode` says; writes
@@ -91,6 +99,8 @@ def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strate
         else:
             model, results = run_stages(config, plan_for(config), model_dir, strategy, mode, preemption, print_fn)
     summary.update(results)
+    if mode != "eval":
+        summary["train_data"] = train_data(config)
     if mode in ("eval", "train_and_eval"):
         summary["eval"] = evaluate(config, strategy, model)
         print_fn(eval_line(summary["eval"]), flush=True)

@@ -90,7 +90,8 @@ class DynamicMasker:
         """The batch with `input_ids` masked and `masked_lm_positions/ids/weights` [B, max_predictions] added."""
         input_ids = batch["input_ids"]
         seq_length = input_ids.shape[1]
-        lengths = tf.reduce_sum(batch["input_mask"], axis=1)
+        # Real tokens lead the row; a packed row's input_mask counts its sequences (1, 2, ...), not ones.
+        lengths = tf.math.count_nonzero(batch["input_mask"], axis=1, dtype=batch["input_mask"].dtype)
         tokens = tf.RaggedTensor.from_tensor(tf.cast(input_ids, tf.int64), lengths=lengths)
         items, token_item = self._items(tokens)
         masked_tokens, positions, labels = text.mask_language_model(items, self._selector, self._chooser, axis=1)

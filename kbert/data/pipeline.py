@@ -13,12 +13,14 @@ batch = next(iter(dataset))  # per replica: input_ids [128, 128] int32, ..., nex
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import tensorflow as tf
 
 from kbert.data import schema, validation
 from kbert.data.dynamic_masking import DynamicMasker
+from kbert.data.vocab_file import MASKING_TOKENS, read_vocabulary
 from kbert.errors import ConfigError
 
 # Batches each accelerator replica holds in its own memory: the next one is copied in while the current one trains.
@@ -69,6 +71,37 @@ def distribute_options(strategy: tf.distribute.Strategy) -> tf.distribute.InputO
                                       else 1)
 
 
+def _pipeline_files(file_pattern: str | Sequence[str], input_context: tf.distribute.InputContext | None) -> list[str]:
+    """This input pipeline's share of the files: every file is read by exactly one pipeline."""
+    files = validation.match_files(file_pattern)
+    num_pipelines = input_context.num_input_pipelines if input_context else 1
+    if len(files) < num_pipelines:
+        raise validation.InputDataError(
+            f"{len(files)} file(s) match {file_pattern!r}, fewer than the {num_pipelines} input pipelines that "
+            "each need their own files: write more shards (kbert-create-pretraining-data --num_output_shards)."
+        )
+    return files[input_context.input_pipeline_id :: num_pipelines] if input_context else files
+
+
+def _checked_layout(files: list[str], seq_length: int, max_predictions: int, vocab_size: int | None,
+                    dynamic_masking: bool, validate_records: int | None, use_v2_feature_names: bool | None,
+                    compression: str | None) -> validation.RecordLayout:
+    """The files' layout (packed or not, feature names, compression), their first records checked
+    (`validate_records` 0: not read, taken as unpacked); an asked-for naming that the files do not have is an
+    error, an asked-for compression wins."""
+    if validate_records == 0:
+        return validation.RecordLayout(bool(use_v2_feature_names), not dynamic_masking, seq_length,
+                                       max_predictions, compression or "")
+    layout = validation.validate_files(files, seq_length, max_predictions, vocab_size, dynamic_masking,
+                                       validate_records)
+    if use_v2_feature_names is not None and use_v2_feature_names != layout.use_v2_feature_names:
+        raise validation.InputDataError(
+            f"{files[0]}: use_v2_feature_names={use_v2_feature_names} was asked for, but the file has "
+            f"{'v2' if layout.use_v2_feature_names else 'v1'} names; leave it unset to detect it."
+        )
+    return dataclasses.replace(layout, compression=layout.compression if compression is None else compression)
+
+
 def pretraining_dataset(
     file_pattern: str | Sequence[str],
     seq_length: int,
@@ -117,39 +150,24 @@ def pretraining_dataset(
 
     Returns:
       A `tf.data.Dataset` of dicts: `input_ids`, `input_mask`, `segment_ids`, `masked_lm_positions`,
-      `masked_lm_ids`, `next_sentence_labels` [B, 1] (int32) and `masked_lm_weights` (float32).
+      `masked_lm_ids`, `next_sentence_labels` [B, 1] (int32) and `masked_lm_weights` (float32). Packed records
+      (found by their features) add `positions` [B, S], `next_sentence_positions` [B, K] and
+      `next_sentence_weights` [B, K], with `next_sentence_labels` [B, K] and P + K - 1 prediction slots; MLM-only
+      records have no `next_sentence_labels` (`kbert.data.schema`).
     """
-    files = validation.match_files(file_pattern)
-    num_pipelines = input_context.num_input_pipelines if input_context else 1
-    if len(files) < num_pipelines:
-        raise validation.InputDataError(
-            f"{len(files)} file(s) match {file_pattern!r}, fewer than the {num_pipelines} input pipelines that "
-            "each need their own files: write more shards (kbert-create-pretraining-data --num_output_shards)."
-        )
-    if input_context:
-        files = files[input_context.input_pipeline_id :: num_pipelines]
+    files = _pipeline_files(file_pattern, input_context)
     batch_size = input_context.get_per_replica_batch_size(global_batch_size) if input_context else global_batch_size
 
-    masker = _masker(max_predictions, vocab_size, vocab_file, whole_word_masking, masked_lm_prob) \
-        if dynamic_masking else None
-    vocab_size = vocab_size or (masker.vocab_size if masker is not None else None)
-
-    if validate_records == 0:
-        v2 = bool(use_v2_feature_names)
-        compression = compression or ""
-    else:
-        layout = validation.validate_files(
-            files, seq_length, max_predictions, vocab_size, dynamic_masking, validate_records
-        )
-        if use_v2_feature_names is not None and use_v2_feature_names != layout.use_v2_feature_names:
-            raise validation.InputDataError(
-                f"{files[0]}: use_v2_feature_names={use_v2_feature_names} was asked for, but the file has "
-                f"{'v2' if layout.use_v2_feature_names else 'v1'} names; leave it unset to detect it."
-            )
-        v2 = layout.use_v2_feature_names
-        compression = layout.compression if compression is None else compression
-
-    spec = schema.feature_spec(seq_length, max_predictions, v2, with_predictions=not dynamic_masking)
+    if dynamic_masking and vocab_file:
+        vocab_size = vocab_size or len(read_vocabulary(vocab_file, required=MASKING_TOKENS, flag="vocab_file"))
+    layout = _checked_layout(files, seq_length, max_predictions, vocab_size, dynamic_masking, validate_records,
+                             use_v2_feature_names, compression)
+    v2, spec = layout.use_v2_feature_names, layout.spec()
+    # A packed row's sequences share its prediction slots; masking never crosses a sequence: each one starts
+    # with [CLS] and ends with [SEP], which are never masked nor continue a word.
+    slots = schema.packed_predictions(max_predictions, layout.sequences_per_row) if layout.sequences_per_row \
+        else max_predictions
+    masker = _masker(slots, vocab_size, vocab_file, whole_word_masking, masked_lm_prob) if dynamic_masking else None
 
     def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = tf.io.parse_example(serialized, spec)
@@ -161,7 +179,7 @@ def pretraining_dataset(
                 batch[name] = tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
         return batch
 
-    dataset = _records(files, compression, is_training, seed, cycle_length, shuffle_buffer)
+    dataset = _records(files, layout.compression, is_training, seed, cycle_length, shuffle_buffer)
     # Batch before parsing: vectorised parse_example is several times faster than per-record parsing.
     dataset = dataset.batch(batch_size, drop_remainder=is_training)
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)

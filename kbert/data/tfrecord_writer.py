@@ -67,7 +67,7 @@ def encode_examples(features: Mapping[str, np.ndarray], use_v2_feature_names: bo
     encoded = []  # (file name, per-row payload bytes)
     for name in names:
         values = np.asarray(features[name])
-        if name in schema.PREDICTION_FLOAT_FEATURES:
+        if name in schema.FLOAT_FEATURES:
             raw = values.astype("<f4")
             payload, offsets = raw.view(np.uint8).ravel(), np.arange(len(raw) + 1) * raw.shape[1] * 4
             kind = 0x12  # Feature.float_list
@@ -94,13 +94,13 @@ def encode_examples(features: Mapping[str, np.ndarray], use_v2_feature_names: bo
 
 
 def example_proto(features: Mapping[str, Iterable[float]], use_v2_feature_names: bool = False) -> bytes:
-    """One record, built with protobuf: the features of schema.PREDICTION_FLOAT_FEATURES as float lists, every
+    """One record, built with protobuf: the features of schema.FLOAT_FEATURES as float lists, every
     other name (names outside the schema too, for records that are not BERT's) as an int64 list."""
     example = tf.train.Example()
     for name, values in features.items():
         feature = example.features.feature[schema.file_name(name, use_v2_feature_names)]
         values = np.asarray(values).ravel().tolist()
-        if name in schema.PREDICTION_FLOAT_FEATURES:
+        if name in schema.FLOAT_FEATURES:
             feature.float_list.value.extend(values)
         else:
             feature.int64_list.value.extend(values)

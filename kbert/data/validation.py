@@ -39,8 +39,21 @@ class RecordLayout:
     use_v2_feature_names: bool
     masked: bool
     seq_length: int
-    max_predictions: int | None
+    max_predictions: int | None  # per sequence: a packed file's rows have `schema.packed_predictions` slots
     compression: str = ""
+    sequences_per_row: int | None = None  # K of a packed file; None: one sequence a row
+    sentence_labels: bool = True  # False: MLM-only records
+
+    def describe(self) -> str:
+        """'packed (3 sequences a row)', 'MLM-only' or 'unpacked', for messages."""
+        if self.sequences_per_row is not None:
+            return f"packed ({self.sequences_per_row} sequences a row)"
+        return "unpacked" if self.sentence_labels else "MLM-only"
+
+    def spec(self) -> dict:
+        """The `tf.io.parse_example` spec of the file's records."""
+        return schema.feature_spec(self.seq_length, self.max_predictions or 1, self.use_v2_feature_names,
+                                   self.masked, self.sequences_per_row, self.sentence_labels)
 
 
 def match_files(file_pattern: str | Sequence[str], flag: str = "file_pattern") -> list[str]:
@@ -125,13 +138,17 @@ def inspect_layout(path: str, record: bytes, compression: str = "") -> RecordLay
             "This is not a BERT pretraining file; create it with kbert-create-pretraining-data."
         )
     masked = "masked_lm_positions" in features
-    required = list(schema.feature_spec(1, 1, v2, with_predictions=masked))
+    packed = "positions" in features
+    per_row = len(features["next_sentence_positions"].int64_list.value) if packed else None
+    labels = "next_sentence_labels" in features
+    required = list(schema.feature_spec(1, 1, v2, masked, per_row, labels))
     missing = [name for name in required if name not in features]
     if missing:
         raise InputDataError(f"{path}: records lack the features {missing} (found {sorted(features)}).")
     seq_length = len(features[schema.file_name("input_ids", v2)].int64_list.value)
-    max_predictions = len(features["masked_lm_positions"].int64_list.value) if masked else None
-    return RecordLayout(v2, masked, seq_length, max_predictions, compression)
+    max_predictions = len(features["masked_lm_positions"].int64_list.value) - ((per_row or 1) - 1) if masked \
+        else None
+    return RecordLayout(v2, masked, seq_length, max_predictions, compression, per_row, labels)
 
 
 def check_layout(
@@ -186,10 +203,7 @@ def check_token_ids(path: str, name: str, ids: np.ndarray, vocab_size: int, firs
 
 def parse_records(records: Sequence[bytes], layout: RecordLayout) -> dict[str, np.ndarray]:
     """Parses serialized records with the schema into NumPy arrays keyed by v1 names."""
-    spec = schema.feature_spec(
-        layout.seq_length, layout.max_predictions or 1, layout.use_v2_feature_names, with_predictions=layout.masked
-    )
-    parsed = tf.io.parse_example(tf.constant(list(records)), spec)
+    parsed = tf.io.parse_example(tf.constant(list(records)), layout.spec())
     return {
         name: parsed[schema.file_name(name, layout.use_v2_feature_names)].numpy()
         for name in schema.ALL_FEATURES
@@ -264,6 +278,17 @@ def validate_file(
     return layout
 
 
+def first_layout(file_pattern: str | Sequence[str], flag: str = "file_pattern") -> RecordLayout:
+    """The layout of the first record of the first file `file_pattern` matches (packed, MLM-only, ...): what a
+    caller needs to know before building the pipeline, which checks every file."""
+    path = match_files(file_pattern, flag)[0]
+    compression = detect_compression(path)
+    record = next(read_records(path, compression, limit=1), None)
+    if record is None:
+        raise InputDataError(f"{path}: the file holds no records. Remove it from the input pattern or regenerate it.")
+    return inspect_layout(path, record, compression)
+
+
 def validate_files(
     paths: Sequence[str],
     seq_length: int,
@@ -283,6 +308,11 @@ def validate_files(
             raise InputDataError(
                 f"{path}: uses {'v2' if layout.use_v2_feature_names else 'v1'} feature names but {paths[0]} does "
                 "not; read the two sets of files separately or regenerate one set."
+            )
+        if (layout.sequences_per_row, layout.sentence_labels) != (first.sequences_per_row, first.sentence_labels):
+            raise InputDataError(
+                f"{path}: its records are {layout.describe()}, but those of {paths[0]} are {first.describe()}; "
+                "one pattern must match files of one layout: read them in separate runs, or pack them all."
             )
         if layout.compression != first.compression:
             raise InputDataError(

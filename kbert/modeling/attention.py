@@ -20,7 +20,7 @@ class BertSelfAttention(keras.layers.Layer):
 
     >>> attn = BertSelfAttention(BertConfig.load("bert_tiny"))
     >>> x = ops.zeros((2, 16, 128))
-    >>> attn(x, ops.ones((2, 16), "int32")).shape
+    >>> attn(x, ops.ones((2, 1, 16), "int32")).shape
     TensorShape([2, 16, 128])
     """
 
@@ -41,13 +41,14 @@ class BertSelfAttention(keras.layers.Layer):
         batch, seq = ops.shape(x)[0], ops.shape(x)[1]
         return ops.reshape(x, (batch, seq, self.config.num_attention_heads, self.config.head_size))
 
-    def call(self, hidden, input_mask, training=None):
+    def call(self, hidden, attention_mask, training=None):
+        """`attention_mask`: [B, 1 or S, S], 1 where a query may attend to a key (`kbert.modeling.packing`)."""
         q = self._split_heads(self.query(hidden))
         k = self._split_heads(self.key(hidden))
         v = self._split_heads(self.value(hidden))
         scores = ops.einsum("bqhd,bkhd->bhqk", q, k)
         scores = ops.cast(scores, "float32") * (1.0 / float(self.config.head_size) ** 0.5)
-        mask = ops.cast(input_mask, "float32")[:, None, None, :]
+        mask = ops.cast(attention_mask, "float32")[:, None, :, :]
         probs = ops.softmax(scores + (1.0 - mask) * _MASK_VALUE, axis=-1)
         probs = self.dropout(ops.cast(probs, self.compute_dtype), training=training)
         context = ops.einsum("bhqk,bkhd->bqhd", probs, v)

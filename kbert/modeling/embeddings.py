@@ -45,9 +45,12 @@ class BertEmbeddings(keras.layers.Layer):
             table.build((None, None))
         self.layer_norm.build((None, None, self.config.hidden_size))
 
-    def call(self, input_ids, segment_ids, training=None):
-        seq_length = ops.shape(input_ids)[1]
-        positions = self.position_embeddings.embeddings[:seq_length]
+    def call(self, input_ids, segment_ids, positions=None, training=None):
+        """`positions` [B, S]: each token's position id (packed rows restart them); None: 0, 1, ... per row."""
+        if positions is None:
+            table = self.position_embeddings.embeddings[:ops.shape(input_ids)[1]][None]
+        else:
+            table = ops.take(self.position_embeddings.embeddings, ops.cast(positions, "int32"), axis=0)
         x = (self.word_embeddings(input_ids) + self.token_type_embeddings(segment_ids)
-             + ops.cast(positions, self.compute_dtype)[None])
+             + ops.cast(table, self.compute_dtype))
         return self.dropout(self.layer_norm(x), training=training)

@@ -7,6 +7,7 @@ from keras import ops
 
 from kbert.modeling.config import BertConfig
 from kbert.modeling.embeddings import BertEmbeddings, truncated_normal
+from kbert.modeling.packing import attention_mask
 from kbert.modeling.transformer_block import TransformerBlock
 
 
@@ -30,6 +31,9 @@ class BertEncoder(keras.layers.Layer):
     out = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
     out["sequence_output"], out["pooled_output"], out["encoder_outputs"][-1]
     ```
+
+    A packed batch (with `positions`, `kbert.modeling.packing`) keeps its sequences apart; its `pooled_output`
+    is that of each row's first sequence.
     """
 
     def __init__(self, config: BertConfig, stop_gradient_below: int = 0, dropout_below_cut: bool = True,
@@ -63,16 +67,16 @@ class BertEncoder(keras.layers.Layer):
         self.pooler.build((None, self.config.hidden_size))
 
     def call(self, inputs, training=None):
-        input_mask = inputs["input_mask"]
+        mask = attention_mask(inputs)
         cut = self.stop_gradient_below
         below_cut = training if self.dropout_below_cut else False
-        hidden = self.embeddings(inputs["input_ids"], inputs["segment_ids"],
+        hidden = self.embeddings(inputs["input_ids"], inputs["segment_ids"], inputs.get("positions"),
                                  training=training if cut == 0 else below_cut)
         outputs = []
         for i, block in enumerate(self.blocks):
             if i == cut and i > 0:
                 hidden = ops.stop_gradient(hidden)
-            hidden = block(hidden, input_mask, training=training if i >= cut else below_cut)
+            hidden = block(hidden, mask, training=training if i >= cut else below_cut)
             outputs.append(hidden)
         return {
             "sequence_output": hidden,

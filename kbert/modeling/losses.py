@@ -1,4 +1,9 @@
-"""BERT pretraining loss as reducible sums, so a distributed loop can normalise over the global batch."""
+"""BERT pretraining loss as reducible sums, so a distributed loop can normalise over the global batch.
+
+The same sums for unpacked, packed and MLM-only batches (`kbert.data.schema`): a packed row's sentence terms count
+each of its sequences (weighted by `next_sentence_weights`), so the normalised loss over packed rows equals the
+loss over the same sequences unpacked; an MLM-only batch has no sentence terms (its head does not run).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +11,45 @@ from typing import Mapping
 
 from keras import ops
 
-LOSS_TERMS = ("mlm_loss_sum", "mlm_weight_sum", "mlm_correct_sum", "nsp_loss_sum", "nsp_correct_sum", "nsp_count")
+LOSS_TERMS = ("mlm_loss_sum", "mlm_weight_sum", "mlm_correct_sum", "nsp_loss_sum", "nsp_correct_sum", "nsp_count",
+              "sequence_count")
 METRICS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss", "next_sentence_accuracy")
 
 # Google's denominator guard: an all-padding batch gives loss 0, not NaN.
 MLM_EPSILON = 1e-5
 
 
+def sentence_weights(batch: Mapping):
+    """Which sentence labels count: `next_sentence_weights` [B, K] of packed rows, ones [B, 1] otherwise."""
+    if "next_sentence_weights" in batch:
+        return ops.cast(batch["next_sentence_weights"], "float32")
+    return ops.ones((ops.shape(batch["input_ids"])[0], 1), "float32")
+
+
+def sequence_count(batch: Mapping):
+    """The real sequences of a batch (what throughput counts): the weighted slots of packed rows, else the rows."""
+    return ops.sum(sentence_weights(batch))
+
+
+def sentence_count(batch: Mapping):
+    """The sentence labels the next-sentence loss averages over: the batch's sequences, none for MLM-only."""
+    return sequence_count(batch) if "next_sentence_labels" in batch else ops.zeros((), "float32")
+
+
+def _sentence_terms(batch: Mapping, outputs: Mapping) -> tuple:
+    """(loss sum, correct sum) of the next-sentence head over the counted labels; zeros without the head."""
+    if "nsp_logits" not in outputs:
+        return ops.zeros((), "float32"), ops.zeros((), "float32")
+    logits = ops.cast(outputs["nsp_logits"], "float32")  # [B, 2] or [B, K, 2]
+    labels = ops.reshape(ops.cast(batch["next_sentence_labels"], "int32"), ops.shape(logits)[:-1])
+    weights = ops.reshape(sentence_weights(batch), ops.shape(labels))
+    ce = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    hits = ops.cast(ops.equal(ops.argmax(logits, axis=-1), labels), "float32")
+    return ops.sum(weights * ce), ops.sum(weights * hits)
+
+
 def pretraining_loss_terms(batch: Mapping, outputs: Mapping) -> dict:
-    """Per-replica float32 sums of the masked-LM and next-sentence losses and hits.
+    """Per-replica float32 sums of the masked-LM and next-sentence losses and hits, and the counts they divide by.
 
     Example:
 
@@ -24,22 +59,19 @@ def pretraining_loss_terms(batch: Mapping, outputs: Mapping) -> dict:
     ```
     """
     mlm_logits = ops.cast(outputs["mlm_logits"], "float32")
-    nsp_logits = ops.cast(outputs["nsp_logits"], "float32")
     mlm_ids = ops.cast(batch["masked_lm_ids"], "int32")
     weights = ops.cast(batch["masked_lm_weights"], "float32")
-    nsp_labels = ops.reshape(ops.cast(batch["next_sentence_labels"], "int32"), (-1,))
-
     mlm_ce = ops.sparse_categorical_crossentropy(mlm_ids, mlm_logits, from_logits=True)
     mlm_hits = ops.cast(ops.equal(ops.argmax(mlm_logits, axis=-1), mlm_ids), "float32")
-    nsp_ce = ops.sparse_categorical_crossentropy(nsp_labels, nsp_logits, from_logits=True)
-    nsp_hits = ops.cast(ops.equal(ops.argmax(nsp_logits, axis=-1), nsp_labels), "float32")
+    nsp_loss_sum, nsp_correct_sum = _sentence_terms(batch, outputs)
     return {
         "mlm_loss_sum": ops.sum(weights * mlm_ce),
         "mlm_weight_sum": ops.sum(weights),
         "mlm_correct_sum": ops.sum(weights * mlm_hits),
-        "nsp_loss_sum": ops.sum(nsp_ce),
-        "nsp_correct_sum": ops.sum(nsp_hits),
-        "nsp_count": ops.cast(ops.shape(nsp_labels)[0], "float32"),
+        "nsp_loss_sum": nsp_loss_sum,
+        "nsp_correct_sum": nsp_correct_sum,
+        "nsp_count": sentence_count(batch),
+        "sequence_count": sequence_count(batch),
     }
 
 

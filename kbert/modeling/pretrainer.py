@@ -8,6 +8,7 @@ from kbert.modeling.config import BertConfig
 from kbert.modeling.encoder import BertEncoder
 from kbert.modeling.heads import MaskedLMHead, NextSentenceHead
 from kbert.modeling.losses import METRICS, pretraining_loss_terms, pretraining_metrics
+from kbert.modeling.packing import gather_tokens
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -39,12 +40,22 @@ class BertPretrainer(keras.Model):
         self.built = True
 
     def call(self, inputs, training=None):
+        """`mlm_logits` [B, P, V]; `nsp_logits` [B, 2], or [B, K, 2] on packed rows (each sequence's [CLS]), and
+        none for MLM-only batches (no `next_sentence_labels`): their sentence head does not run."""
         encoded = self.encoder(inputs, training=training)
         table = self.encoder.embeddings.word_embeddings.embeddings
-        return {
-            "mlm_logits": self.mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"], table),
-            "nsp_logits": self.nsp_head(encoded["pooled_output"]),
-        }
+        outputs = {"mlm_logits": self.mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"], table)}
+        if "next_sentence_labels" not in inputs:
+            return outputs
+        pooled = encoded["pooled_output"]
+        if "next_sentence_positions" in inputs:
+            pooled = self.encoder.pooler(gather_tokens(encoded["sequence_output"], inputs["next_sentence_positions"]))
+        outputs["nsp_logits"] = self.nsp_head(pooled)
+        return outputs
+
+    def sentence_head_variables(self) -> list:
+        """The pooler's and the next-sentence head's weights: what MLM-only batches leave untouched."""
+        return [*self.encoder.pooler.weights, *self.nsp_head.weights]
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         metrics = pretraining_metrics(pretraining_loss_terms(x, y_pred))

@@ -17,7 +17,7 @@ class TransformerBlock(keras.layers.Layer):
     Example:
 
     >>> block = TransformerBlock(BertConfig.load("bert_tiny"), name="layer_0")
-    >>> block(keras.ops.zeros((2, 16, 128)), keras.ops.ones((2, 16), "int32")).shape
+    >>> block(keras.ops.zeros((2, 16, 128)), keras.ops.ones((2, 1, 16), "int32")).shape
     TensorShape([2, 16, 128])
     """
 
@@ -44,8 +44,8 @@ class TransformerBlock(keras.layers.Layer):
         self.output_dense.build((None, None, self.config.intermediate_size))
         self.output_layer_norm.build(hidden)
 
-    def call(self, hidden, input_mask, training=None):
-        attended = self.attention_output(self.attention(hidden, input_mask, training=training))
+    def call(self, hidden, attention_mask, training=None):
+        attended = self.attention_output(self.attention(hidden, attention_mask, training=training))
         hidden = self.attention_layer_norm(hidden + self.dropout(attended, training=training))
         ffn = self.output_dense(self.intermediate(hidden))
         return self.output_layer_norm(hidden + self.dropout(ffn, training=training))

@@ -30,7 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kbert.data import pretraining_dataset
+from kbert.data import first_layout, pretraining_dataset
 from kbert.data.pipeline import distribute_options
 from kbert.errors import ConfigError, InputDataError, MissingFileError, NonFiniteLossError
 from kbert.modeling import BertPretrainer
@@ -128,9 +128,17 @@ def make_trainer(config: PretrainingConfig, strategy: tf.distribute.Strategy, mo
         return PretrainingTrainer(
             strategy, model, optimizer, dataset_fn(config, True, model.config.vocab_size, start.seed_offset),
             global_step=global_step, global_batch_size=t.global_batch_size,
-            accumulation_steps=t.gradient_accumulation_steps, jit_compile=t.jit_compile,
-            checkpointable_input=start.restores_position)
+            accumulation_steps=t.gradient_accumulation_steps, trainable_variables=trained_variables(config, model),
+            jit_compile=t.jit_compile, checkpointable_input=start.restores_position)
 
+
+def trained_variables(config: PretrainingConfig, model: BertPretrainer) -> list[keras.Variable]:
+    """The model's trainable variables, less the sentence head's where `data.train_files` are MLM-only: it does
+    not run on them, so it has no gradient (and must not decay)."""
+    if first_layout(config.data.train_files, "data.train_files").sentence_labels:
+        return list(model.trainable_variables)
+    head = {id(v) for v in model.sentence_head_variables()}
+    return [v for v in model.trainable_variables if id(v) not in head]
 
 
 def open_checkpoints(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
@@ -227,11 +235,11 @@ def evaluate(config: PretrainingConfig, strategy: tf.distribute.Strategy, model:
         return totals
 
     totals = {k: np.float64(v) for k, v in run(dataset).items()}
-    if totals["nsp_count"] == 0:
+    if totals["sequence_count"] == 0:
         raise InputDataError(f"data.eval_files={config.data.eval_files!r}: no record was evaluated; check that the "
                              "files hold records (kbert-inspect-tfrecords).")
     metrics = {k: float(v) for k, v in pretraining_metrics(totals).items()}
-    metrics["sequences"] = float(totals["nsp_count"])
+    metrics["sequences"] = float(totals["sequence_count"])
     return metrics
 
 

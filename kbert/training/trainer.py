@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from kbert.choices import JIT_COMPILE, WHOLE_STEP, is_jit_compile_choice
 from kbert.errors import ConfigError
-from kbert.modeling.losses import LOSS_TERMS, MLM_EPSILON, pretraining_loss_terms, pretraining_metrics
+from kbert.modeling.losses import LOSS_TERMS, MLM_EPSILON, pretraining_loss_terms, pretraining_metrics, sentence_count
 from kbert.training.inputs import make_input
 
 
@@ -73,8 +73,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
 
     Per optimizer step each replica runs `accumulation_steps` micro-batches. Every micro-batch's loss is the
     replica's share of the global-batch loss `mlm_loss_sum / (W + 1e-5) + nsp_loss_sum / N` with W (the masked
-    weight sum) all-reduced from the inputs and N the global micro-batch size, so one device and N replicas with
-    the same global batch compute the same gradient. Local gradients are summed in replica-local variables; the
+    weight sum) and N (the sentence labels: the rows, or a packed batch's sequences) all-reduced from the inputs,
+    so one device and N replicas with the same global batch compute the same gradient. Local gradients are summed in replica-local variables; the
     optimizer's `apply_gradients` does the step's single gradient all-reduce.
 
     Under fp16 pass a `kbert.optimizers.LossScaleOptimizer`: its finiteness check is agreed across replicas (a
@@ -123,7 +123,6 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         self.global_step = global_step
         self.global_batch_size = global_batch_size
         self.accumulation_steps = accumulation_steps
-        self.micro_batch_size = global_batch_size // accumulation_steps
         self.train_variables = list(model.trainable_variables if trainable_variables is None else trainable_variables)
         self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         whole_step = _whole_step(jit_compile, strategy)
@@ -159,10 +158,11 @@ class PretrainingTrainer(orbit.AbstractTrainer):
     def _micro_step(self, batch):
         """Local gradients of this replica's share of the global loss, and the metric sums."""
         context = tf.distribute.get_replica_context()
-        # W is known from the inputs before the forward pass: one scalar all-reduce makes the loss global.
-        global_weight = context.all_reduce(tf.distribute.ReduceOp.SUM,
-                                           tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)))
-        grads, terms = self._gradients(batch, 1.0 / (global_weight + MLM_EPSILON), 1.0 / self.micro_batch_size)
+        # W and N are known from the inputs before the forward pass: one all-reduce makes the loss global.
+        counts = tf.stack([tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)), sentence_count(batch)])
+        global_weight, global_sentences = tf.unstack(context.all_reduce(tf.distribute.ReduceOp.SUM, counts))
+        grads, terms = self._gradients(batch, 1.0 / (global_weight + MLM_EPSILON),
+                                       tf.math.divide_no_nan(1.0, global_sentences))
         for name in LOSS_TERMS:
             self._sums[name].assign_add(terms[name])
         finite = _all_finite([terms["mlm_loss_sum"], terms["nsp_loss_sum"]])
@@ -216,7 +216,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         metrics = {k: float(v) for k, v in pretraining_metrics({k: np.float64(sums[k]) for k in LOSS_TERMS}).items()}
         metrics["gradient_norm"] = float(np.sqrt(sums["grad_sq_sum"] / steps))
         metrics["learning_rate"] = float(np.asarray(self.optimizer.learning_rate))
-        metrics["sequences_per_second"] = steps * self.global_batch_size / max(now - start, 1e-9)
+        # Sequences, not rows: a packed row holds several.
+        metrics["sequences_per_second"] = sums["sequence_count"] / max(now - start, 1e-9)
         metrics["nonfinite_micro_steps"] = sums["nonfinite"]
         return metrics
 
