@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import keras
 import numpy as np
@@ -215,8 +215,11 @@ def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: 
     return {"global_step": step, "train": metrics, "sequences_per_second": reporter.mean_throughput()}
 
 
-def evaluate(config: PretrainingConfig, strategy: tf.distribute.Strategy, model: keras.Model) -> dict[str, float]:
-    """MLM/NSP loss and accuracy over `data.eval_files` (every record, or `eval.steps` batches), summed globally."""
+def evaluator(config: PretrainingConfig, strategy: tf.distribute.Strategy,
+              model: keras.Model) -> Callable[[], dict[str, float]]:
+    """A function that evaluates `model` as it is when called: MLM/NSP loss and accuracy over `data.eval_files`
+    (every record, or `eval.steps` batches), summed globally. Its dataset and graph are built once, so a run that
+    evaluates on a schedule pays for them once."""
     make = dataset_fn(config, False, model.config.vocab_size)
     steps = config.eval.steps
     dataset = strategy.distribute_datasets_from_function(
@@ -226,7 +229,7 @@ def evaluate(config: PretrainingConfig, strategy: tf.distribute.Strategy, model:
         return pretraining_loss_terms(batch, model(batch, training=False))
 
     @tf.function
-    def run(dataset):
+    def totals_of(dataset):
         totals = {name: tf.constant(0.0, tf.float64) for name in LOSS_TERMS}
         for batch in dataset:
             terms = strategy.run(replica_terms, (batch,))
@@ -234,13 +237,21 @@ def evaluate(config: PretrainingConfig, strategy: tf.distribute.Strategy, model:
                       for name in LOSS_TERMS}
         return totals
 
-    totals = {k: np.float64(v) for k, v in run(dataset).items()}
-    if totals["sequence_count"] == 0:
-        raise InputDataError(f"data.eval_files={config.data.eval_files!r}: no record was evaluated; check that the "
-                             "files hold records (kbert-inspect-tfrecords).")
-    metrics = {k: float(v) for k, v in pretraining_metrics(totals).items()}
-    metrics["sequences"] = float(totals["sequence_count"])
-    return metrics
+    def evaluate_now() -> dict[str, float]:
+        totals = {k: np.float64(v) for k, v in totals_of(dataset).items()}
+        if totals["sequence_count"] == 0:
+            raise InputDataError(f"data.eval_files={config.data.eval_files!r}: no record was evaluated; check that "
+                                 "the files hold records (kbert-inspect-tfrecords).")
+        metrics = {k: float(v) for k, v in pretraining_metrics(totals).items()}
+        metrics["sequences"] = float(totals["sequence_count"])
+        return metrics
+
+    return evaluate_now
+
+
+def evaluate(config: PretrainingConfig, strategy: tf.distribute.Strategy, model: keras.Model) -> dict[str, float]:
+    """`evaluator(config, strategy, model)()`: one evaluation of the model as it is."""
+    return evaluator(config, strategy, model)()
 
 
 def _restore_weights_for_eval(model: keras.Model, model_dir: str, init_checkpoint: str) -> str:
