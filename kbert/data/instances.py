@@ -4,9 +4,9 @@ The algorithm (REFERENCE.md): per document, fill chunks of sentences up to a tar
 or with probability `short_seq_prob` a random length in [2, that]); split a chunk into A = its first k sentences
 and B = the rest (label 0), or with probability 0.5, and always for a one-sentence chunk, B = a random span of
 another document (label 1) with A's unused sentences given back; truncate the longer side from a random end; mask
-`min(max_predictions, max(1, round(len * masked_lm_prob)))` positions, never [CLS] or [SEP], each becoming [MASK]
-80%, itself 10%, a random id 10%. `sentence_order=True` gives ALBERT's sentence-order task instead: B is always
-the actual next and A/B are swapped with probability 0.5 (label 1 = swapped).
+as masking.py does. `sentence_order=True` gives ALBERT's sentence-order task instead: B is always
+the actual next and A/B are swapped with probability 0.5 (label 1 = swapped). `InstanceConfig` also holds the
+settings of the MLM-only objective (`objective="mlm"`, full_sentences.py), which share the masking settings.
 
 Deviation from Google: the random next document comes from the same work unit (about a megabyte of text, hundreds
 of documents) rather than from the whole corpus, which Google has to hold in memory. Truncation draws how many
@@ -29,6 +29,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from kbert.data.masking import SpecialIds, with_masks
 from kbert.errors import ConfigError
 
 Document = Sequence[np.ndarray]  # one int32 id array per sentence
@@ -42,9 +43,13 @@ class Pair(NamedTuple):
     label: int
 
 
+OBJECTIVES = ("nsp", "mlm")
+
+
 @dataclasses.dataclass(frozen=True)
 class InstanceConfig:
-    """The settings of google-research/bert's `create_pretraining_data`, plus SOP and unmasked output."""
+    """The settings of google-research/bert's `create_pretraining_data`, plus SOP, unmasked output and the
+    MLM-only objective (`short_seq_prob` and `sentence_order` belong to the sentence pairs of "nsp")."""
 
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
@@ -54,10 +59,17 @@ class InstanceConfig:
     do_whole_word_mask: bool = False
     sentence_order: bool = False
     no_masking: bool = False
+    objective: str = "nsp"
 
     def validate(self) -> None:
-        if self.max_seq_length < 5:
-            raise ConfigError(f"--max_seq_length={self.max_seq_length} must be at least 5 ([CLS] A [SEP] B [SEP]).")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"--objective={self.objective}: use one of {', '.join(OBJECTIVES)}.")
+        if self.objective == "mlm" and self.sentence_order:
+            raise ConfigError("--sentence_order needs sentence pairs, which --objective=mlm does not write: drop "
+                              "--sentence_order, or use --objective=nsp.")
+        shortest, layout = (3, "[CLS] x [SEP]") if self.objective == "mlm" else (5, "[CLS] A [SEP] B [SEP]")
+        if self.max_seq_length < shortest:
+            raise ConfigError(f"--max_seq_length={self.max_seq_length} must be at least {shortest} ({layout}).")
         if not self.no_masking and not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
             raise ConfigError(
                 f"--max_predictions_per_seq={self.max_predictions_per_seq} must be in [1, max_seq_length]."
@@ -70,21 +82,11 @@ class InstanceConfig:
             raise ConfigError(f"--dupe_factor={self.dupe_factor} must be at least 1.")
 
 
-@dataclasses.dataclass(frozen=True)
-class SpecialIds:
-    """The ids masking needs from the vocabulary."""
-
-    cls_id: int
-    sep_id: int
-    mask_id: int
-    vocab_size: int
-    is_continuation: np.ndarray  # bool [vocab_size]: `##` pieces
-
-
 class InstanceRng:
     """The two random streams of one work unit, seeded from (seed, unit index) so no stream depends on a worker.
 
-    `py` draws the scalar decisions (cheap per call), `np` the vectors of the masking.
+    `py` draws the scalar decisions (cheap per call), `np` the vectors of the masking; `parent` is a third stream
+    of the same (seed, unit index), for the rows the parent process completes from units' leftovers.
     """
 
     def __init__(self, seed: int, unit_index: int):
@@ -92,6 +94,11 @@ class InstanceRng:
         py_seed, np_seed = seq.spawn(2)
         self.py = random.Random(int(py_seed.generate_state(2, np.uint64)[0]))
         self.np = np.random.default_rng(np_seed)
+
+    @staticmethod
+    def parent(seed: int, unit_index: int) -> np.random.Generator:
+        # The third child of the unit's SeedSequence (the worker's two are `spawn(2)`), drawn without the first two.
+        return np.random.default_rng(np.random.SeedSequence([seed, unit_index], spawn_key=(2,)))
 
 
 def pairs_from_document(
@@ -179,10 +186,8 @@ def mask_and_pad(
 ) -> dict[str, np.ndarray]:
     """`[CLS] A [SEP] B [SEP]` sequences of a batch of pairs, masked and padded: schema.py's features (v1 names).
 
-    Returns int64 `input_ids`, `input_mask`, `segment_ids` [N, max_seq_length] and `next_sentence_labels` [N, 1];
-    unless `config.no_masking`, also `masked_lm_positions`, `masked_lm_ids` (int64) and `masked_lm_weights`
-    (float32) [N, max_predictions_per_seq], positions ascending and 0-padded. `original_ids` [N, max_seq_length]
-    holds the ids before masking (for statistics; not a file feature).
+    Returns int64 `input_ids`, `input_mask`, `segment_ids` [N, max_seq_length], `next_sentence_labels` [N, 1]
+    and `original_ids`; unless `config.no_masking`, also the masked-LM features (masking.with_masks).
     """
     seq_length = config.max_seq_length
     len_a = np.array([len(p.tokens_a) for p in pairs], np.int64)
@@ -207,72 +212,5 @@ def mask_and_pad(
         "input_mask": input_mask,
         "segment_ids": segment_ids,
         "next_sentence_labels": np.array([[p.label] for p in pairs], np.int64),
-        "original_ids": tokens,
     }
-    if config.no_masking:
-        return features
-    candidates = (input_mask == 1) & (columns != 0) & (columns != (len_a + 1)[:, None]) & (
-        columns != (lengths - 1)[:, None]
-    )
-    num_to_predict = np.minimum(
-        config.max_predictions_per_seq, np.maximum(1, np.round(lengths * config.masked_lm_prob).astype(np.int64))
-    )
-    if config.do_whole_word_mask:
-        chosen = _whole_word_choice(tokens, candidates, len_a, num_to_predict, ids, rng)
-    else:
-        # Random keys on the candidates; the `num_to_predict` smallest per row are a uniform sample.
-        keys = np.where(candidates, rng.random(tokens.shape), 2.0)
-        ranks = np.argsort(np.argsort(keys, axis=1), axis=1)
-        chosen = candidates & (ranks < num_to_predict[:, None])
-    return {**features, **_apply_masks(tokens, chosen, config.max_predictions_per_seq, ids, rng)}
-
-
-def _whole_word_choice(
-    tokens: np.ndarray, candidates: np.ndarray, len_a: np.ndarray, num_to_predict: np.ndarray,
-    ids: SpecialIds, rng: np.random.Generator,
-) -> np.ndarray:
-    """Google's whole-word choice: words in random order, skipping any that would overshoot the budget."""
-    chosen = np.zeros_like(candidates)
-    # A word starts at a piece that is not `##`, or at the first piece of A or B (words never span segments).
-    starts = candidates & ~ids.is_continuation[tokens]
-    starts[:, 1] = True
-    starts[np.arange(len(tokens)), len_a + 2] = True
-    for row in range(len(tokens)):
-        positions = np.flatnonzero(candidates[row])
-        word_starts = np.flatnonzero(starts[row, positions])
-        word_lengths = np.diff(np.append(word_starts, len(positions)))
-        budget, count = int(num_to_predict[row]), 0
-        for word in rng.permutation(len(word_starts)).tolist():
-            if count >= budget:
-                break
-            length = int(word_lengths[word])
-            if count + length > budget:
-                continue
-            chosen[row, positions[word_starts[word]:word_starts[word] + length]] = True
-            count += length
-    return chosen
-
-
-def _apply_masks(
-    tokens: np.ndarray, chosen: np.ndarray, max_predictions: int, ids: SpecialIds, rng: np.random.Generator
-) -> dict[str, np.ndarray]:
-    """80% [MASK], 10% unchanged, 10% a random id at the chosen positions; the prediction features."""
-    count = chosen.sum(axis=1)
-    slot = np.arange(max_predictions)[None, :]
-    valid = slot < count[:, None]
-    # Chosen columns first, in ascending order (a stable sort of "not chosen" keeps the column order).
-    positions = np.argsort(~chosen, axis=1, kind="stable")[:, :max_predictions]
-    positions = np.where(valid, positions, 0)
-    rows = np.broadcast_to(np.arange(len(tokens))[:, None], positions.shape)
-    original = np.where(valid, tokens[rows, positions], 0)
-    draw = rng.random(positions.shape)
-    random_ids = rng.integers(0, ids.vocab_size, positions.shape)
-    replacement = np.where(draw < 0.8, ids.mask_id, np.where(draw < 0.9, original, random_ids))
-    masked = tokens.copy()
-    masked[rows[valid], positions[valid]] = replacement[valid]
-    return {
-        "input_ids": masked,
-        "masked_lm_positions": positions.astype(np.int64),
-        "masked_lm_ids": original.astype(np.int64),
-        "masked_lm_weights": valid.astype(np.float32),
-    }
+    return with_masks(features, lengths, config, ids, rng)
