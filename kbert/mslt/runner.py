@@ -43,7 +43,9 @@ from kbert.mslt.plan import Stage, StagePlan, build_plan
 from kbert.optimizers import PolynomialWarmup
 from kbert.runtime import checkpointing
 from kbert.training.config import PretrainingConfig
-from kbert.training.loop import build_optimizer, make_trainer, open_checkpoints, resume, run_steps, train
+from kbert.training.eval_schedule import EvalSchedule
+from kbert.training.loop import (build_optimizer, evaluator, make_trainer, open_checkpoints, resume, run_steps,
+                                 schedule_for, train)
 from kbert.runtime.preemption import PreemptionWatcher
 from kbert.training.reporting import write_summary_json
 from kbert.training.trainer import PretrainingTrainer
@@ -168,6 +170,16 @@ class _Stages:
         self.preemption, self.print_fn = preemption, print_fn
         self.model: Optional[BertPretrainer] = None  # the last stage trained in this process
         self.ahead: Optional[_BuildAhead] = None     # the next stage, being built while this one trains
+        self.samples = 0  # sequences the stages before this one trained on
+        self.schedule: Optional[EvalSchedule] = None  # held-out evaluations, carried over the stages
+
+    def schedule_for(self, trainer: PretrainingTrainer) -> Optional[EvalSchedule]:
+        """The run's evaluation schedule, now evaluating this stage's model."""
+        if self.schedule is None:
+            self.schedule = schedule_for(self.config, self.strategy, trainer, self.print_fn)
+        else:
+            self.schedule.evaluate = evaluator(self.config, self.strategy, trainer.model)
+        return self.schedule
 
     def stage_dir(self, stage: Stage) -> str:
         return os.path.join(self.model_dir, stage.name)
@@ -217,6 +229,11 @@ def run_stages(config: PretrainingConfig, plan: StagePlan, model_dir: str, strat
                 results["stages"].append(json.load(f))
         else:
             results["stages"].append(_train_stage(stages, stage))
+        stages.samples = results["stages"][-1].get("sequences_trained", 0)
+        if stages.schedule is not None and stages.schedule.reached:
+            break  # the target is reached: the later stages are not needed
+    if stages.schedule is not None:
+        results.update(stages.schedule.summary())
     if mode == "train":
         return stages.model, results
     model, results["evaluated_checkpoint"] = _latest_model(plan, model_dir, strategy, stages.model)
@@ -238,6 +255,8 @@ def _train_stage(stages: _Stages, stage: Stage) -> dict:
     model, trainer = setup.model, setup.trainer
     checkpoints = open_checkpoints(config, strategy, trainer, stage_dir)
     resumed = resume(checkpoints, trainer, print_fn)
+    if not resumed:
+        trainer.sequences_trained.assign(stages.samples)
     if not resumed and stage.number > 1:
         carry_over(model, stages.previous_model(stage), stage, plan.new_layer_init)
         previous = checkpointing.latest_checkpoint(os.path.join(stages.model_dir, f"stage_{stage.number - 1}"))
@@ -253,7 +272,7 @@ def _train_stage(stages: _Stages, stage: Stage) -> dict:
         run_steps(trainer, 1)  # not saved: a checkpoint would hold one step more than the last
         stages.build_ahead(stage)
     result = train(config, strategy, trainer, checkpoints, until_step=stage.end_step,
-                   preemption=stages.preemption, print_fn=print_fn)
+                   preemption=stages.preemption, print_fn=print_fn, schedule=stages.schedule_for(trainer))
     result = {"stage": stage.number, "num_layers": stage.num_layers, "trainable_layers": list(stage.trainable_layers),
               "trainable_variables": len(trainer.train_variables),
               "trainable_parameters": stage.trainable_parameters(plan.bert), "start_step": stage.start_step,

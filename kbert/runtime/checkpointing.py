@@ -50,11 +50,13 @@ def variables_by_path(variables: Iterable[keras.Variable]) -> dict[str, tf.Varia
 
 
 def _model_state(model: keras.Model, optimizer: Optional[keras.optimizers.Optimizer],
-                 global_step: tf.Variable) -> dict:
-    """The checkpoint items of everything but the input position: weights, seed states, step, optimizer."""
+                 global_step: tf.Variable, counters: Optional[dict[str, tf.Variable]] = None) -> dict:
+    """The checkpoint items of everything but the input position: weights, seed states, step, the run's other
+    counters (a checkpoint without one leaves it at its start value), optimizer."""
     weights = {id(v) for v in model.weights}
     seed_states = [v.value for v in model.variables if id(v) not in weights]
-    items = {MODEL_KEY: variables_by_path(model.weights), "seed_states": seed_states, "global_step": global_step}
+    items = {MODEL_KEY: variables_by_path(model.weights), "seed_states": seed_states, "global_step": global_step,
+             **(counters or {})}
     if optimizer is not None:
         items["optimizer"] = variables_by_path(optimizer.variables)
     return items
@@ -136,12 +138,13 @@ class TrainingCheckpoints:
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, global_step: tf.Variable,
                  iterator: Optional[Iterable], model_dir: str, strategy: tf.distribute.Strategy, *,
-                 max_to_keep: int, interval: int, async_writes: bool = False):
+                 max_to_keep: int, interval: int, async_writes: bool = False,
+                 counters: Optional[dict[str, tf.Variable]] = None):
         self.model_dir = model_dir
         self.directory = os.path.join(model_dir, "checkpoints")
         self.notes: list[str] = []  # what restoring skipped or cleaned up, for the run to print
         self._model = model
-        self._state = _model_state(model, optimizer, global_step)
+        self._state = _model_state(model, optimizer, global_step, counters)
         self._iterator = iterator
         self._chief = strategy.extended.should_checkpoint
         self._interval = interval

@@ -11,12 +11,15 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Union
+from typing import Optional, Union
 
 from kbert.choices import JIT_COMPILE, PRECISION_POLICIES, is_jit_compile_choice
 from kbert.config import MAX_STEPS, Section, load_config, need
 from kbert.errors import ConfigError
 from kbert.runtime.sections import ModelConfig, OptimizerConfig, ScheduleConfig
+from kbert.training.eval_schedule import MLPERF_TARGET, mlperf_interval
+
+EVAL_PROTOCOLS = ("", "mlperf")
 
 __all__ = ["DataConfig", "EvalConfig", "ModelConfig", "OptimizerConfig", "PretrainingConfig", "ScheduleConfig",
            "TrainConfig", "check_batch_sizes", "load_config"]
@@ -85,14 +88,39 @@ class TrainConfig(Section):
 
 @dataclasses.dataclass
 class EvalConfig(Section):
-    """`steps=-1` evaluates the whole of `data.eval_files` once."""
+    """`steps=-1` evaluates the whole of `data.eval_files` once; `interval_samples` or `protocol` also evaluate
+    during training (`kbert.training.eval_schedule`)."""
 
     global_batch_size: int = 256
     steps: int = -1
+    # Evaluate data.eval_files every this many training samples (sequences, packed or not); 0: none in training.
+    interval_samples: int = 0
+    # Stop (after a checkpoint) once held-out masked-LM accuracy reaches this; summary.json records when.
+    target_mlm_accuracy: Optional[float] = None
+    # "mlperf": MLPerf BERT's protocol: its interval formula, target 0.720 unless set, :::MLLOG result lines.
+    protocol: str = ""
 
     def check(self) -> None:
         need(self.global_batch_size > 0, "eval.global_batch_size must be positive.")
         need(self.steps == -1 or self.steps > 0, f"eval.steps={self.steps} must be -1 or positive.")
+        need(self.interval_samples >= 0, f"eval.interval_samples={self.interval_samples} must be >= 0.")
+        need(self.protocol in EVAL_PROTOCOLS,
+             f"eval.protocol={self.protocol!r}: choose one of {', '.join(map(repr, EVAL_PROTOCOLS))}.")
+        need(self.target_mlm_accuracy is None or 0 < self.target_mlm_accuracy <= 1,
+             f"eval.target_mlm_accuracy={self.target_mlm_accuracy} must be in (0, 1].")
+        need(self.target_mlm_accuracy is None or self.interval_samples > 0 or self.protocol == "mlperf",
+             "eval.target_mlm_accuracy needs a schedule to be checked on: set eval.interval_samples (training "
+             "samples between held-out evaluations) or eval.protocol=mlperf.")
+
+    def interval(self, global_batch_size: int) -> int:
+        """Training samples between held-out evaluations (MLPerf's formula under its protocol); 0: none."""
+        return mlperf_interval(global_batch_size) if self.protocol == "mlperf" else self.interval_samples
+
+    def target(self) -> Optional[float]:
+        """The held-out MLM accuracy that stops the run: MLPerf's 0.720 under its protocol unless set."""
+        if self.target_mlm_accuracy is None and self.protocol == "mlperf":
+            return MLPERF_TARGET
+        return self.target_mlm_accuracy
 
 
 @dataclasses.dataclass
@@ -115,6 +143,10 @@ class PretrainingConfig(Section):
              f"schedule.warmup_steps={s.warmup_steps} must be >= 0 and no longer than the training it warms up "
              f"(train.total_steps - schedule.step_offset = {t.total_steps - s.step_offset}).")
         check_batch_sizes(self, replicas=1)
+        need(not self.eval.interval(t.global_batch_size) or bool(d.eval_files),
+             "eval.interval_samples / eval.protocol evaluate data.eval_files during training: set data.eval_files.")
+        need(self.eval.protocol != "mlperf" or bool(t.init_checkpoint),
+             "eval.protocol=mlperf starts from a phase-1 checkpoint: set train.init_checkpoint.")
         try:
             bert = self.model.bert_config()
         except (ValueError, FileNotFoundError, TypeError) as e:

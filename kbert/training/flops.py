@@ -62,3 +62,14 @@ def measured_peak_flops(size: int = 2048, repeats: int = 10) -> float:
 def model_flops_utilisation(sequences_per_second: float, flops_per_sequence: float, peak_flops: float) -> float:
     """The share of `peak_flops` (FLOP/s of every device the sequences ran on) that the model's matmuls use."""
     return sequences_per_second * flops_per_sequence / peak_flops
+
+
+def peak_flops_of(strategy: tf.distribute.Strategy, device_model: str) -> tuple[float, str]:
+    """Peak FLOP/s of everything `strategy` trains on, and where the figure comes from: the data sheet's bf16 peak
+    of `device_model` times the replicas on GPUs and TPUs, else a float32 matmul timed on this host (a CPU's
+    logical devices share its cores)."""
+    kind = tf.DeviceSpec.from_string(strategy.extended.worker_devices[0]).device_type
+    stated = peak_bf16_flops(device_model) if kind in ("GPU", "TPU") else None
+    if stated:
+        return stated * strategy.num_replicas_in_sync, f"data-sheet bf16 peak of {device_model}"
+    return measured_peak_flops(size=1024, repeats=5), "a float32 matmul timed on this host"

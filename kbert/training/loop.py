@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from typing import Any, Callable, Optional, Sequence
 
 import keras
@@ -38,8 +39,11 @@ from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretrainin
 from kbert.optimizers import PolynomialWarmup
 from kbert.runtime import checkpoint_files, checkpointing
 from kbert.runtime.checkpointing import TrainingCheckpoints
+from kbert.runtime.devices import find_accelerators
 from kbert.runtime.optimizer_factory import make_optimizer
 from kbert.training.config import PretrainingConfig
+from kbert.training.eval_schedule import EvalSchedule
+from kbert.training.flops import peak_flops_of, training_flops_per_sequence
 from kbert.runtime.preemption import PreemptionWatcher
 from kbert.training.reporting import ProgressReporter, check_finite, check_finite_weights
 from kbert.training.trainer import PretrainingTrainer
@@ -148,7 +152,8 @@ def open_checkpoints(config: PretrainingConfig, strategy: tf.distribute.Strategy
     t = config.train
     return TrainingCheckpoints(trainer.model, trainer.optimizer, trainer.global_step, trainer.input.checkpointable,
                                model_dir, strategy, max_to_keep=t.max_checkpoints, interval=t.checkpoint_interval,
-                               async_writes=t.async_checkpoint)
+                               async_writes=t.async_checkpoint,
+                               counters={"sequences_trained": trainer.sequences_trained})
 
 
 def resume(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, print_fn=print) -> Optional[str]:
@@ -175,36 +180,67 @@ def _save(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, step: i
         checkpoints.save(step, final)
 
 
-def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
-          checkpoints: TrainingCheckpoints, *, until_step: int, preemption: PreemptionWatcher,
-          print_fn=print) -> dict[str, Any]:
-    """Trains from the trainer's step (restored by the caller) up to `until_step` optimizer steps.
-
-    Loops end on multiples of `train.steps_per_loop`; after each loop: a progress line, a checkpoint every
-    `train.checkpoint_interval` steps (written in the background with `train.async_checkpoint`), and a preemption
-    check. The last step is always saved, and every save is on disk when it returns. A non-finite loss
-    or non-finite weights stop it with NonFiniteLossError before they are saved; the checkpoints they make
-    suspect are set aside, so a rerun resumes from the last good one. On preemption it saves and raises
-    `Preempted`.
-
-    Returns:
-      `{"global_step", "train": last loop's metrics, "sequences_per_second"}`.
-    """
-    t = config.train
+def _reporter(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
+              checkpoints: TrainingCheckpoints, until_step: int, print_fn) -> ProgressReporter:
+    """The progress lines (chief), TensorBoard scalars and MFU of `train`."""
     chief = strategy.extended.should_checkpoint
     writer = tf.summary.create_file_writer(os.path.join(checkpoints.model_dir, "train")) if chief else None
     layerwise = hasattr(getattr(trainer.optimizer, "inner_optimizer", trainer.optimizer), "trust_ratios")
-    reporter = ProgressReporter(until_step, writer, t.summary_interval, trainer.optimizer if layerwise else None,
-                                print_fn=print_fn if chief else (lambda *a, **k: None))
+    peak, _ = peak_flops_of(strategy, find_accelerators().model)
+    flops = training_flops_per_sequence(trainer.model.config, config.data.seq_length, config.data.max_predictions)
+    return ProgressReporter(until_step, writer, config.train.summary_interval,
+                            trainer.optimizer if layerwise else None, print_fn=print_fn if chief else _silent,
+                            flops_per_row=flops, peak_flops=peak)
+
+
+def _silent(*args, **kwargs) -> None:
+    """A non-chief worker's print: every worker runs the loop, the chief alone reports."""
+
+
+def schedule_for(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
+                 print_fn=print) -> Optional[EvalSchedule]:
+    """The held-out evaluation schedule of `eval.interval_samples` / `eval.protocol` for the trainer's model
+    (counting on from the samples it has trained), or None without one."""
+    interval = config.eval.interval(config.train.global_batch_size)
+    if not interval:
+        return None
+    return EvalSchedule(interval, config.eval.target(), evaluator(config, strategy, trainer.model),
+                        print_fn if strategy.extended.should_checkpoint else _silent,
+                        mlperf=config.eval.protocol == "mlperf",
+                        samples_done=int(trainer.sequences_trained.numpy()))
+
+
+def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
+          checkpoints: TrainingCheckpoints, *, until_step: int, preemption: PreemptionWatcher,
+          print_fn=print, schedule: Optional[EvalSchedule] = None) -> dict[str, Any]:
+    """Trains from the trainer's step (restored by the caller) up to `until_step` optimizer steps, or until the
+    `schedule`'s held-out evaluation reaches its target.
+
+    Loops end on multiples of `train.steps_per_loop`; after each loop: a progress line, a checkpoint every
+    `train.checkpoint_interval` steps (written in the background with `train.async_checkpoint`), a held-out
+    evaluation when the schedule says, and a preemption check. The last step is always saved, and every save is
+    on disk when it returns. A non-finite loss or non-finite weights stop it with NonFiniteLossError before they
+    are saved; the checkpoints they make suspect are set aside, so a rerun resumes from the last good one. On
+    preemption it saves and raises `Preempted`.
+
+    Returns:
+      `{"global_step", "train": last loop's metrics, "sequences_per_second", "sequences_trained"}`, and the
+      schedule's evaluations and time to target.
+    """
+    t = config.train
+    reporter = _reporter(config, strategy, trainer, checkpoints, until_step, print_fn)
     metrics: dict[str, float] = {}
     step = int(trainer.global_step.numpy())
     try:
         while step < until_step:
             steps = min(t.steps_per_loop - step % t.steps_per_loop, until_step - step)
             metrics = run_steps(trainer, steps)
-            step = int(trainer.global_step.numpy())
+            step, samples = int(trainer.global_step.numpy()), int(trainer.sequences_trained.numpy())
             reporter(step, metrics, steps)
             _save(checkpoints, trainer, step)
+            if schedule is not None and schedule.due(samples) and \
+                    schedule(step, samples, time.perf_counter() - schedule.started):
+                break
             preemption.check(checkpoints.manager, step)
         _save(checkpoints, trainer, step, final=True)
     except NonFiniteLossError as error:
@@ -212,7 +248,9 @@ def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: 
                                  error.bad_from_step) from None
     finally:
         checkpoints.close()
-    return {"global_step": step, "train": metrics, "sequences_per_second": reporter.mean_throughput()}
+    return {"global_step": step, "train": metrics, "sequences_per_second": reporter.mean_throughput(),
+            "sequences_trained": int(trainer.sequences_trained.numpy()),
+            **(schedule.summary() if schedule is not None else {})}
 
 
 def evaluator(config: PretrainingConfig, strategy: tf.distribute.Strategy,
@@ -284,5 +322,5 @@ def pretrain(config: PretrainingConfig, model_dir: str, strategy: tf.distribute.
         kind = checkpointing.load_init_checkpoint(model, t.init_checkpoint)
         print_fn(f"Initialised the model from {kind} checkpoint {t.init_checkpoint}.", flush=True)
     result = train(config, strategy, trainer, checkpoints, until_step=t.total_steps, preemption=preemption,
-                   print_fn=print_fn)
+                   print_fn=print_fn, schedule=schedule_for(config, strategy, trainer, print_fn))
     return model, {**result, "restored_from": restored}

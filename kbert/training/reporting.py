@@ -6,7 +6,7 @@ Example:
 reporter = ProgressReporter(total_steps=1000, writer=tf.summary.create_file_writer("/tmp/run/train"),
                             summary_interval=100, optimizer=optimizer)
 reporter(step=100, metrics=trainer.train(tf.constant(100)))
-# step 100/1000 | loss 9.8123 | mlm_acc 0.0210 | nsp_acc 0.5312 | lr 1.00e-04 | 812.4 seq/s | ETA 0:09:13
+# step 100/1000 | loss 9.8123 | mlm_acc 0.0210 | nsp_acc 0.5312 | lr 1.00e-04 | 812.4 seq/s | MFU 41.3% | ETA 0:09:13
 ```
 """
 
@@ -56,8 +56,10 @@ class ProgressReporter:
     """Prints one console line per loop and writes TensorBoard scalars/histograms every `summary_interval`."""
 
     def __init__(self, total_steps: int, writer: Optional[tf.summary.SummaryWriter], summary_interval: int,
-                 optimizer=None, print_fn=print):
+                 optimizer=None, print_fn=print, flops_per_row: float = 0.0, peak_flops: float = 0.0):
         self.total_steps = total_steps
+        # MFU, as nanoGPT prints it: the model's matmul FLOPs per second over the devices' peak (0: not shown).
+        self.flops_per_row, self.peak_flops = flops_per_row, peak_flops
         self.writer = writer
         self.summary_interval = summary_interval
         self.optimizer = optimizer
@@ -69,6 +71,8 @@ class ProgressReporter:
     def __call__(self, step: int, metrics: dict[str, float], steps_run: int) -> None:
         if self._start_step is None:
             self._start_step = step - steps_run
+        if self.flops_per_row and self.peak_flops and "rows_per_second" in metrics:
+            metrics = {**metrics, "mfu": metrics["rows_per_second"] * self.flops_per_row / self.peak_flops}
         self.history.append({"step": step, **metrics})
         self.print_fn(self.progress_line(step, metrics), flush=True)
         if self.writer is not None and (step % self.summary_interval == 0 or step == self.total_steps):
@@ -81,7 +85,8 @@ class ProgressReporter:
         return (f"step {step}/{self.total_steps} | loss {metrics['loss']:.4f} | "
                 f"mlm_acc {metrics['masked_lm_accuracy']:.4f} | nsp_acc {metrics['next_sentence_accuracy']:.4f} | "
                 f"lr {metrics['learning_rate']:.2e} | {metrics['sequences_per_second']:.1f} seq/s | "
-                f"ETA {datetime.timedelta(seconds=round(eta))}")
+                + (f"MFU {100 * metrics['mfu']:.1f}% | " if "mfu" in metrics else "")
+                + f"ETA {datetime.timedelta(seconds=round(eta))}")
 
     def _write(self, step: int, metrics: dict[str, float]) -> None:
         with self.writer.as_default(step=step):

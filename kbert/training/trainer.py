@@ -85,7 +85,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
       model: returns `{"mlm_logits", "nsp_logits"}` for a batch dict (e.g. `BertPretrainer`).
       optimizer: a Keras optimizer (LAMB, LARS, AdamW, or one wrapped in `LossScaleOptimizer`).
       dataset_fn: `input_context -> tf.data.Dataset` of micro-batches (see `kbert.training.inputs`).
-      global_step: counts optimizer steps; incremented here, checkpointed by the caller.
+      global_step: counts optimizer steps; incremented here, checkpointed by the caller (as is
+        `sequences_trained`, the sequences the steps trained on).
       global_batch_size: sequences per optimizer step over all replicas.
       accumulation_steps: micro-batches per optimizer step.
       trainable_variables: what the optimizer updates (MSLT trains a subset); default `model.trainable_variables`.
@@ -133,6 +134,9 @@ class PretrainingTrainer(orbit.AbstractTrainer):
             optimizer.build(self.train_variables)
             self.input = make_input(strategy, dataset_fn, checkpointable_input)
             self._sums = {name: _replica_local_scalar(name) for name in LOSS_TERMS + ("grad_sq_sum", "nonfinite")}
+            # The sequences trained on so far (a packed row holds several): the run's sample count, checkpointed.
+            self.sequences_trained = tf.Variable(0, dtype=tf.int64, trainable=False, name="sequences_trained",
+                                                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
             self._first_nonfinite_step = tf.Variable(
                 -1, dtype=tf.int64, trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
@@ -218,6 +222,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         metrics["learning_rate"] = float(np.asarray(self.optimizer.learning_rate))
         # Sequences, not rows: a packed row holds several.
         metrics["sequences_per_second"] = sums["sequence_count"] / max(now - start, 1e-9)
+        metrics["rows_per_second"] = steps * self.global_batch_size / max(now - start, 1e-9)
+        self.sequences_trained.assign_add(round(sums["sequence_count"]))
         metrics["nonfinite_micro_steps"] = sums["nonfinite"]
         return metrics
 

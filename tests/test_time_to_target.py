@@ -1,0 +1,76 @@
+"""Held-out evaluation on a sample schedule inside kbert-pretrain, the stop at a target accuracy (after a checkpoint,
+with samples and seconds to target in summary.json), MLPerf's protocol and the MFU in the progress line."""
+
+import json
+import os
+
+import pytest
+
+from kbert import experiment
+from kbert.errors import ConfigError
+from kbert.experiment import load_experiment
+from kbert.runtime.strategy import make_strategy
+from kbert.training.eval_schedule import mlperf_interval
+from training_fixtures import write_config, write_train_and_eval
+
+pytestmark = pytest.mark.usefixtures("float32_policy")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return write_train_and_eval(str(tmp_path_factory.mktemp("data")))
+
+
+def _run(tmp_path, data, override, **sections):
+    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1], **sections)], override)
+    lines = []
+    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
+                             print_fn=lambda *a, **k: lines.append(a[0]))
+    return summary, lines
+
+
+def test_evaluations_follow_the_sample_schedule(tmp_path, data):
+    summary, lines = _run(tmp_path, data, "eval.interval_samples=20,eval.steps=2")
+    # batch 8, loops of 2 steps: 16 samples a loop; evaluations at the loop ends that pass 20, 40: 32 and 48
+    assert [e["samples"] for e in summary["evaluations"]] == [32, 48]
+    assert summary["sequences_trained"] == 48 and summary["time_to_target"] is None
+    assert sum(line.startswith("eval |") for line in lines) == 2
+    assert all("MFU" in line for line in lines if line.startswith("step "))
+
+
+def test_reaching_the_target_stops_after_a_checkpoint(tmp_path, data):
+    summary, lines = _run(tmp_path, data, "eval.interval_samples=16,eval.steps=2,eval.target_mlm_accuracy=1e-6")
+    reached = summary["time_to_target"]
+    assert reached["samples"] == 16 and reached["step"] == 2 and reached["seconds"] > 0
+    assert summary["global_step"] == 2  # of 6: stopped at the first evaluation that reached it
+    assert os.path.exists(tmp_path / "run" / "checkpoints" / "ckpt-2.index")
+    with open(tmp_path / "run" / "summary.json") as f:
+        assert json.load(f)["time_to_target"]["samples"] == 16
+    assert any(line.startswith("Reached the target masked-LM accuracy") for line in lines)
+
+
+def test_a_resumed_run_counts_samples_on_from_its_checkpoint(tmp_path, data):
+    _run(tmp_path, data, "train.total_steps=2")
+    summary, _ = _run(tmp_path, data, "train.total_steps=4,eval.interval_samples=8,eval.steps=1")
+    assert [e["samples"] for e in summary["evaluations"]] == [32] and summary["sequences_trained"] == 32
+
+
+def test_mlperf_protocol_prints_its_result_lines(tmp_path, data):
+    from kbert.modeling import BertPretrainer, export_google_checkpoint
+
+    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1])])
+    phase1 = export_google_checkpoint(BertPretrainer(config.model.bert_config()), str(tmp_path / "p1" / "bert.ckpt"))
+    assert mlperf_interval(8) == 150000  # floor(0.05 x (230.23 x 8 + 3,000,000)) to a multiple of 25,000
+    summary, lines = _run(tmp_path, data, f"eval.protocol=mlperf,train.init_checkpoint={phase1},eval.steps=1")
+    assert summary["interval_samples"] == mlperf_interval(8) and summary["target_mlm_accuracy"] == 0.72
+    assert summary["evaluations"] == []  # 48 samples never reach MLPerf's first interval
+
+
+def test_schedule_keys_are_checked(tmp_path, data):
+    path = write_config(str(tmp_path / "c.yaml"), data[0], data[1])
+    with pytest.raises(ConfigError, match="eval.target_mlm_accuracy needs a schedule"):
+        load_experiment([path], "eval.target_mlm_accuracy=0.5")
+    with pytest.raises(ConfigError, match="eval.protocol=mlperf starts from a phase-1 checkpoint"):
+        load_experiment([path], "eval.protocol=mlperf")
+    with pytest.raises(ConfigError, match="eval.protocol='nvidia'"):
+        load_experiment([path], "eval.protocol=nvidia")
