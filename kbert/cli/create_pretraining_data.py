@@ -1,7 +1,7 @@
 """Creates BERT pretraining TFRecords from text, with google-research/bert's flags and algorithm.
 
     python tools/create_pretraining_data.py --input_file='corpus/*.txt' --output_file=out/train.tfrecord \
-        --num_output_shards=8 --vocab_file=vocab.txt --do_lower_case --num_workers=4
+        --num_output_shards=8 --vocab_file=vocab.txt --do_lower_case --num_workers=4 [--objective=mlm]
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from absl import flags
 from kbert.cli import entry
 from kbert.data import files
 from kbert.data.create_pretraining_data import Summary, create_pretraining_data
-from kbert.data.instances import InstanceConfig
+from kbert.data.instances import OBJECTIVES, InstanceConfig
 from kbert.errors import ConfigError
 
 FLAGS = flags.FLAGS
@@ -25,12 +25,16 @@ flags.DEFINE_integer("num_output_shards", 1, "Shards to write when --output_file
 flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary, one token per line.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased vocabularies).")
 flags.DEFINE_bool("do_whole_word_mask", False, "Mask all the WordPieces of a word together.")
+flags.DEFINE_enum("objective", "nsp", list(OBJECTIVES), "nsp: google-research/bert's sentence pairs with "
+                  "next_sentence_labels (--sentence_order for ALBERT's). mlm: MLM-only rows (RoBERTa's "
+                  "FULL-SENTENCES) filled with consecutive text across documents, a [SEP] between documents, no "
+                  "sentence label; only the output's last row is padded.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of every instance.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Most masked positions per instance.")
 flags.DEFINE_integer("random_seed", 12345, "Seed; the output is a function of it, not of --num_workers.")
 flags.DEFINE_integer("dupe_factor", 10, "Passes over the data, each with different masks.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Share of tokens to mask.")
-flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter-than-maximum instance.")
+flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter-than-maximum instance (--objective=nsp).")
 flags.DEFINE_integer("num_workers", 1, "Worker processes.")
 flags.DEFINE_float("work_unit_mb", 1.0, "Size of a work unit (whole documents): the pool of random-next documents "
                    "and the memory per worker scale with it. Changing it changes the output.")
@@ -65,6 +69,9 @@ def _progress(summary: Summary, total_units: int) -> None:
 
 def main(argv: list[str]) -> None:
     del argv
+    if FLAGS.objective == "mlm" and FLAGS["short_seq_prob"].present:
+        raise ConfigError("--short_seq_prob shortens sentence pairs; --objective=mlm fills every row: drop "
+                          "--short_seq_prob, or use --objective=nsp.")
     if not FLAGS.work_unit_mb > 0:
         raise ConfigError(f"--work_unit_mb={FLAGS.work_unit_mb} must be positive, e.g. 1 for 1 MiB work units.")
     inputs = files.expand_patterns(FLAGS.input_file, "--input_file")
@@ -78,6 +85,7 @@ def main(argv: list[str]) -> None:
         do_whole_word_mask=FLAGS.do_whole_word_mask,
         sentence_order=FLAGS.sentence_order,
         no_masking=FLAGS.no_masking,
+        objective=FLAGS.objective,
     )
     try:
         summary = create_pretraining_data(
