@@ -5,6 +5,7 @@ of the word `w{d * 20 + s}` (plus `##s` pieces in the whole-word tests), so ever
 its sentence.
 """
 
+import collections
 import pathlib
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from kbert.data import schema
+from kbert.data import full_sentences
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
 from kbert.data.tfrecord_writer import ShardedWriter, encode_examples, example_proto
@@ -56,8 +58,8 @@ def corpus(tmp_path):
     return str(_write_corpus(tmp_path / "corpus.txt"))
 
 
-def _read(path, seq_length, max_predictions, with_predictions=True, v2=False, compression=""):
-    spec = schema.feature_spec(seq_length, max_predictions, v2, with_predictions)
+def _read(path, seq_length, max_predictions, with_predictions=True, v2=False, compression="", sentence_labels=True):
+    spec = schema.feature_spec(seq_length, max_predictions, v2, with_predictions, with_sentence_labels=sentence_labels)
     dataset = tf.data.TFRecordDataset(path, compression_type=compression).batch(100_000)
     batch = next(iter(dataset.map(lambda r: tf.io.parse_example(r, spec))))
     return {k: v.numpy() for k, v in batch.items()}
@@ -320,3 +322,97 @@ def test_cli_missing_input_names_flag_and_pattern(vocab_file, tmp_path, corpus):
     assert ok.returncode == 0, ok.stderr
     assert "instances:" in ok.stdout and "[UNK] rate" in ok.stdout and "masked share" in ok.stdout
     assert sorted(p.name for p in tmp_path.glob("o-*")) == ["o-00000-of-00002", "o-00001-of-00002"]
+
+
+def test_full_rows_drop_a_separator_that_would_open_a_row_and_carry_leftovers():
+    sep = 99
+    rows, leftover = full_sentences.cut_rows(np.array([1, 2, sep, 3, 4, 5, sep, 6, sep], np.int32), 3, sep)
+    np.testing.assert_array_equal(rows.bodies, [[1, 2, sep, sep], [3, 4, 5, sep]])  # a document ends 1 before
+    np.testing.assert_array_equal(rows.lengths, [4, 4])
+    np.testing.assert_array_equal(leftover, [6, sep])  # the [SEP] after 5 would have opened this row
+    carry = full_sentences.Carry(3, sep)
+    assert len(carry.add(leftover).lengths) == 0
+    np.testing.assert_array_equal(carry.add(np.array([7, 8, sep], np.int32)).bodies, [[6, sep, 7, sep]])
+    last = carry.last_row()  # closed by its last document's [SEP]
+    np.testing.assert_array_equal(last.bodies, [[8, sep, 0, 0]])
+    np.testing.assert_array_equal(last.lengths, [2])
+
+
+def _corpus_documents(path):
+    """Each document's token ids, from the synthetic corpus's text (`w7s` is `w7 ##s`)."""
+    def ids(word):
+        return [VOCAB.index(word[:-1]), VOCAB.index("##s")] if word.endswith("s") else [VOCAB.index(word)]
+
+    return [[i for word in doc.split() for i in ids(word)] for doc in pathlib.Path(path).read_text().split("\n\n")]
+
+
+def _written_order(shards):
+    """Rows (ids before masking, and lengths) in the order they were written: round-robin over the shards."""
+    rows = [list(zip(_originals(f), f["input_mask"].sum(1))) for f in shards]
+    return [rows[k][p] for p in range(len(rows[0])) for k in range(len(rows)) if p < len(rows[k])]
+
+
+def test_mlm_rows_are_full_and_hold_every_document_whole(corpus, vocab_file, tmp_path):
+    cls, sep = VOCAB.index("[CLS]"), VOCAB.index("[SEP]")
+    outs = [tmp_path / f"mlm-{i}.tfrecord" for i in range(3)]
+    summary = _create(corpus, vocab_file, outs, objective="mlm", dupe_factor=1, unit_bytes=512)
+    assert summary.units > 3  # leftovers are carried across many units
+    shards = [_read(str(o), 64, 20, sentence_labels=False) for o in outs]
+    record = next(iter(tf.data.TFRecordDataset(str(outs[0])))).numpy()
+    assert set(tf.train.Example.FromString(record).features.feature) == set(shards[0])  # no next_sentence_labels
+    assert "next_sentence_labels" not in shards[0]
+    for f in shards:
+        assert (f["input_mask"][:-1] == 1).all() and (f["segment_ids"] == 0).all()  # only a shard's last row pads
+        full = f["input_mask"].sum(1) == 64
+        assert (f["masked_lm_weights"][full].sum(1) == round(64 * 0.15)).all()
+    by_document = collections.defaultdict(list)
+    separators = 0
+    for ids, length in _written_order(shards):
+        assert ids[0] == cls and ids[length - 1] == sep and ids[1] != sep
+        pieces = np.split(ids[1:length - 1], np.flatnonzero(ids[1:length - 1] == sep))
+        pieces = [p[p != sep] for p in pieces]
+        # Each [SEP] inside a row stands between two documents; only a row's end may hold [SEP] [SEP].
+        assert all(len(p) for p in pieces[:-1])
+        documents = [set(_doc_and_sentence(p)[0]) for p in pieces if len(p)]
+        assert all(len(d) == 1 for d in documents) and all(a != b for a, b in zip(documents, documents[1:]))
+        separators += len(pieces) - 1
+        for p in pieces:
+            if len(p):
+                by_document[_doc_and_sentence(p)[0][0]].extend(p.tolist())
+    assert separators >= NUM_DOCS - 1 - summary.units  # rows cross document boundaries
+    # Every document once, whole and in order: the rows hold the corpus's token stream.
+    assert by_document == dict(enumerate(_corpus_documents(corpus)))
+    assert summary.instances == sum(len(f["input_ids"]) for f in shards) and summary.padded_rows <= 1
+    assert "objective mlm" in summary.format() and "padding" in summary.format()
+
+
+def test_mlm_output_identical_for_any_worker_count(tmp_path, vocab_file):
+    corpus = str(_write_corpus(tmp_path / "plural.txt", plural=True))
+    digests = []
+    for workers in (1, 2):
+        outs = [tmp_path / f"w{workers}-{i}.tfrecord" for i in range(2)]
+        summary = _create(corpus, vocab_file, outs, objective="mlm", num_workers=workers, unit_bytes=512,
+                          dupe_factor=3, do_whole_word_mask=True)
+        assert summary.units > 3
+        digests.append([o.read_bytes() for o in outs])
+    assert digests[0] == digests[1]
+    shards = [_read(str(o), 64, 20, sentence_labels=False) for o in outs]
+    tokens = np.concatenate([ids[:length] for ids, length in _written_order(shards)])
+    words = np.concatenate([np.array(d) for d in _corpus_documents(corpus)])
+    # --dupe_factor=3: every token three times, with new masks each pass.
+    np.testing.assert_array_equal(np.bincount(tokens, minlength=len(VOCAB))[len(SPECIAL):],
+                                  3 * np.bincount(words, minlength=len(VOCAB))[len(SPECIAL):])
+
+
+@pytest.mark.parametrize("flag", ["--sentence_order", "--short_seq_prob=0.2"])
+def test_cli_refuses_sentence_pair_flags_with_mlm(corpus, vocab_file, tmp_path, flag):
+    out = tmp_path / "o.tfrecord"
+    result = subprocess.run(
+        [sys.executable, "tools/create_pretraining_data.py", f"--input_file={corpus}", f"--output_file={out}",
+         f"--vocab_file={vocab_file}", "--objective=mlm", flag],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert len(errors) == 1 and flag.split("=")[0] in errors[0] and "--objective=nsp" in errors[0]
+    assert not out.exists()
