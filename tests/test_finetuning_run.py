@@ -218,9 +218,11 @@ def test_cli_fine_tunes_under_mirrored_strategy_on_two_devices(tmp_path):
               "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2); "
               "from kbert.run_finetuning import run; sys.argv[0] = 'kbert-finetune'; run()")
     result = subprocess.run([sys.executable, "-c", script, f"--config_file={config}", f"--model_dir={tmp_path}/run",
-                             "--strategy=mirrored"], capture_output=True, text=True, cwd=ROOT,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+                             "--strategy=mirrored", "--device=cpu", "--all_reduce=ring"],
+                            capture_output=True, text=True, cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert result.returncode == 0, result.stderr[-2000:]
+    # kbert-pretrain's flag block and device report: --device and --all_reduce are kbert-finetune's too
+    assert "kbert-finetune: devices: CPU x2 | MirroredStrategy, 2 replicas" in result.stdout
     summary = json.load(open(tmp_path / "run" / "summary.json"))
     assert (summary["strategy"], summary["replicas"]) == ("MirroredStrategy", 2)
     assert set(summary["eval"]) == {"accuracy"} and set(summary["eval_mismatched"]) == {"accuracy"}
