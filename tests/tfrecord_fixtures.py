@@ -39,11 +39,11 @@ def make_instance(rng: np.random.Generator, seq_length: int, vocab_size: int, mi
     }
 
 
-def mask_instance(rng: np.random.Generator, instance: dict, max_predictions: int) -> dict:
-    """Google-style static masking: ~15% of non-special tokens to [MASK], positions ascending, 0-padded."""
+def mask_instance(rng: np.random.Generator, instance: dict, max_predictions: int, masked_lm_prob: float = 0.15) -> dict:
+    """Google-style static masking: `masked_lm_prob` of non-special tokens to [MASK], positions ascending, 0-padded."""
     ids = list(instance["input_ids"])
     candidates = [i for i, t in enumerate(ids) if t not in (PAD, CLS, SEP)]
-    n = min(max_predictions, max(1, round(len(candidates) * 0.15)))
+    n = min(max_predictions, max(1, round(len(candidates) * masked_lm_prob)))
     positions = sorted(rng.choice(candidates, size=n, replace=False).tolist())
     labels = [ids[p] for p in positions]
     for p in positions:
@@ -58,13 +58,14 @@ def mask_instance(rng: np.random.Generator, instance: dict, max_predictions: int
     )
 
 
-def make_instances(n: int, seq_length: int, max_predictions: int | None, vocab_size: int, seed: int = 0) -> list:
+def make_instances(n: int, seq_length: int, max_predictions: int | None, vocab_size: int, seed: int = 0,
+                   masked_lm_prob: float = 0.15) -> list:
     """`n` instances, masked unless `max_predictions` is None."""
     rng = np.random.default_rng(seed)
     instances = [make_instance(rng, seq_length, vocab_size) for _ in range(n)]
     if max_predictions is None:
         return instances
-    return [mask_instance(rng, inst, max_predictions) for inst in instances]
+    return [mask_instance(rng, inst, max_predictions, masked_lm_prob) for inst in instances]
 
 
 def write_records(path: str, instances: list, v2: bool = False, gzip_compressed: bool = False) -> str:

@@ -52,6 +52,19 @@ def check_outputs(outputs: Sequence[str], reads: Mapping[str, Sequence[str]], fl
                                   "another output name.")
 
 
+def shard_paths(output_file: str, num_output_shards: int) -> list[str]:
+    """The files of an `--output_file` flag: its comma list, or its one name expanded to `num_output_shards` names
+    NAME-00000-of-0000N."""
+    paths = [p.strip() for p in output_file.split(",") if p.strip()]
+    if num_output_shards < 1:
+        raise ConfigError(f"--num_output_shards={num_output_shards} must be at least 1.")
+    if num_output_shards == 1:
+        return paths
+    if len(paths) != 1:
+        raise ConfigError("--num_output_shards needs a single --output_file name, not a comma list.")
+    return [f"{paths[0]}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)]
+
+
 def _split(path: str) -> tuple[str, str, str]:
     """(scheme://, folder, name) of a path; local paths made absolute."""
     scheme, sep, rest = path.rpartition("://")
