@@ -6,14 +6,17 @@
 
 from __future__ import annotations
 
-import sys
+import functools
+from typing import Callable
 
 from absl import flags
 
 from kbert.cli import entry
+from kbert.cli.status_line import status_line, wrote
 from kbert.data import files
 from kbert.data.create_pretraining_data import Summary, create_pretraining_data
 from kbert.data.instances import OBJECTIVES, InstanceConfig
+from kbert.data.outputs import shard_paths
 from kbert.errors import ConfigError
 
 FLAGS = flags.FLAGS
@@ -46,25 +49,10 @@ flags.DEFINE_bool("no_masking", False, "Write unmasked sequences (no masked_lm_*
 flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
 
 
-def output_paths(output_file: str, num_output_shards: int) -> list[str]:
-    """The comma list, or one name expanded to `num_output_shards` shard names."""
-    paths = [p.strip() for p in output_file.split(",") if p.strip()]
-    if num_output_shards < 1:
-        raise ConfigError(f"--num_output_shards={num_output_shards} must be at least 1.")
-    if num_output_shards == 1:
-        return paths
-    if len(paths) != 1:
-        raise ConfigError("--num_output_shards needs a single --output_file name, not a comma list.")
-    return [f"{paths[0]}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)]
-
-
-def _progress(summary: Summary, total_units: int) -> None:
+def _progress(show: Callable[[str], None], summary: Summary, total_units: int) -> None:
     rate = summary.instances / max(summary.seconds, 1e-9)
-    print(
-        f"\rwork units {summary.units:,}/{total_units:,} | documents {summary.documents:,} | "
-        f"instances {summary.instances:,} | {rate:,.0f} instances/s | {summary.seconds:,.0f} s",
-        end="", file=sys.stderr, flush=True,
-    )
+    show(f"work units {summary.units:,}/{total_units:,} | documents {summary.documents:,} | "
+         f"instances {summary.instances:,} | {rate:,.0f} instances/s | {summary.seconds:,.0f} s")
 
 
 def main(argv: list[str]) -> None:
@@ -75,7 +63,7 @@ def main(argv: list[str]) -> None:
     if not FLAGS.work_unit_mb > 0:
         raise ConfigError(f"--work_unit_mb={FLAGS.work_unit_mb} must be positive, e.g. 1 for 1 MiB work units.")
     inputs = files.expand_patterns(FLAGS.input_file, "--input_file")
-    outputs = output_paths(FLAGS.output_file, FLAGS.num_output_shards)
+    outputs = shard_paths(FLAGS.output_file, FLAGS.num_output_shards)
     config = InstanceConfig(
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
@@ -87,19 +75,17 @@ def main(argv: list[str]) -> None:
         no_masking=FLAGS.no_masking,
         objective=FLAGS.objective,
     )
-    try:
+    with status_line() as show:
         summary = create_pretraining_data(
             inputs, outputs, FLAGS.vocab_file, FLAGS.do_lower_case, config,
             random_seed=FLAGS.random_seed, num_workers=FLAGS.num_workers,
             use_v2_feature_names=FLAGS.use_v2_feature_names, gzip=FLAGS.gzip,
-            unit_bytes=int(FLAGS.work_unit_mb * (1 << 20)), progress=_progress,
+            unit_bytes=int(FLAGS.work_unit_mb * (1 << 20)), progress=functools.partial(_progress, show),
             # This process has run no TensorFlow op, so workers can fork from it and skip importing TensorFlow again.
             start_method="fork",
         )
-    finally:
-        print(file=sys.stderr)  # ends the progress line, so an error starts a line of its own
     print(summary.format())
-    print(f"wrote {len(outputs)} file(s): {', '.join(outputs[:3])}{' ...' if len(outputs) > 3 else ''}")
+    print(wrote(outputs))
 
 
 def run() -> None:
