@@ -1,5 +1,5 @@
 """kbert-pack-pretraining-data: every input sequence in exactly one packed row, the packed layout, output bytes
-independent of --num_workers, and bad input refused in one line before any output
+independent of --num_workers, the inspector on packed files, and bad input refused in one line before any output
 is touched."""
 
 import collections
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from kbert.data import files, schema, validation
+from kbert.data.inspection import inspect_files
 from kbert.data.pack_pretraining_data import check_inputs, pack_pretraining_data
 from kbert.data.packed_layout import row_sequences
 from kbert.errors import ConfigError, InputDataError, MissingFileError
@@ -113,6 +114,24 @@ def test_output_bytes_do_not_depend_on_num_workers(data, tmp_path):
     one = packed("one", num_workers=1)
     assert packed("two", num_workers=2) == one
     assert packed("seed", random_seed=1) != one  # the seed orders the rows
+
+
+def test_inspector_counts_and_decodes_the_sequences_of_packed_rows(data, tmp_path, capsys):
+    folder, vocab = data
+    paths = [str(folder / "masked-0.tfrecord"), str(folder / "masked-1.tfrecord")]
+    output = tmp_path / "packed.tfrecord"
+    summary = pack_pretraining_data(paths, [str(output)], sequences_per_row=K)
+    capsys.readouterr()
+    stats = inspect_files(str(output), None, None, vocab, len(vocab), None, num_examples=1)
+    out = capsys.readouterr().out
+    assert (stats.records, stats.sequences) == (summary.rows, 240)
+    assert stats.length_counts.sum() == 240 and stats.nsp_counts.sum() == 240
+    assert f"{'total':<60} {summary.rows:>10,} {240:>10,}" in out
+    assert "layout: packed (3 sequences a row), seq_length 32, max_predictions 5, masked" in out
+    after, _ = _read([str(output)])
+    first = row_sequences(after, 0)
+    assert f"sequence {len(first)} of {len(first)}:" in out
+    assert f"next_sentence_label: {first[-1]['next_sentence_label']}" in out
 
 
 @pytest.mark.parametrize("other,needle", [

@@ -160,3 +160,21 @@ def row_sequences(arrays: Mapping[str, np.ndarray], row: int) -> list[dict]:
         sequences.append(sequence)
     return sequences
 
+
+def sequence_lengths(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The real length of every sequence of a parsed batch (v1 names), packed or not, row by row: [sequences]."""
+    mask = arrays["input_mask"]
+    if "next_sentence_positions" not in arrays:
+        return mask.sum(axis=1)
+    indices = np.arange(1, arrays["next_sentence_positions"].shape[1] + 1)
+    lengths = (mask[:, :, None] == indices).sum(axis=1)  # [rows, K]
+    return lengths[arrays["next_sentence_weights"] > 0]
+
+
+def sentence_labels(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The next-sentence label of every sequence of a parsed batch, packed or not: [sequences]; empty for MLM-only
+    records."""
+    if "next_sentence_labels" not in arrays:
+        return np.zeros(0, np.int64)
+    labels = arrays["next_sentence_labels"]
+    return labels[arrays["next_sentence_weights"] > 0] if "next_sentence_weights" in arrays else labels[:, 0]

@@ -1,4 +1,5 @@
-"""Summary statistics of pretraining records, for the TFRecord inspector.
+"""Summary statistics of pretraining records, for the TFRecord inspector: rows and the sequences in them (one a
+row, or up to K in packed records).
 
 Example:
 
@@ -6,7 +7,7 @@ Example:
 stats = RecordStats(seq_length=128)
 for layout, arrays in validation.scan_file(path, 128, 20, num_records=None):
     stats.update(arrays)
-stats.records, stats.nsp_share_random(), stats.masked_share()
+stats.records, stats.sequences, stats.nsp_share_random(), stats.masked_share()
 ```
 """
 
@@ -16,13 +17,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kbert.data.packed_layout import sentence_labels, sequence_lengths
+
 
 class RecordStats:
-    """Accumulates record counts, the real-length histogram, NSP balance and the masked share."""
+    """Accumulates row and sequence counts, the histogram of sequence lengths, NSP balance and the masked share."""
 
     def __init__(self, seq_length: int):
         self.seq_length = seq_length
         self.records = 0
+        self.sequences = 0
         self.length_counts = np.zeros(seq_length + 1, np.int64)
         self.nsp_counts = np.zeros(2, np.int64)
         self.real_tokens = 0
@@ -31,11 +35,11 @@ class RecordStats:
 
     def update(self, arrays: dict[str, np.ndarray]) -> None:
         """Adds a parsed chunk (v1 names, [records, ...] arrays)."""
-        lengths = arrays["input_mask"].sum(axis=1)
-        self.records += len(lengths)
+        lengths = sequence_lengths(arrays)
+        self.records += len(arrays["input_mask"])
+        self.sequences += len(lengths)
         self.length_counts += np.bincount(lengths, minlength=self.seq_length + 1)
-        labels = arrays["next_sentence_labels"][:, 0]
-        self.nsp_counts += np.bincount(np.clip(labels, 0, 1), minlength=2)
+        self.nsp_counts += np.bincount(np.clip(sentence_labels(arrays), 0, 1), minlength=2)
         self.real_tokens += int(lengths.sum())
         if "masked_lm_weights" in arrays:
             self.predictions += int(arrays["masked_lm_weights"].sum())
@@ -43,19 +47,19 @@ class RecordStats:
         self.max_id = max(self.max_id, *(int(a.max()) for a in ids))
 
     def nsp_share_random(self) -> float:
-        """Share of label 1 (random next sentence)."""
-        return float(self.nsp_counts[1] / max(1, self.records))
+        """Share of label 1 (random next sentence) among the labelled sequences."""
+        return float(self.nsp_counts[1] / max(1, self.nsp_counts.sum()))
 
     def masked_share(self) -> float:
         """Masked-LM predictions per real token ([CLS]/[SEP] included in the denominator)."""
         return self.predictions / max(1, self.real_tokens)
 
     def mean_fill(self) -> float:
-        """Mean share of the sequence holding real tokens."""
+        """Mean share of a row holding real tokens."""
         return self.real_tokens / max(1, self.records * self.seq_length)
 
     def histogram(self, num_buckets: int = 8) -> list[tuple[int, int, int]]:
-        """(low, high, count) buckets of real lengths, inclusive bounds."""
+        """(low, high, count) buckets of sequence lengths, inclusive bounds."""
         edges = np.linspace(0, self.seq_length + 1, num_buckets + 1).astype(int)
         return [
             (int(low), int(high) - 1, int(self.length_counts[low:high].sum()))
