@@ -35,17 +35,11 @@ def load_vocabulary(path: str) -> list[str]:
 
 
 class WordpieceTokenizer:
-    """`FastBertTokenizer` over a validated vocabulary, returning NumPy ids for whole batches of lines.
-
-    `is_continuation[id]` is True for `##` pieces, which whole-word masking joins to the piece before them.
-    """
+    """`FastBertTokenizer` over a validated vocabulary, returning NumPy ids for whole batches of lines."""
 
     def __init__(self, vocab_file: str, lower_case: bool = True):
         self.vocab_file = vocab_file
         self.vocab = load_vocabulary(vocab_file)
-        ids = {t: i for i, t in enumerate(self.vocab)}
-        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (ids[t] for t in SPECIAL_TOKENS)
-        self.is_continuation = np.array([t.startswith("##") for t in self.vocab], dtype=bool)
         self._tokenizer = tft.FastBertTokenizer(
             vocab=self.vocab,
             token_out_type=tf.int32,
