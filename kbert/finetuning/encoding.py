@@ -12,6 +12,9 @@ encoder = PairEncoder("vocab.txt", seq_length=128)
 dataset = encoder.dataset(data.train, batch_size=32, training=True, seed=1)  # ({"input_ids", ...}, label)
 encoder.count_truncated(data.train)  # examples that lose word pieces
 ```
+
+`pack` is the packing alone, on token ids, with `seq_length` a number or a scalar tensor: the serving SavedModels
+(`kbert.finetuning.serving`) trace it, so what they compute is this module's packing.
 """
 
 from __future__ import annotations
@@ -33,11 +36,37 @@ def _keep_first(pieces: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(pieces, positions < tf.expand_dims(keep, 1))
 
 
-def pair_lengths(len_a: tf.Tensor, len_b: tf.Tensor, budget: int) -> tuple[tf.Tensor, tf.Tensor]:
+def pair_lengths(len_a: tf.Tensor, len_b: tf.Tensor, budget) -> tuple[tf.Tensor, tf.Tensor]:
     """The lengths google-research/bert's `_truncate_seq_pair` leaves (see the module docstring)."""
     half = (budget + 1) // 2
     keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, half))
     return keep_a, tf.minimum(len_b, budget - keep_a)
+
+
+def trim(segments: list[tf.RaggedTensor], seq_length) -> tuple[list[tf.RaggedTensor], tf.Tensor]:
+    """One or two segments of ids `[batch, (pieces)]` cut to fit `seq_length` with their special tokens, and per
+    example whether anything was cut."""
+    lengths = [s.row_lengths() for s in segments]
+    budget = tf.cast(seq_length, lengths[0].dtype) - len(segments) - 1
+    keep = [tf.minimum(lengths[0], budget)] if len(segments) == 1 else list(pair_lengths(*lengths, budget))
+    cut = tf.reduce_any(tf.stack([k < n for k, n in zip(keep, lengths)]), axis=0)
+    return [_keep_first(s, k) for s, k in zip(segments, keep)], cut
+
+
+def _padded(ragged: tf.RaggedTensor, seq_length, value: int) -> tf.Tensor:
+    width = tf.stack([ragged.nrows(), tf.cast(seq_length, tf.int64)])
+    # The reshape gives a number `seq_length` back as a static shape.
+    return tf.reshape(tf.cast(ragged.to_tensor(default_value=value, shape=width), tf.int32), [-1, seq_length])
+
+
+def pack(segments: list[tf.RaggedTensor], seq_length, cls_id: int, sep_id: int, pad_id: int) -> dict[str, tf.Tensor]:
+    """One or two segments of ids `[batch, (pieces)]` -> `{"input_ids", "input_mask", "segment_ids"}`, int32
+    `[batch, seq_length]`: trimmed (`trim`), joined as `[CLS] a [SEP] (b [SEP])`, padded."""
+    ids, segment_ids = tft.combine_segments(trim(segments, seq_length)[0], start_of_sequence_id=cls_id,
+                                            end_of_segment_id=sep_id)
+    return {"input_ids": _padded(ids, seq_length, pad_id),
+            "input_mask": _padded(tf.ones_like(ids), seq_length, 0),
+            "segment_ids": _padded(segment_ids, seq_length, 0)}
 
 
 class PairEncoder:
@@ -55,28 +84,21 @@ class PairEncoder:
     def vocab_size(self) -> int:
         return len(self.vocab)
 
-    def _trim(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> tuple[list[tf.RaggedTensor], tf.Tensor]:
-        """The kept pieces of each segment and, per example, whether anything was cut."""
-        a = self._tokenizer.tokenize(text_a)
-        if text_b is None:
-            keep_a = tf.minimum(a.row_lengths(), self.seq_length - 2)
-            return [_keep_first(a, keep_a)], keep_a < a.row_lengths()
-        b = self._tokenizer.tokenize(text_b)
-        keep_a, keep_b = pair_lengths(a.row_lengths(), b.row_lengths(), self.seq_length - 3)
-        cut = (keep_a < a.row_lengths()) | (keep_b < b.row_lengths())
-        return [_keep_first(a, keep_a), _keep_first(b, keep_b)], cut
+    @property
+    def special_ids(self) -> dict[str, int]:
+        """`pack`'s token arguments."""
+        return {"cls_id": self.cls_id, "sep_id": self.sep_id, "pad_id": self.pad_id}
+
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Batched strings -> word-piece ids `[batch, (pieces)]`, int64."""
+        return self._tokenizer.tokenize(texts)
+
+    def _segments(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> list[tf.RaggedTensor]:
+        return [self.tokenize(t) for t in (text_a, text_b) if t is not None]
 
     def encode(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> dict[str, tf.Tensor]:
         """Batched strings -> `{"input_ids", "input_mask", "segment_ids"}`, each int32 [batch, seq_length]."""
-        segments, _ = self._trim(text_a, text_b)
-        ids, segment_ids = tft.combine_segments(segments, start_of_sequence_id=self.cls_id,
-                                                end_of_segment_id=self.sep_id)
-        shape = [None, self.seq_length]
-        return {
-            "input_ids": tf.cast(ids.to_tensor(default_value=self.pad_id, shape=shape), tf.int32),
-            "input_mask": tf.cast(tf.ones_like(ids).to_tensor(shape=shape), tf.int32),
-            "segment_ids": tf.cast(segment_ids.to_tensor(shape=shape), tf.int32),
-        }
+        return pack(self._segments(text_a, text_b), self.seq_length, **self.special_ids)
 
     @staticmethod
     def _texts(examples: Examples) -> tuple:
@@ -105,5 +127,5 @@ class PairEncoder:
         cut = 0
         for start in range(0, len(examples), _COUNT_BATCH):
             batch = [tf.constant(column[start:start + _COUNT_BATCH]) for column in texts]
-            cut += int(tf.reduce_sum(tf.cast(self._trim(*batch)[1], tf.int32)))
+            cut += int(tf.reduce_sum(tf.cast(trim(self._segments(*batch), self.seq_length)[1], tf.int32)))
         return cut

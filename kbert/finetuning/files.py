@@ -3,7 +3,8 @@
 Invariant: a returned table has every requested column and at least one row; a missing column, a header-only or
 empty file, or an unreadable file raises `InputDataError`/`MissingFileError` naming the file, what was found and
 the fix. TSV is read with quoting off (GLUE's QQP and MNLI rows hold stray quote characters); rows too short for
-a requested column (QQP has a few) are skipped and counted.
+a requested column (QQP has a few) are skipped and counted. `stream_columns` yields the same rows one at a time,
+with the file's checks, for readers of unbounded files (kbert-predict), which decide what a short row means.
 
 Example:
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-from typing import Iterator, Sequence, Union
+from typing import Iterator, Optional, Sequence, Union
 
 import tensorflow as tf
 
@@ -83,61 +84,72 @@ def _missing_column_error(path: str, missing: Sequence[Column], found: Sequence[
         "task.label_column to one of them.")
 
 
-def _empty_error(path: str) -> InputDataError:
+def empty_file_error(path: str) -> InputDataError:
     return InputDataError(f"{path} holds no examples (the file is empty or has a header only); point the task at "
                           "a file with data rows.")
 
 
-def _read_delimited(path: str, file_format: str, wanted: Sequence[Column], header: bool) -> Table:
+# A data row: its 1-based line number and its wanted values, or None where it lacks one of them.
+Row = tuple[int, Optional[dict[Column, str]]]
+
+
+def _delimited_values(path: str, file_format: str, wanted: Sequence[Column], header: bool) -> Iterator[Row]:
     rows = _delimited_rows(path, file_format)
     names: list[str] = []
     if header:
         first = next(rows, None)
         if first is None:
-            raise _empty_error(path)
+            raise empty_file_error(path)
         names = first[1]
         missing = [c for c in wanted if c not in names]
         if missing:
             raise _missing_column_error(path, missing, names)
     index = {c: names.index(c) if header else int(c) for c in wanted}
-    table = Table(path, {c: [] for c in wanted}, [])
     for number, row in rows:
-        if len(row) <= max(index.values()):
-            table.skipped_rows += 1
-            continue
-        for column, position in index.items():
-            table.columns[column].append(row[position])
-        table.line_numbers.append(number)
-    return table
+        yield number, ({c: row[i] for c, i in index.items()} if len(row) > max(index.values()) else None)
 
 
-def _read_jsonl(path: str, wanted: Sequence[Column]) -> Table:
-    table = Table(path, {c: [] for c in wanted}, [])
+def _jsonl_values(path: str, wanted: Sequence[Column]) -> Iterator[Row]:
+    first = True
     for number, row in _jsonl_rows(path):
         missing = [c for c in wanted if c not in row]
-        if missing:
-            if not table.line_numbers:  # the first object names the schema; later gaps are skipped rows
-                raise _missing_column_error(f"{path} (line {number})", missing, list(row))
-            table.skipped_rows += 1
-            continue
-        for column in wanted:
-            table.columns[column].append(str(row[column]))
-        table.line_numbers.append(number)
-    return table
+        if missing and first:  # the first object names the schema; later gaps are rows that lack a value
+            raise _missing_column_error(f"{path} (line {number})", missing, list(row))
+        first = False
+        yield number, None if missing else {c: str(row[c]) for c in wanted}
+
+
+def stream_columns(path: str, file_format: str, wanted: Sequence[Column], header: bool = True) -> Iterator[Row]:
+    """The `wanted` values of each data row of `path`, one row at a time (see `Row`); `header=False` takes
+    positions.
+
+    Raises:
+      MissingFileError: `path` does not exist.
+      InputDataError: a wanted column is missing from the header (or the first JSON object), a header-only file,
+        or a line that is not a JSON object.
+    """
+    if file_format == "jsonl":
+        return _jsonl_values(path, wanted)
+    return _delimited_values(path, file_format, wanted, header)
 
 
 def read_columns(path: str, file_format: str, wanted: Sequence[Column], header: bool = True) -> Table:
-    """The `wanted` columns of `path` (`file_format` one of FORMATS; `header=False` takes positions).
+    """The `wanted` columns of `path` (`file_format` one of FORMATS; `header=False` takes positions); rows that
+    lack one of them are skipped and counted.
 
     Raises:
       MissingFileError: `path` does not exist.
       InputDataError: a wanted column is missing (the columns found are listed), or the file has no data rows.
     """
     wanted = list(dict.fromkeys(wanted))
-    if file_format == "jsonl":
-        table = _read_jsonl(path, wanted)
-    else:
-        table = _read_delimited(path, file_format, wanted, header)
+    table = Table(path, {c: [] for c in wanted}, [])
+    for number, values in stream_columns(path, file_format, wanted, header):
+        if values is None:
+            table.skipped_rows += 1
+            continue
+        for column, value in values.items():
+            table.columns[column].append(value)
+        table.line_numbers.append(number)
     if not len(table):
-        raise _empty_error(path)
+        raise empty_file_error(path)
     return table

@@ -2,7 +2,8 @@
 
 Invariant: a written file is `index<TAB>prediction` with a header line, one row per example in file order, the
 prediction being the label as the task's files spell it (`entailment`, `1`) or the regression value; that is
-what the GLUE server takes, one file per task (`SST-2.tsv`, `MNLI-m.tsv`, ...).
+what the GLUE server takes, one file per task (`SST-2.tsv`, `MNLI-m.tsv`, ...). `HEADER`, `shown_predictions` and
+`submission_lines` are its pieces, for a writer that streams (kbert-predict).
 
 Example:
 
@@ -30,13 +31,25 @@ def predicted_values(outputs: np.ndarray, label_names: Optional[Sequence[str]]) 
     return np.argmax(outputs, axis=-1)
 
 
+def shown_predictions(outputs: np.ndarray, label_names: Optional[Sequence[str]]) -> list[str]:
+    """Each prediction as a file shows it: the label's name, or the regression value to 6 significant digits."""
+    values = predicted_values(outputs, label_names)
+    return [f"{v:.6g}" for v in values] if label_names is None else [label_names[int(v)] for v in values]
+
+
+HEADER = "index\tprediction\n"
+
+
+def submission_lines(index: Sequence[str], shown: Sequence[str]) -> str:
+    """The rows of a submission file, one per example (the header aside)."""
+    return "".join(f"{i}\t{p}\n" for i, p in zip(index, shown))
+
+
 def write_submission(path: str, index: Sequence[str], outputs: np.ndarray,
                      label_names: Optional[Sequence[str]]) -> str:
     """Writes `path` (see the module docstring); returns it."""
-    values = predicted_values(outputs, label_names)
-    shown = [f"{v:.6g}" for v in values] if label_names is None else [label_names[int(v)] for v in values]
     tf.io.gfile.makedirs(os.path.dirname(path))
     with tf.io.gfile.GFile(path, "w") as f:
-        f.write("index\tprediction\n")
-        f.write("".join(f"{i}\t{p}\n" for i, p in zip(index, shown)))
+        f.write(HEADER)
+        f.write(submission_lines(index, shown_predictions(outputs, label_names)))
     return path

@@ -183,8 +183,10 @@ def _fit(config: FinetuneConfig, prepared: Prepared, model_dir: str, strategy: t
         checkpoints.close()
     best.restore()
     summary = {split: best.record[split] for split in evals}
+    # The labels and the BERT config make the run's model rebuildable without its init checkpoint (kbert-export).
     summary.update({"best_epoch": best.record["epoch"], "epochs": evaluator.history, "task": data.task.name,
-                    "labels": list(data.label_names or []), "init_checkpoint": t.init_checkpoint,
+                    "labels": list(data.label_names or []), "bert_config": prepared.bert.to_dict(),
+                    "init_checkpoint": t.init_checkpoint,
                     "resumed_from": restored, "strategy": type(strategy).__name__,
                     "replicas": strategy.num_replicas_in_sync, "wall_seconds": time.time() - started})
     if chief:

@@ -124,6 +124,24 @@ def _file_task(config) -> Task:
                 labels=None, metrics=metrics, train_file=config.train_file, eval_files={"eval": config.eval_file})
 
 
+@dataclasses.dataclass(frozen=True)
+class TextColumns:
+    """Where a task's texts are in its files: what a prediction file must have too."""
+
+    file_format: str
+    header: bool
+    text_a: Column
+    text_b: Optional[Column]
+
+
+def text_columns(config) -> TextColumns:
+    """The text columns a `task` config section names, without reading any file (GLUE's are fixed by name)."""
+    if config.name in GLUE_TASKS:
+        glue = GLUE_TASKS[config.name]
+        return TextColumns("tsv", glue.header, glue.text_a, glue.text_b)
+    return TextColumns(config.name, True, config.text_a_column, config.text_b_column or None)
+
+
 def resolve_task(config) -> Task:
     """The `Task` a `task` config section names (a GLUE name with `data_dir`, or tsv|csv|jsonl with files).
 
