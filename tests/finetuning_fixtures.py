@@ -3,10 +3,13 @@ and the config of a 2-layer, hidden-32 BERT."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
+import tensorflow as tf
 
+from kbert.runtime.checkpointing import variables_by_path
 from tfrecord_fixtures import write_vocab
 
 SEQ_LENGTH = 16
@@ -72,3 +75,11 @@ def write_config(path, **sections) -> str:
     with open(path, "w") as f:
         yaml.safe_dump(config, f)
     return str(path)
+
+
+def kbert_model_dir(directory, pretrainer) -> str:
+    """A kbert pretraining model_dir: checkpoints/ckpt-N keyed by variable path, summary.json with the model."""
+    tf.train.Checkpoint(model=variables_by_path(pretrainer.weights)).save(str(directory / "checkpoints" / "ckpt"))
+    model = {"bert": TINY_MODEL["bert"], "overrides": {**TINY_MODEL["overrides"], "vocab_size": 200}}
+    (directory / "summary.json").write_text(json.dumps({"config": {"model": model}}))
+    return str(directory)

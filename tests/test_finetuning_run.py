@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from finetuning_fixtures import NLI_LABELS, TINY_MODEL, vocab_file, words, write_config, write_mnli, write_tsv
+from finetuning_fixtures import (NLI_LABELS, kbert_model_dir, vocab_file, words, write_config, write_mnli,
+                                 write_tsv)
 from kbert.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError, VocabularyError
 from kbert.finetuning import BertClassifier, load_finetune_config, run_finetuning
 from kbert.finetuning.epochs import BestWeights, EpochEvaluator
@@ -20,7 +21,6 @@ from kbert.finetuning.metrics import accuracy
 from kbert.finetuning.pretrained import load_encoder, resolve_checkpoint
 from kbert.finetuning.runner import prepare
 from kbert.modeling import BertConfig, BertEncoder, BertPretrainer, export_google_checkpoint
-from kbert.runtime.checkpointing import variables_by_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The tiny model over the 200-token fixture vocabulary.
@@ -108,19 +108,11 @@ def _encoder_weights(model):
     return {v.path: v.numpy() for v in model.encoder.weights}
 
 
-def _kbert_model_dir(directory, pretrainer):
-    """A kbert pretraining model_dir: checkpoints/ckpt-N keyed by variable path, summary.json with the model."""
-    tf.train.Checkpoint(model=variables_by_path(pretrainer.weights)).save(str(directory / "checkpoints" / "ckpt"))
-    model = {"bert": TINY_MODEL["bert"], "overrides": {**TINY_MODEL["overrides"], "vocab_size": 200}}
-    (directory / "summary.json").write_text(json.dumps({"config": {"model": model}}))
-    return str(directory)
-
-
 @pytest.mark.parametrize("kind", ["kbert", "google", "mslt"])
 def test_encoder_loads_from_each_kind_of_checkpoint(tmp_path, kind):
     pretrainer = _pretrainer()
     if kind == "kbert":
-        init = _kbert_model_dir(tmp_path / "pretrain", pretrainer)
+        init = kbert_model_dir(tmp_path / "pretrain", pretrainer)
     elif kind == "google":
         init = export_google_checkpoint(pretrainer, str(tmp_path / "google" / "bert_model.ckpt"))
     else:

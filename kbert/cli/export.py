@@ -1,15 +1,19 @@
-"""`kbert-export`: a kbert or Google BERT checkpoint as a keras-hub preset or a Google TF1 checkpoint.
+"""`kbert-export`: a kbert or Google BERT checkpoint as a keras-hub preset, a Google TF1 checkpoint or TF Hub-style
+SavedModels; a fine-tuning run as one serving SavedModel.
 
 `--format=keras_hub` writes a directory that `keras_hub.models.BertBackbone.from_preset(DIR)` and
 `keras_hub.models.BertTextClassifier.from_preset(DIR, num_classes=N)` load, tokenizer included (needs the
 `kbert[hub]` extra). keras-hub computes only the tanh GELU: an erf-GELU model (`hidden_act: gelu`) is refused
 unless `--allow_gelu_approximation`. `--format=google` writes `bert_model.ckpt`, `bert_config.json` and `vocab.txt`,
-the input of Hugging Face's converter (docs/finetuning.md).
+the input of Hugging Face's converter. `--format=tf_hub` writes `preprocess/` and `encoder/`, Model Garden's TF Hub
+interface. `--format=saved_model` takes a kbert-finetune model_dir and writes a SavedModel that takes strings and
+returns labels (or scores). See docs/finetuning.md.
 
 Example:
 
     kbert-export --checkpoint=runs/bert_tiny --bert_config=configs/models/bert_tiny.json --vocab_file=vocab.txt \\
         --format=keras_hub --output_dir=export/bert_tiny_en
+    kbert-export --checkpoint=runs/sst2 --format=saved_model --output_dir=export/sst2/1
 """
 
 from __future__ import annotations
@@ -19,41 +23,92 @@ from absl import app, flags
 from kbert.cli import entry
 
 PROGRAM = "kbert-export"
-FORMATS = ("keras_hub", "google")
+FORMATS = ("keras_hub", "google", "tf_hub", "saved_model")
+# What a fine-tuning run fixes for --format=saved_model.
+RUN_FLAGS = ("bert_config", "lower_case", "seq_length")
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "A kbert pretraining model_dir or checkpoint, an MSLT run or stage export, "
-                                        "or a Google TF1 checkpoint (bert_model.ckpt).")
+                                        "or a Google TF1 checkpoint (bert_model.ckpt); for --format=saved_model a "
+                                        "kbert-finetune model_dir.")
 flags.DEFINE_string("bert_config", "", "A bert_config.json or preset name, where none comes with the checkpoint.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary the model was pretrained with.")
-flags.DEFINE_enum("format", "keras_hub", list(FORMATS), "keras_hub: a keras-hub preset; google: a TF1 checkpoint.")
-flags.DEFINE_string("output_dir", None, "Where to write the export.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary the model was pretrained with; for --format=saved_model "
+                                        "only where the run's own has moved.")
+flags.DEFINE_enum("format", "keras_hub", list(FORMATS),
+                  "keras_hub: a keras-hub preset; google: a TF1 checkpoint; tf_hub: preprocess/ and encoder/ "
+                  "SavedModels; saved_model: a fine-tuned classifier taking strings.")
+flags.DEFINE_string("output_dir", None, "Where to write the export: a new or empty folder (see --overwrite).")
+flags.DEFINE_bool("overwrite", False, "Write into a folder that holds files, over the export's files of the same "
+                                      "names; nothing else there is deleted.")
 flags.DEFINE_bool("lower_case", True, "Whether the vocabulary is uncased (the tokenizer lower-cases and strips "
                                       "accents).")
+flags.DEFINE_integer("seq_length", None, "--format=tf_hub: the preprocessor's default packed length (default 128, "
+                                         "or the model's max positions if fewer).")
 flags.DEFINE_bool("allow_gelu_approximation", False,
                   "Export an erf-GELU model to keras-hub, whose BertBackbone computes the tanh approximation; the "
                   "difference measured on a sample batch is printed.")
-for _name in ("checkpoint", "vocab_file", "output_dir"):
+for _name in ("checkpoint", "output_dir"):
     flags.mark_flag_as_required(_name)
+
+
+def _check_flags() -> None:
+    from kbert.errors import ConfigError
+
+    if FLAGS.format == "saved_model":
+        given = [f"--{name}" for name in RUN_FLAGS if FLAGS[name].present]
+        if given:
+            raise ConfigError(f"--format=saved_model takes the model, its lower-casing and seq_length from the "
+                              f"fine-tuning run; drop {', '.join(given)}.")
+    elif not FLAGS.vocab_file:
+        raise ConfigError(f"--format={FLAGS.format} needs --vocab_file, the vocabulary the model was pretrained "
+                          "with.")
+
+
+def _encoder_export() -> str:
+    """keras_hub, google or tf_hub: the line to print."""
+    from kbert.finetuning import hub_export
+    from kbert.finetuning.exporting import checkpoint_pretrainer, export_google
+    from kbert.finetuning.serving.tf_hub_export import export_tf_hub
+
+    pretrainer, has_mlm = checkpoint_pretrainer(FLAGS.checkpoint, FLAGS.bert_config, FLAGS.vocab_file)
+    encoder = pretrainer.encoder
+    if FLAGS.format == "google":
+        path = export_google(encoder, FLAGS.vocab_file, FLAGS.output_dir)
+        return f"Wrote {path} (the encoder, Google's names), bert_config.json and vocab.txt."
+    if FLAGS.format == "tf_hub":
+        difference = export_tf_hub(pretrainer, has_mlm, FLAGS.vocab_file, FLAGS.output_dir, FLAGS.lower_case,
+                                   FLAGS.seq_length)
+        mlm = "encoder.mlm included" if has_mlm else "no masked-LM head in the checkpoint, so no encoder.mlm"
+        return (f"Wrote {FLAGS.output_dir}/preprocess and {FLAGS.output_dir}/encoder ({mlm}); largest |kbert - "
+                f"SavedModel| output difference on sample texts: {difference:.3g}.")
+    backbone = hub_export.export_preset(encoder, FLAGS.vocab_file, FLAGS.output_dir, FLAGS.lower_case,
+                                        FLAGS.allow_gelu_approximation)
+    difference = hub_export.max_difference(encoder, backbone)
+    note = " (erf GELU exported as tanh GELU)" if encoder.config.hidden_act == "gelu" else ""
+    return (f"Wrote the keras-hub preset {FLAGS.output_dir}; largest |kbert - keras-hub| output difference on a "
+            f"sample batch: {difference:.3g}{note}.")
+
+
+def _classifier_export() -> str:
+    from kbert.finetuning.serving.classifier_export import export_classifier, text_inputs
+    from kbert.finetuning.serving.finetuned_run import load_run
+
+    run = load_run(FLAGS.checkpoint, FLAGS.vocab_file or "")
+    difference = export_classifier(run, FLAGS.output_dir)
+    inputs = ", ".join(spec.name for spec in text_inputs(run.columns.text_b is not None))
+    outputs = "score" if run.label_names is None else f"probabilities, label_id, label ({', '.join(run.label_names)})"
+    return (f"Wrote the serving SavedModel {FLAGS.output_dir}: {inputs} -> {outputs}; largest |kbert - SavedModel| "
+            f"difference on sample texts: {difference:.3g}.")
 
 
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    _check_flags()
     # Imported here so `--help` and flag errors come back without loading TensorFlow.
-    from kbert.finetuning import hub_export
-    from kbert.finetuning.exporting import checkpoint_encoder, export_google
+    from kbert.finetuning.exporting import check_output_dir
 
-    encoder = checkpoint_encoder(FLAGS.checkpoint, FLAGS.bert_config, FLAGS.vocab_file)
-    if FLAGS.format == "google":
-        path = export_google(encoder, FLAGS.vocab_file, FLAGS.output_dir)
-        print(f"Wrote {path} (the encoder, Google's names), bert_config.json and vocab.txt.")
-        return
-    backbone = hub_export.export_preset(encoder, FLAGS.vocab_file, FLAGS.output_dir, FLAGS.lower_case,
-                                        FLAGS.allow_gelu_approximation)
-    difference = hub_export.max_difference(encoder, backbone)
-    note = " (erf GELU exported as tanh GELU)" if encoder.config.hidden_act == "gelu" else ""
-    print(f"Wrote the keras-hub preset {FLAGS.output_dir}; largest |kbert - keras-hub| output difference on a "
-          f"sample batch: {difference:.3g}{note}.")
+    check_output_dir(FLAGS.output_dir, FLAGS.overwrite)
+    print(_classifier_export() if FLAGS.format == "saved_model" else _encoder_export())
 
 
 def run() -> None:

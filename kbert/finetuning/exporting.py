@@ -1,13 +1,17 @@
-"""The two ends of `kbert-export`: the encoder a checkpoint holds, and the Google TF1 export of it.
+"""The ends of `kbert-export`: the model a checkpoint holds, the folder an export may write to, and the Google TF1
+export.
 
-Invariant: `checkpoint_encoder` returns an encoder only after the checkpoint was found, its config resolved and
-its vocabulary, width and depth checked against the vocabulary file (each failure one line naming the flag).
+Invariant: `checkpoint_pretrainer` (and `checkpoint_encoder`, its encoder) returns a model only after the checkpoint
+was found, its config resolved and its vocabulary, width and depth checked against the vocabulary file (each
+failure one line naming the flag); the masked-LM head is loaded where the checkpoint holds one. An export writes
+into a new or empty folder, or with `overwrite` over its own files of the same names: nothing else is deleted.
 
 Example:
 
 ```python
 encoder = checkpoint_encoder("runs/bert_tiny", "configs/models/bert_tiny.json", "vocab.txt")
 export_google(encoder, "vocab.txt", "export/bert_tiny")  # bert_model.ckpt, bert_config.json, vocab.txt
+pretrainer, has_mlm = checkpoint_pretrainer("runs/bert_tiny", "", "vocab.txt")  # the TF Hub export's model
 ```
 """
 
@@ -18,22 +22,53 @@ import os
 import tensorflow as tf
 
 from kbert.data.tokenization import load_vocabulary
+from kbert.errors import ConfigError
 from kbert.finetuning import pretrained
-from kbert.modeling import BertEncoder, export_google_checkpoint
+from kbert.modeling import BertEncoder, BertPretrainer, export_google_checkpoint
+from kbert.runtime import checkpointing
 from kbert.runtime.sections import ModelConfig
 
 FLAG_KEYS = pretrained.Keys(checkpoint="--checkpoint", bert="--bert_config", vocab="--vocab_file")
 
 
-def checkpoint_encoder(checkpoint: str, bert_config: str, vocab_file: str) -> BertEncoder:
-    """The encoder of a kbert or Google checkpoint; `bert_config` (a path or preset) where none comes with it."""
+def checkpoint_pretrainer(checkpoint: str, bert_config: str, vocab_file: str) -> tuple[BertPretrainer, bool]:
+    """The BERT of a kbert or Google checkpoint, and whether its masked-LM head came with it (a Google export of
+    the encoder alone has none: the heads keep their initial values); `bert_config` (a path or preset) where
+    none comes with the checkpoint."""
     prefix = pretrained.resolve_checkpoint(checkpoint, FLAG_KEYS)
     bert = pretrained.bert_config_for(ModelConfig(bert=bert_config), prefix, FLAG_KEYS)
     vocab_size = len(load_vocabulary(vocab_file))
     pretrained.check_checkpoint_fits(prefix, bert, vocab_size, vocab_file, FLAG_KEYS)
-    encoder = BertEncoder(bert.replace(vocab_size=vocab_size))
-    pretrained.load_encoder(encoder, prefix)
-    return encoder
+    model = BertPretrainer(bert.replace(vocab_size=vocab_size))
+    has_mlm = pretrained.has_masked_lm_head(prefix)
+    if has_mlm:
+        checkpointing.load_init_checkpoint(model, prefix)
+    else:
+        pretrained.load_encoder(model.encoder, prefix)
+    return model, has_mlm
+
+
+def checkpoint_encoder(checkpoint: str, bert_config: str, vocab_file: str) -> BertEncoder:
+    """The encoder of a kbert or Google checkpoint (see `checkpoint_pretrainer`)."""
+    return checkpoint_pretrainer(checkpoint, bert_config, vocab_file)[0].encoder
+
+
+def check_output_dir(path: str, overwrite: bool) -> None:
+    """Refuses a file, or a folder that holds files unless `overwrite` (see the module invariant).
+
+    Raises:
+      ConfigError: naming the folder, a few of its files and the fix.
+    """
+    if not tf.io.gfile.exists(path):
+        return
+    if not tf.io.gfile.isdir(path):
+        raise ConfigError(f"--output_dir={path} is a file; give a folder.")
+    held = sorted(tf.io.gfile.listdir(path))
+    if held and not overwrite:
+        shown = ", ".join(name.rstrip("/") for name in held[:3]) + (", ..." if len(held) > 3 else "")
+        raise ConfigError(f"--output_dir={path} holds files ({shown}); give a new or empty folder, or pass "
+                          "--overwrite to write the export over its files of the same names (nothing else there "
+                          "is deleted).")
 
 
 def export_google(encoder: BertEncoder, vocab_file: str, output_dir: str) -> str:

@@ -153,6 +153,13 @@ def check_checkpoint_fits(prefix: str, bert: BertConfig, vocab_size: int, vocab_
             f"{bert.hidden_size}; set {keys.bert} to the bert_config.json (or preset) it was pretrained with.")
 
 
+def has_masked_lm_head(prefix: str) -> bool:
+    """Whether a kbert or Google checkpoint holds the masked-LM head (kbert's `model/predictions/...`, Google's
+    `cls/predictions/...`; optimizer slots aside)."""
+    return any(name.startswith(("model/", "cls/")) and "predictions/output_bias" in name.replace(".S", "/")
+               for name, _ in tf.train.list_variables(prefix))
+
+
 def _is_google(prefix: str) -> bool:
     return any(name.startswith("bert/embeddings/") for name, _ in tf.train.list_variables(prefix))
 

@@ -1,0 +1,92 @@
+"""A finished `kbert-finetune` run as a model again: the classifier with its best weights, its tokenization and
+its labels, rebuilt from what the run's `model_dir` holds.
+
+Invariant: `load_run` returns only a finished run (`summary.json`) whose vocabulary is found and fits the model's
+word table; anything else is one line naming the folder or file and the fix. The model computes in the run's
+precision policy, so it gives what the run's own predictions gave.
+
+Example:
+
+```python
+run = load_run("runs/sst2")
+run.model.predict_on_batch(run.encoder.encode(tf.constant(["a fine film"])))  # logits
+run.label_names  # ('0', '1'); None for regression
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+from kbert.errors import ConfigError, MissingFileError, VocabularyError
+from kbert.finetuning import pretrained, run_dir
+from kbert.finetuning.config import FinetuneConfig, load_finetune_config
+from kbert.finetuning.encoding import PairEncoder
+from kbert.finetuning.epochs import BestWeights
+from kbert.finetuning.model import BertClassifier
+from kbert.finetuning.tasks import TextColumns, text_columns
+from kbert.modeling import BertConfig, BertEncoder
+
+
+@dataclasses.dataclass
+class FinetunedRun:
+    model_dir: str
+    config: FinetuneConfig
+    model: BertClassifier
+    encoder: PairEncoder
+    label_names: Optional[tuple[str, ...]]  # None: regression
+    columns: TextColumns
+
+
+def _bert_config(summary: dict, config: FinetuneConfig, vocab_size: int) -> BertConfig:
+    if "bert_config" in summary:
+        return BertConfig.from_dict(summary["bert_config"])
+    # A run written before summaries held the BERT config: resolve it as the run did.
+    init = config.train.init_checkpoint
+    prefix = pretrained.resolve_checkpoint(init) if init else None
+    return pretrained.bert_config_for(config.model, prefix).replace(vocab_size=vocab_size)
+
+
+def _text_encoder(config: FinetuneConfig, vocab_file: str, flag: str, model_dir: str,
+                  vocab_size: int) -> PairEncoder:
+    vocab_file = vocab_file or config.data.vocab_file
+    if not tf.io.gfile.exists(vocab_file):
+        raise MissingFileError(f"{flag}={model_dir}: its vocabulary {vocab_file} is not there (moved or deleted); "
+                               "pass --vocab_file with the vocabulary the run was fine-tuned with.")
+    encoder = PairEncoder(vocab_file, config.data.seq_length, config.data.lower_case)
+    if encoder.vocab_size != vocab_size:
+        raise VocabularyError(f"--vocab_file={vocab_file} has {encoder.vocab_size} tokens but the model of {flag}="
+                              f"{model_dir} has {vocab_size}; pass the vocabulary the run was fine-tuned with.")
+    return encoder
+
+
+def load_run(model_dir: str, vocab_file: str = "", flag: str = "--checkpoint") -> FinetunedRun:
+    """The run in `model_dir` with its best weights; `vocab_file` replaces the run's `data.vocab_file` (moved).
+
+    Raises:
+      ConfigError: `model_dir` is not a kbert-finetune run (a pretraining run, a checkpoint) or has not finished.
+      MissingFileError, VocabularyError: the vocabulary is not there, or not the model's.
+    """
+    config_file = os.path.join(model_dir, run_dir.CONFIG_FILE)
+    if not tf.io.gfile.exists(config_file):
+        raise ConfigError(f"{flag}={model_dir} is not a kbert-finetune model_dir (no {run_dir.CONFIG_FILE}), and a "
+                          "classifier comes from one: fine-tune this checkpoint (kbert-finetune with "
+                          "train.init_checkpoint) and give that model_dir; kbert-export --format=tf_hub exports a "
+                          "pretrained encoder alone.")
+    summary = run_dir.read_json(os.path.join(model_dir, run_dir.SUMMARY_FILE))
+    if summary is None:
+        raise ConfigError(f"{flag}={model_dir} holds a fine-tuning run that has not finished (no "
+                          f"{run_dir.SUMMARY_FILE}); rerun its kbert-finetune command, which resumes it.")
+    config = load_finetune_config([config_file])
+    best = os.path.join(model_dir, run_dir.BEST_DIR)
+    vocab_size = pretrained.checkpoint_size(os.path.join(best, "weights")).vocab_size
+    encoder = _text_encoder(config, vocab_file, flag, model_dir, vocab_size)
+    labels = tuple(summary["labels"]) or None
+    bert = BertEncoder(_bert_config(summary, config, vocab_size), dtype=config.train.mixed_precision)
+    model = BertClassifier(bert, 1 if labels is None else len(labels), dropout=config.model.classifier_dropout)
+    BestWeights(model, best).restore()
+    return FinetunedRun(model_dir, config, model, encoder, labels, text_columns(config.task))
