@@ -160,6 +160,15 @@ def test_a_record_that_disagrees_with_the_first_one_fails_the_run_and_writes_not
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["mixed.tfrecord"]
 
 
+def test_a_file_cut_short_fails_the_run_naming_it(data, tmp_path):
+    folder, _ = data
+    cut = tmp_path / "cut.tfrecord"
+    cut.write_bytes((folder / "masked-0.tfrecord").read_bytes()[:-10])
+    with pytest.raises(InputDataError, match="cut.tfrecord: corrupt or truncated TFRecord after 119 good records"):
+        pack_pretraining_data([str(cut)], [str(tmp_path / "out" / "packed.tfrecord")])
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["cut.tfrecord"]
+
+
 def _mlm_only(path, vocab):
     instances = make_instances(4, SEQ, PRED, len(vocab))
     return write_records(path, [{k: v for k, v in inst.items() if k != "next_sentence_labels"} for inst in instances])
