@@ -1,5 +1,7 @@
 """The two training steps benchmarks put side by side: Model Garden's BERT pretraining (tf_keras `MaskedLMTask`)
-and kbert's bare `BertPretrainer` step, plus the synthetic batch they share (their FLOPs: kbert.training.flops).
+and kbert's bare `BertPretrainer` step, plus the synthetic batch they share (their FLOPs: kbert.training.flops);
+and Model Garden's whole recipe (its task, its LAMB and its warmup and decay) trained on kbert's records and
+evaluated on kbert's held-out sample schedule, for time to accuracy.
 
 Not part of kbert: `tools/bench_*.py` import it to run the peer beside kbert in one process.
 """
@@ -18,6 +20,11 @@ from official.nlp.tasks import masked_lm
 from kbert.data import schema
 from kbert.modeling import BertConfig, BertPretrainer
 from kbert.training.bare_step import bare_train_step
+from kbert.training.config import PretrainingConfig
+from kbert.training.eval_schedule import EvalSchedule
+from kbert.training.loop import dataset_fn, evaluator
+from kbert.training.scheduled_training import train_on_schedule
+
 
 def model_garden_task(config: BertConfig) -> masked_lm.MaskedLMTask:
     encoder = mg_encoders.EncoderConfig(type="bert", bert=mg_encoders.BertEncoderConfig(
@@ -50,6 +57,90 @@ def model_garden_train_step(config: BertConfig, learning_rate: float = 1e-4, jit
         return task.train_step(model_garden_batch(batch), model, optimizer, metrics)["loss"]
 
     return step, model
+
+
+def model_garden_optimizer(config: PretrainingConfig) -> tf_keras.optimizers.Optimizer:
+    """Model Garden's LAMB with its polynomial warmup and decay, built by its `OptimizerFactory` from kbert's
+    `optimizer` and `schedule` sections: the rate kbert's `PolynomialWarmup` gives at every step after the first
+    (Model Garden warms up from step 1), the same decay and exclusions."""
+    from official.modeling import optimization
+
+    o, s = config.optimizer, config.schedule
+    if o.type != "lamb" or s.step_offset:
+        raise ValueError(f"Model Garden's recipe here is LAMB from step 0, not optimizer.type={o.type!r} with "
+                         f"schedule.step_offset={s.step_offset}.")
+    # Model Garden's decay counts from step 0, so it is offset by the warmup, as kbert's decay starts after it.
+    decay_steps = s.decay_steps or max(config.train.total_steps - s.warmup_steps, 1)
+    factory = optimization.OptimizerFactory(optimization.OptimizationConfig({
+        "optimizer": {"type": "lamb", "lamb": {
+            "weight_decay_rate": o.weight_decay, "beta_1": o.beta_1, "beta_2": o.beta_2, "epsilon": o.epsilon,
+            "exclude_from_weight_decay": list(o.exclude_from_weight_decay),
+            "exclude_from_layer_adaptation": list(o.exclude_from_layer_adaptation),
+            "global_clipnorm": o.global_clipnorm}},
+        "learning_rate": {"type": "polynomial", "polynomial": {
+            "initial_learning_rate": s.peak_learning_rate, "decay_steps": decay_steps,
+            "end_learning_rate": s.end_learning_rate, "power": s.power, "offset": s.warmup_steps}},
+        "warmup": {"type": "polynomial", "polynomial": {"warmup_steps": s.warmup_steps, "power": 1.0}}}))
+    return factory.build_optimizer(factory.build_learning_rate())
+
+
+class KbertOutputs:
+    """Model Garden's pretrainer as kbert's evaluator calls a model: kbert's batch in, kbert's output names out,
+    and the `config` whose vocabulary the records are checked against."""
+
+    def __init__(self, model: tf_keras.Model, config: BertConfig):
+        self.model, self.config = model, config
+
+    def __call__(self, batch: dict, training: bool = False) -> dict:
+        outputs = self.model(model_garden_batch(batch), training=training)
+        return {"mlm_logits": outputs["mlm_logits"], "nsp_logits": outputs["next_sentence"]}
+
+
+class ModelGardenPretraining:
+    """Model Garden's recipe on kbert's records: `MaskedLMTask`'s model and `train_step` with its LAMB and schedule
+    (float32), seeded with `train.seed`, fed the batches a kbert-pretrain run of `config` reads (the same files,
+    shuffle seed and batch), in Model Garden's own loop form (a `tf.range` of `strategy.run` in one tf.function).
+    `evaluate` is kbert's evaluator over the same held-out records, so both sides are scored by one piece of code.
+    """
+
+    def __init__(self, config: PretrainingConfig, strategy: tf.distribute.Strategy):
+        if config.train.gradient_accumulation_steps != 1:
+            raise ValueError("Model Garden's train_step applies every batch: give train.gradient_accumulation_steps=1.")
+        bert = config.model.bert_config()
+        self.batch_size, self.samples = config.train.global_batch_size, 0
+        tf_keras.utils.set_random_seed(config.train.seed)
+        with strategy.scope():
+            task = model_garden_task(bert)
+            model = task.build_model()
+            metrics = task.build_metrics()
+            optimizer = model_garden_optimizer(config)
+        make = dataset_fn(config, True, bert.vocab_size)
+        batches = iter(strategy.distribute_datasets_from_function(
+            lambda context: make(context).map(model_garden_batch)))
+
+        @tf.function
+        def loop(steps: tf.Tensor) -> None:
+            for _ in tf.range(steps):
+                strategy.run(lambda batch: task.train_step(batch, model, optimizer, metrics), (next(batches),))
+
+        self._loop = loop
+        self.evaluate = evaluator(config, strategy, KbertOutputs(model, bert))
+
+    def train(self, steps: int) -> int:
+        """Trains `steps` optimizer steps; returns the samples trained so far."""
+        self._loop(tf.constant(steps))
+        self.samples += steps * self.batch_size
+        return self.samples
+
+
+def train_model_garden(config: PretrainingConfig, strategy: tf.distribute.Strategy, print_fn=print) -> dict:
+    """Model Garden's recipe trained for `train.total_steps`, evaluated every `eval.interval_samples` as a
+    kbert-pretrain run of `config` is (seconds from the schedule's start, after the model is built); returns what
+    kbert-pretrain's summary.json would hold: `evaluations`, `time_to_target` (with `eval.target_mlm_accuracy`), ..."""
+    peer = ModelGardenPretraining(config, strategy)
+    schedule = EvalSchedule(config.eval.interval_samples, config.eval.target_mlm_accuracy, peer.evaluate, print_fn)
+    return train_on_schedule(peer.train, until_step=config.train.total_steps,
+                             steps_per_loop=config.train.steps_per_loop, schedule=schedule)
 
 
 def kbert_train_step(config: BertConfig, jit_compile: bool = False, policy: str = "float32"):

@@ -1,0 +1,351 @@
+"""Time to accuracy, as MLPerf measures training: wall time (and samples) until held-out masked-LM accuracy reaches a
+target, evaluated on a fixed sample schedule, for Model Garden's recipe and kbert's, side by side in one run.
+
+    python tools/bench_time_to_accuracy.py --corpus=/path/to/text.txt --work_dir=/tmp/kbert_tta
+
+One model (`--model` with `--num_layers`), one corpus split by document into training and held-out text, one
+vocabulary (`--vocab_file`, else `--vocab_size` pieces learned from the training text), one held-out sample
+(`--eval_sequences` of the held-out records, the same ones at every evaluation) evaluated every `--eval_interval`
+training samples for every contestant. Contestants, one after the other:
+
+- `model_garden`: Model Garden's recipe, its `MaskedLMTask` and its LAMB with its warmup and decay, float32,
+  unpacked sentence-pair records (tools/model_garden_peer.py), in this process;
+- `kbert`: kbert-pretrain with the same recipe (model size, records, batch, steps, schedule, seed);
+- each of kbert's levers alone on that recipe: `bf16` (train.mixed_precision=mixed_bfloat16), `xla`
+  (train.jit_compile=step), `packed` (the same records packed by kbert-pack-pretraining-data, as many rows a step
+  as hold `--batch_size` sequences), `mlm_only` (full-sentence MLM-only records of the same text,
+  kbert-create-pretraining-data --objective=mlm) and `mslt_N` (MSLT in `--stages`, its all-layer stage N% of the
+  steps, for each of `--final_shares`);
+- `fastest`: kbert with every lever that beat `kbert` alone on time to target, the fastest of each kind
+  (packed or MLM-only records; one MSLT plan).
+
+The target is `--target_mlm_accuracy`, which every run stops at; by default it is Model Garden's held-out accuracy
+at the end of its run less `--target_margin`, read in this run, and then every run trains to its end and its time
+to target is read from its evaluations (kbert.training.evaluation_history). Seconds count from each run's start of
+training (after its model is built), evaluations included. Prints, per contestant, the samples and seconds to
+target and the final held-out accuracy, then the ratios against Model Garden (its time over the contestant's), the
+last line kbert's fastest against Model Garden. Writes results.json and time_to_accuracy.png (held-out accuracy
+against wall time and against samples) into --work_dir; each kbert run's log, config and model_dir are there too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import yaml  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+import bench_flags  # noqa: E402
+
+bench_flags.define("vocab_file", required=("corpus",), work_dir="/tmp/kbert_bench_tta", model="bert_tiny",
+                   seq_length=128, max_predictions=20, batch_size=32,
+                   notes={"vocab_file": "Not given: one of --vocab_size pieces is learned from the training text.",
+                          "model": "Its depth is --num_layers."})
+flags.DEFINE_integer("vocab_size", 8000, "Size of the vocabulary learned when --vocab_file is not given.")
+flags.DEFINE_integer("num_layers", 4, "Depth of the model (the last of --stages).")
+flags.DEFINE_integer("total_steps", 600, "Optimizer steps of every run (Model Garden's recipe and kbert's).")
+flags.DEFINE_integer("steps_per_loop", 10, "Steps between progress lines; evaluations happen at loop ends.")
+flags.DEFINE_float("peak_learning_rate", 5e-3, "LAMB peak rate.")
+flags.DEFINE_float("warmup_share", 0.1, "Warmup steps as a share of the steps.")
+flags.DEFINE_integer("eval_interval", 0, "Training samples (sequences) between held-out evaluations; 0: a twelfth "
+                     "of the run, rounded to whole loops.")
+flags.DEFINE_integer("eval_sequences", 1024, "Held-out sequences per evaluation (the same ones every time).")
+flags.DEFINE_float("target_mlm_accuracy", None, "Held-out masked-LM accuracy to reach (every run stops there); "
+                   "default: Model Garden's final accuracy less --target_margin, read in this run.")
+flags.DEFINE_float("target_margin", 0.0, "Subtracted from Model Garden's final accuracy for the default target.")
+flags.DEFINE_list("levers", ["bf16", "xla", "packed", "mlm_only", "mslt"], "kbert's levers to run alone (mslt: "
+                  "one run per --final_shares), before the fastest combination.")
+flags.DEFINE_list("stages", ["2", "4"], "MSLT growth stages' depths.")
+flags.DEFINE_list("final_shares", ["0", "0.1", "0.2"], "MSLT all-layer stage's shares of the steps, one run each.")
+flags.DEFINE_float("final_rate_scale", 1.0, "MSLT all-layer stage's peak rate as a multiple of the growth stages' "
+                   "(docs/mslt.md: 1.0 beats the library's 0.1 at these stage lengths).")
+flags.DEFINE_integer("dupe_factor", 5, "Masked copies of the training text in the records.")
+flags.DEFINE_integer("max_sequences_per_pack", 3, "Sequences a packed row holds at most.")
+flags.DEFINE_integer("seed", 12345, "Seed of the weights, the data order and the records.")
+flags.DEFINE_string("plot", "", "PNG path; default WORK_DIR/time_to_accuracy.png.")
+FLAGS = flags.FLAGS
+HELDOUT_EVERY = 20  # every 20th document is held out
+RECORDED_FLAGS = ("corpus", "vocab_file", "model", "num_layers", "seq_length", "max_predictions", "batch_size",
+                  "total_steps", "peak_learning_rate", "warmup_share", "eval_sequences", "target_mlm_accuracy",
+                  "target_margin", "stages", "final_rate_scale", "dupe_factor", "seed")
+EVAL_BATCH = 64
+
+
+@dataclasses.dataclass
+class Data:
+    """The bench's records: unpacked sentence pairs (train, held out), packed, MLM-only, and the vocabulary."""
+
+    train: str
+    heldout: str
+    packed: str  # "" when kbert's packer is not installed
+    mlm_only: str
+    vocab_file: str
+    vocab_size: int
+    sequences_per_row: float  # packed: the mean sequences a row
+
+
+def make_data(work_dir: str) -> Data:
+    """Split, vocabulary and records under work_dir/data (reused when data.json is there from an earlier run)."""
+    directory = os.path.join(work_dir, "data")
+    described = os.path.join(directory, "data.json")
+    if os.path.exists(described):
+        with open(described) as f:
+            return Data(**json.load(f))
+    from kbert.data import text_documents
+    from kbert.data.create_pretraining_data import create_pretraining_data
+    from kbert.data.instances import InstanceConfig
+    from kbert.data.tokenization import load_vocabulary
+    from kbert.data.vocab import learn_vocabulary, write_vocabulary
+
+    os.makedirs(directory, exist_ok=True)
+    text = {name: os.path.join(directory, f"{name}.txt") for name in ("train", "heldout")}
+    split = text_documents.write_split(text_documents.read_documents([FLAGS.corpus]), text["train"],
+                                       text["heldout"], HELDOUT_EVERY)
+    print(f"corpus: {split.train_documents:,} training documents, {split.heldout_documents:,} held out", flush=True)
+    vocab_file = FLAGS.vocab_file or os.path.join(directory, f"vocab_{FLAGS.vocab_size}.txt")
+    if not FLAGS.vocab_file:
+        write_vocabulary(learn_vocabulary([text["train"]], FLAGS.vocab_size)[0], vocab_file)
+    records = {name: os.path.join(directory, f"{name}.tfrecord") for name in ("train", "heldout", "mlm_only")}
+    for name, source, objective, dupe_factor in (("train", "train", "nsp", FLAGS.dupe_factor),
+                                                 ("heldout", "heldout", "nsp", 1),
+                                                 ("mlm_only", "train", "mlm", FLAGS.dupe_factor)):
+        summary = create_pretraining_data(
+            [text[source]], [records[name]], vocab_file, True,
+            InstanceConfig(max_seq_length=FLAGS.seq_length, max_predictions_per_seq=FLAGS.max_predictions,
+                           dupe_factor=dupe_factor, objective=objective),
+            random_seed=FLAGS.seed, num_workers=2)
+        print(f"{name}: {summary.instances:,} records", flush=True)
+    packed, per_row = pack(records["train"], os.path.join(directory, "packed.tfrecord"))
+    data = Data(records["train"], records["heldout"], packed, records["mlm_only"], vocab_file,
+                len(load_vocabulary(vocab_file)), per_row)
+    with open(described, "w") as f:
+        json.dump(dataclasses.asdict(data), f, indent=2)
+    return data
+
+
+def pack(unpacked: str, output: str) -> tuple[str, float]:
+    """kbert-pack-pretraining-data's packing of `unpacked` into `output`; ("", 1.0) where the packer is missing."""
+    try:
+        from kbert.data.pack_pretraining_data import pack_pretraining_data
+    except ImportError:
+        print("packed: kbert's packer is not installed; the packed contestant is left out", flush=True)
+        return "", 1.0
+    summary = pack_pretraining_data([unpacked], [output], FLAGS.max_sequences_per_pack, FLAGS.seed)
+    print(f"packed: {summary.sequences:,} sequences in {summary.rows:,} rows", flush=True)
+    return output, summary.sequences / summary.rows
+
+
+def eval_interval() -> int:
+    """Samples between evaluations: --eval_interval, or a twelfth of the run in whole loops."""
+    per_loop = FLAGS.batch_size * FLAGS.steps_per_loop
+    return FLAGS.eval_interval or per_loop * max(1, round(FLAGS.total_steps / FLAGS.steps_per_loop / 12))
+
+
+def recipe(data: Data, target: float | None) -> dict:
+    """Model Garden's recipe as a kbert experiment: the `kbert` contestant's config, the others' starting point."""
+    steps, loop = FLAGS.total_steps, FLAGS.steps_per_loop
+    return {
+        "model": {"bert": FLAGS.model, "overrides": {"num_hidden_layers": FLAGS.num_layers,
+                                                      "vocab_size": data.vocab_size}},
+        "data": {"train_files": data.train, "eval_files": data.heldout, "seq_length": FLAGS.seq_length,
+                 "max_predictions": FLAGS.max_predictions},
+        "optimizer": {"type": "lamb", "weight_decay": 0.01, "epsilon": 1e-6},
+        "schedule": {"peak_learning_rate": FLAGS.peak_learning_rate,
+                     "warmup_steps": round(FLAGS.warmup_share * steps), "power": 0.5},
+        # One checkpoint, at the end (or at the target): saves are no part of the race.
+        "train": {"global_batch_size": FLAGS.batch_size, "total_steps": steps, "steps_per_loop": loop,
+                  "summary_interval": loop, "checkpoint_interval": loop * math.ceil(steps / loop),
+                  "max_checkpoints": 1, "seed": FLAGS.seed},
+        "eval": {"global_batch_size": EVAL_BATCH, "steps": max(1, FLAGS.eval_sequences // EVAL_BATCH),
+                 "interval_samples": eval_interval(), "target_mlm_accuracy": target},
+    }
+
+
+def mslt_share(lever: str) -> float:
+    """The all-layer stage's share of the steps an `mslt_N` lever names (N percent)."""
+    return int(lever.split("_")[1]) / 100
+
+
+def with_lever(config: dict, lever: str, data: Data) -> None:
+    """Turns one of kbert's levers on in `config`."""
+    if lever == "bf16":
+        config["train"]["mixed_precision"] = "mixed_bfloat16"
+    elif lever == "xla":
+        config["train"]["jit_compile"] = "step"
+    elif lever == "packed":
+        # As many rows as hold the recipe's batch of sequences: the same samples a step, fewer rows to compute.
+        config["data"]["train_files"] = data.packed
+        config["train"]["global_batch_size"] = max(1, round(FLAGS.batch_size / data.sequences_per_row))
+    elif lever == "mlm_only":
+        config["data"]["train_files"] = data.mlm_only
+    else:
+        steps, depths = FLAGS.total_steps, [int(d) for d in FLAGS.stages]
+        final = round(mslt_share(lever) * steps)
+        growth = [(steps - final) // len(depths)] * len(depths)
+        growth[-1] += steps - final - sum(growth)
+        config["mslt"] = {"stages": [{"num_layers": d, "steps": n} for d, n in zip(depths, growth)],
+                          "final_stage": {"steps": final,
+                                          "learning_rate": FLAGS.peak_learning_rate * FLAGS.final_rate_scale}}
+
+
+def alone(data: Data) -> list[str]:
+    """The levers run alone, in order (an `mslt` lever per final share; `packed` only with packed records)."""
+    names = []
+    for lever in FLAGS.levers:
+        if lever == "mslt":
+            names += [f"mslt_{round(100 * float(share))}" for share in FLAGS.final_shares]
+        elif lever != "packed" or data.packed:
+            names.append(lever)
+    return names
+
+
+def run_kbert(name: str, levers: list[str], data: Data, target: float | None) -> dict:
+    """kbert-pretrain of the recipe with `levers`, in its own process; returns its summary.json and wall seconds."""
+    config = recipe(data, target)
+    for lever in levers:
+        with_lever(config, lever, data)
+    model_dir, log = (os.path.join(FLAGS.work_dir, name + suffix) for suffix in ("", ".log"))
+    config_file = os.path.join(FLAGS.work_dir, f"{name}.yaml")
+    with open(config_file, "w") as f:
+        yaml.safe_dump(config, f)
+    subprocess.run(["rm", "-rf", model_dir], check=True)
+    print(f"{name}: kbert-pretrain{' with ' + '+'.join(levers) if levers else ''} (log {log})", flush=True)
+    started = time.time()
+    with open(log, "w") as out:
+        code = subprocess.call([sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
+                                f"--model_dir={model_dir}", "--strategy=one_device", "--mode=train",
+                                "--device=cpu"], stdout=out, stderr=subprocess.STDOUT)
+    if code:
+        raise RuntimeError(f"{name} failed (exit {code}); see {log}.")
+    from kbert.training.evaluation_history import read_summary
+
+    return {**read_summary(model_dir), "process_seconds": time.time() - started, "levers": levers}
+
+
+def run_model_garden(data: Data, target: float | None) -> dict:
+    """Model Garden's recipe in this process (float32, one device), on the `kbert` contestant's config."""
+    from kbert.experiment import load_experiment
+    from kbert.runtime.strategy import make_strategy
+    from model_garden_peer import train_model_garden
+
+    print("model_garden: Model Garden's MaskedLMTask and LAMB, float32", flush=True)
+    started = time.time()
+    config = load_experiment(params_override=json.dumps(recipe(data, target)))
+    result = train_model_garden(config, make_strategy("one_device"))
+    return {**result, "process_seconds": time.time() - started, "levers": []}
+
+
+def seconds_to(result: dict, target: float) -> float:
+    """Seconds to the target (infinite when not reached): the key the fastest levers are chosen by."""
+    from kbert.training.evaluation_history import time_to_target
+
+    reached = time_to_target(result, target)
+    return reached["seconds"] if reached else math.inf
+
+
+def fastest_levers(results: dict[str, dict], target: float) -> list[str]:
+    """The levers that beat `kbert` alone on time to target: of each kind (precision, XLA, records, MSLT plan) the
+    fastest one that did."""
+    kinds = [["bf16"], ["xla"], ["packed", "mlm_only"], [name for name in results if name.startswith("mslt_")]]
+    baseline = seconds_to(results["kbert"], target)
+    chosen = []
+    for kind in kinds:
+        best = min((name for name in kind if name in results), key=lambda n: seconds_to(results[n], target),
+                   default=None)
+        if best is not None and seconds_to(results[best], target) < baseline:
+            chosen.append(best)
+    return chosen
+
+
+def plot(results: dict[str, dict], target: float, path: str) -> None:
+    """Held-out accuracy against wall time (left) and against samples (right), every contestant, the target dotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, (by_time, by_samples) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=90)
+    for name, result in results.items():
+        history = result["evaluations"]
+        accuracy = [e["masked_lm_accuracy"] for e in history]
+        style = {"marker": "o", "markersize": 2.5, "label": name, "linewidth": 2.2 if "fastest" in name or
+                 name in ("kbert", "model_garden") else 1.0}
+        by_time.plot([e["seconds"] for e in history], accuracy, **style)
+        by_samples.plot([e["samples"] for e in history], accuracy, **style)
+    for axis, label in ((by_time, "wall time (s), evaluations included"), (by_samples, "training samples")):
+        axis.axhline(target, color="k", linewidth=0.8, linestyle=":")
+        axis.set_xlabel(label)
+        axis.set_ylabel("held-out masked-LM accuracy")
+        axis.grid(alpha=0.3)
+    by_samples.legend(fontsize=7)
+    by_time.set_title(f"{FLAGS.num_layers}-layer {FLAGS.model}, seq {FLAGS.seq_length}, batch {FLAGS.batch_size}, "
+                      f"{FLAGS.total_steps} steps; dotted: target {target:.4f}", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def report(results: dict[str, dict], target: float, fastest: str) -> None:
+    """The table, then each contestant's ratios against Model Garden; the last line is kbert's fastest's."""
+    from kbert.training.evaluation_history import final_accuracy, time_to_target
+
+    reached = {name: time_to_target(result, target) for name, result in results.items()}
+    print(f"\ntarget held-out masked-LM accuracy {target:.4f}; {FLAGS.eval_sequences} held-out sequences every "
+          f"{eval_interval():,} training samples")
+    print(f"{'contestant':<34}{'samples to target':>18}{'s to target':>13}{'final accuracy':>16}"
+          f"{'at samples':>12}{'run (s)':>9}")
+    for name, result in results.items():
+        hit = reached[name]
+        samples, seconds = (f"{hit['samples']:,}", f"{hit['seconds']:.1f}") if hit else ("-", "-")
+        last = result["evaluations"][-1]["samples"] if result["evaluations"] else 0
+        print(f"{name:<34}{samples:>18}{seconds:>13}{final_accuracy(result['evaluations']):>16.4f}"
+              f"{last:>12,}{result['process_seconds']:>9.0f}")
+    peer = reached["model_garden"]
+    for name in [n for n in results if n not in ("model_garden", fastest)]:
+        hit = reached[name]
+        print(f"{name} / model_garden, time to target: " + (
+            f"{peer['seconds'] / hit['seconds']:.2f}x (samples {peer['samples'] / hit['samples']:.2f}x)"
+            if hit and peer else "- (not reached)"))
+    hit = reached[fastest]
+    print(f"kbert {fastest} / model_garden, time to target: " +
+          (f"{peer['seconds'] / hit['seconds']:.2f}x" if hit and peer else "- (not reached)"))
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    if int(FLAGS.stages[-1]) != FLAGS.num_layers:
+        raise app.UsageError(f"--stages={','.join(FLAGS.stages)} must end at --num_layers={FLAGS.num_layers}.")
+    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    print(f"load average at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    data = make_data(FLAGS.work_dir)
+    given = FLAGS.target_mlm_accuracy
+    results = {"model_garden": run_model_garden(data, given)}
+    from kbert.training.evaluation_history import final_accuracy
+
+    target = given if given is not None else final_accuracy(results["model_garden"]["evaluations"]) - \
+        FLAGS.target_margin
+    results["kbert"] = run_kbert("kbert", [], data, given)
+    for lever in alone(data):
+        results[lever] = run_kbert(lever, [lever], data, given)
+    levers = fastest_levers({k: v for k, v in results.items() if k != "model_garden"}, target)
+    fastest = f"fastest ({'+'.join(levers) or 'no lever beat kbert alone'})"
+    results[fastest] = run_kbert("fastest", levers, data, given) if len(levers) > 1 else \
+        results[levers[0] if levers else "kbert"]
+    with open(os.path.join(FLAGS.work_dir, "results.json"), "w") as f:
+        json.dump({"target": target, "results": results,
+                   "flags": {name: FLAGS[name].value for name in RECORDED_FLAGS}}, f, indent=2)
+    plot(results, target, FLAGS.plot or os.path.join(FLAGS.work_dir, "time_to_accuracy.png"))
+    print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    report(results, target, fastest)
+
+
+if __name__ == "__main__":
+    app.run(main)
