@@ -1,13 +1,21 @@
-"""The LAMB paper's central claim at small scale: LAMB vs AdamW vs LARS as the global batch grows.
+"""The LAMB paper's large-batch claim, measured as the paper frames it: samples to a target held-out accuracy
+against the global batch, for LAMB and AdamW.
 
-Every run sees the same number of sequences (equal epochs), so a 4x larger batch takes 4x fewer steps. The peak
-learning rate of each optimizer is tuned at the smallest batch (a grid of multipliers around a default, the best
-final held-out MLM loss wins) and scaled by the square-root rule, lr(B) = lr(B0) * sqrt(B / B0), with linear
-warmup over `--warmup_fraction` of the steps and polynomial (power 0.5) decay. Batches above `--max_micro_batch`
-use gradient accumulation. Reported per optimizer and batch: the final held-out MLM loss and the steps (and
-sequences) to reach a target held-out MLM loss; as a Markdown table, a JSON file and a PNG.
+Every run has the same budget of training sequences (equal epochs), so a 4x larger batch takes 4x fewer steps.
+Each optimizer's peak rate is searched once, at the smallest batch (a grid of multipliers around a default; the
+best final held-out masked-LM accuracy wins); every larger batch takes the paper's "untuned" rules from there
+(kbert.training.large_batch): the square-root rate, lr(B) = lr(B0) * sqrt(B / B0), and a warmup share of the steps
+proportional to the batch (the paper's 1/320 at its smallest batch, 512, to 1/5 at 32K). Batches above
+`--max_micro_batch` accumulate gradients. Held-out masked-LM accuracy is evaluated every `--eval_interval` samples,
+the same held-out sequences and interval for every run; a run stops at the first evaluation at or above the target.
+The target is `--target_mlm_accuracy`, or by default the lower of the optimizers' held-out accuracies at the
+smallest batch after `--target_at` of the budget, a level both reach there with room to spare.
 
-    python tools/batch_scaling_study.py --out=runs/batch_scaling --batch_sizes=32,128,512
+The claim holds where LAMB's samples to target stay within 20% of its smallest batch's to a larger batch than
+AdamW's do. Prints the samples to target of every optimizer and batch, then the largest batch at which each stays
+within 20%, LAMB's against AdamW's last; writes results.md, results.json and batch_scaling.png into --out.
+
+    python tools/batch_scaling_study.py --out=runs/batch_scaling
     python tools/batch_scaling_study.py --data_dir=runs/demo/data ...   # reuse the demo's TFRecords
 
 Without --data_dir it builds the demo's data (docstring corpus, vocabulary, TFRecords) into --out/data.
@@ -21,38 +29,44 @@ import math
 import os
 import time
 
-import bench_flags
-from absl import app, flags
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import bench_flags  # noqa: E402
+from absl import app, flags  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("out", "runs/batch_scaling", "Output folder: results.md, results.json, batch_scaling.png.")
 flags.DEFINE_string("data_dir", None, "A folder with train.tfrecord, heldout.tfrecord and vocab.txt (as the demo "
                     "writes); default: build them into --out/data.")
-flags.DEFINE_list("optimizers", ["lamb", "adamw", "lars"], "Optimizers to compare.")
-flags.DEFINE_list("batch_sizes", ["32", "128", "512"], "Global batch sizes, smallest first (the tuning batch).")
-flags.DEFINE_integer("sequences", 32 * 400, "Training sequences per run (equal epochs at every batch size).")
-flags.DEFINE_list("base_learning_rates", ["lamb=5e-3", "adamw=2e-3", "lars=1.0"],
+flags.DEFINE_list("optimizers", ["lamb", "adamw"], "Optimizers to compare (lars too, if asked).")
+flags.DEFINE_list("batch_sizes", ["64", "128", "256", "512", "1024", "2048"],
+                  "Global batch sizes, smallest first (the tuning batch); at least 4 to see a trend.")
+flags.DEFINE_integer("sequences", 64 * 3200, "Training sequences per run (equal epochs at every batch size).")
+flags.DEFINE_list("base_learning_rates", ["lamb=1e-2", "adamw=2e-3", "lars=1.0"],
                   "Centre of the learning-rate grid at the smallest batch, per optimizer.")
 flags.DEFINE_list("tune_multipliers", ["0.333", "1", "3"], "Grid of multipliers of the base rate tried at the "
-                  "smallest batch; '1' alone skips tuning.")
-flags.DEFINE_float("warmup_fraction", 0.1, "Warmup steps as a fraction of each run's steps.")
-flags.DEFINE_integer("eval_points", 10, "Held-out evaluations per run, evenly spaced in steps.")
-flags.DEFINE_integer("eval_sequences", 512, "Held-out sequences per evaluation.")
-flags.DEFINE_float("target_loss", None, "Held-out MLM loss target; default: the worst final loss among the "
-                   "optimizers at the smallest batch, plus 1%.")
+                  "smallest batch; '1' alone skips the search.")
+flags.DEFINE_float("warmup_share", 1 / 320, "Warmup share of the steps at the smallest batch (the paper's at its "
+                   "smallest); it grows with the batch.")
+flags.DEFINE_integer("eval_interval", 0, "Training samples between held-out evaluations, the same for every run; "
+                     "0: about a twentieth of --sequences, in whole largest batches (so every batch size is evaluated "
+                     "at the same samples).")
+flags.DEFINE_integer("eval_sequences", 512, "Held-out sequences per evaluation (the same ones every time).")
+flags.DEFINE_float("target_mlm_accuracy", None, "Held-out masked-LM accuracy to reach; default: see --target_at.")
+flags.DEFINE_float("target_at", 0.5, "Default target: the lowest of the optimizers' held-out accuracies at the "
+                   "smallest batch after this share of the budget.")
 flags.DEFINE_integer("max_micro_batch", 256, "Largest batch run at once; bigger ones accumulate gradients.")
 flags.DEFINE_integer("num_layers", 2, "Transformer blocks.")
 flags.DEFINE_integer("hidden_size", 128, "Hidden size (heads of 64, feed-forward 4x).")
 bench_flags.define(seq_length=64, max_predictions=10, notes={"seq_length": "Used when building the data.",
                                                                "max_predictions": "Used when building the data."})
-flags.DEFINE_string("from_results", None, "Only redraw the table and plot (e.g. with another --target_loss) from "
-                    "a results.json of an earlier run, into --out.")
 flags.DEFINE_integer("seed", 12345, "Seed of the weights (the same initial model for every run) and the data order.")
 
 
 @dataclasses.dataclass
 class Run:
-    """One training run: its settings, held-out MLM loss at each evaluated step, and seconds (evaluations included)."""
+    """One training run: its settings, its held-out evaluations (step, samples, seconds, metrics) and whether its
+    loss went non-finite."""
 
     optimizer: str
     batch_size: int
@@ -60,17 +74,21 @@ class Run:
     steps: int
     warmup_steps: int
     accumulation_steps: int
-    eval_steps: list
-    eval_losses: list
-    wall_seconds: float
+    evaluations: list
+    diverged: bool
 
-    @property
-    def final_loss(self) -> float:
-        return self.eval_losses[-1]
+    def samples_to(self, target: float):
+        """Training samples until held-out accuracy first reached `target` (None: not reached)."""
+        from kbert.training.evaluation_history import first_reaching
 
-    def steps_to(self, target: float):
-        """The first evaluated step whose held-out MLM loss is at most `target`, or None."""
-        return next((s for s, loss in zip(self.eval_steps, self.eval_losses) if loss <= target), None)
+        reached = first_reaching(self.evaluations, target)
+        return reached["samples"] if reached else None
+
+    def accuracy_at(self, samples: float) -> float:
+        """Held-out accuracy at the last evaluation by `samples` training samples (NaN: none by then)."""
+        from kbert.training.evaluation_history import final_accuracy
+
+        return final_accuracy([e for e in self.evaluations if e["samples"] <= samples])
 
 
 def _data(out: str):
@@ -91,8 +109,13 @@ def _data(out: str):
                                      seed=FLAGS.seed), os.path.join(out, "data"), step_format="[data {}/4]")
 
 
+def eval_interval() -> int:
+    largest = max(int(b) for b in FLAGS.batch_sizes)
+    return FLAGS.eval_interval or largest * max(1, round(FLAGS.sequences / 20 / largest))
+
+
 def _experiment(data, optimizer: str, batch_size: int, learning_rate: float, steps: int, warmup: int,
-                accumulation: int):
+                accumulation: int, target):
     from kbert.experiment import load_experiment
 
     h = FLAGS.hidden_size
@@ -109,125 +132,153 @@ def _experiment(data, optimizer: str, batch_size: int, learning_rate: float, ste
                   "total_steps": steps, "steps_per_loop": 1, "summary_interval": 1, "checkpoint_interval": 1,
                   "seed": FLAGS.seed},
         # About --eval_sequences held-out sequences, the same ones at every evaluation (read in file order).
-        "eval": {"global_batch_size": eval_batch, "steps": max(1, FLAGS.eval_sequences // eval_batch)},
+        "eval": {"global_batch_size": eval_batch, "steps": max(1, FLAGS.eval_sequences // eval_batch),
+                 "interval_samples": eval_interval(), "target_mlm_accuracy": target},
     }
     return load_experiment(params_override=json.dumps(override))
 
 
-def train_run(data, optimizer: str, batch_size: int, learning_rate: float) -> Run:
+def train_run(data, optimizer: str, batch_size: int, learning_rate: float, warmup_share: float,
+              target=None) -> Run:
+    """One run of the budget at `batch_size`, evaluated on the sample schedule; stops at `target` if given."""
     import tensorflow as tf
 
-    from kbert.training.loop import evaluate
+    from kbert.errors import NonFiniteLossError
+    from kbert.training.loop import run_steps, schedule_for
+    from kbert.training.scheduled_training import train_on_schedule
     from kbert.training.trainer_from_config import trainer_from_config
 
     steps = max(1, FLAGS.sequences // batch_size)
-    warmup = max(1, round(FLAGS.warmup_fraction * steps))
+    warmup = max(1, round(warmup_share * steps))
     accumulation = max(1, batch_size // FLAGS.max_micro_batch)
-    config = _experiment(data, optimizer, batch_size, learning_rate, steps, warmup, accumulation)
-    trainer = trainer_from_config(config, tf.distribute.OneDeviceStrategy("/cpu:0"))
-    points = sorted({max(1, round(steps * (i + 1) / FLAGS.eval_points)) for i in range(FLAGS.eval_points)})
-    eval_steps, losses, done = [], [], 0
-    start = time.perf_counter()
-    for point in points:
-        metrics = trainer.train(tf.constant(point - done, tf.int32))
-        done = point
-        loss = (evaluate(config, trainer.strategy, trainer.model)["masked_lm_loss"] if math.isfinite(metrics["loss"])
-                else float("nan"))
-        eval_steps.append(point)
-        losses.append(loss)
-        if not math.isfinite(loss):
-            break  # diverged: the rest of the run would be NaN too
-    run = Run(optimizer, batch_size, learning_rate, steps, warmup, accumulation, eval_steps, losses,
-              time.perf_counter() - start)
+    config = _experiment(data, optimizer, batch_size, learning_rate, steps, warmup, accumulation, target)
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    trainer = trainer_from_config(config, strategy)
+    schedule = schedule_for(config, strategy, trainer, print_fn=lambda *a, **k: None)
+
+    def train_steps(n: int) -> int:
+        run_steps(trainer, n)  # raises NonFiniteLossError on a NaN/Inf loss
+        return int(trainer.sequences_trained.numpy())
+
+    diverged = False
+    try:
+        train_on_schedule(train_steps, until_step=steps, steps_per_loop=1, schedule=schedule)
+    except NonFiniteLossError:
+        diverged = True  # the evaluations before it stand; the rest of the run would be NaN
+    run = Run(optimizer, batch_size, learning_rate, steps, warmup, accumulation, schedule.history, diverged)
+    last = run.evaluations[-1] if run.evaluations else {"samples": 0, "seconds": 0.0, "masked_lm_accuracy": math.nan}
     print(f"{optimizer:>5} batch {batch_size:>5} lr {learning_rate:.3g} ({steps} steps, warmup {warmup}, "
-          f"accumulation {accumulation}): held-out MLM loss {' '.join(f'{x:.3f}' for x in losses)} "
-          f"[{run.wall_seconds:.0f} s]", flush=True)
+          f"accumulation {accumulation}): held-out accuracy {last['masked_lm_accuracy']:.4f} after "
+          f"{last['samples']:,} samples{' (diverged)' if diverged else ''}"
+          f"{'' if target is None else ', ' + _reached(run, target)} [{last['seconds']:.0f} s]", flush=True)
     return run
 
 
-def _best(runs: list[Run]) -> Run:
-    return min(runs, key=lambda r: r.final_loss if math.isfinite(r.final_loss) else float("inf"))
+def _reached(run: Run, target: float) -> str:
+    samples = run.samples_to(target)
+    return f"target reached after {samples:,} samples" if samples else "target not reached"
+
+
+def default_target(tuned: dict[str, Run]) -> float:
+    """The lowest of the tuned smallest-batch runs' held-out accuracies after `--target_at` of the budget."""
+    return min(run.accuracy_at(FLAGS.target_at * FLAGS.sequences) for run in tuned.values())
+
+
+def flat_batches(runs: list[Run], target: float) -> dict[str, int | None]:
+    """Per optimizer, the largest batch whose samples to target stay within 20% of its smallest batch's."""
+    from kbert.training.large_batch import largest_flat_batch
+
+    return {name: largest_flat_batch({r.batch_size: r.samples_to(target) for r in runs if r.optimizer == name})
+            for name in dict.fromkeys(r.optimizer for r in runs)}
 
 
 def results_table(runs: list[Run], tuning: dict[str, list[Run]], target: float) -> str:
-    rows = [f"Target held-out MLM loss: {target:.3f}. Steps to target are the first of {len(runs[0].eval_steps)} "
-            "evenly spaced evaluations at or below it (-: not reached).", "",
-            "| optimizer | batch | peak lr | steps | warmup | accum. | final held-out MLM loss | steps to target "
-            "| sequences to target | time (s) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in runs:
-        hit = r.steps_to(target)
-        rows.append(f"| {r.optimizer} | {r.batch_size} | {r.learning_rate:.3g} | {r.steps} | {r.warmup_steps} "
-                    f"| {r.accumulation_steps} | {r.final_loss:.3f} | {hit if hit else '-'} "
-                    f"| {hit * r.batch_size if hit else '-'} | {r.wall_seconds:.0f} |")
-    rows += ["", f"Tuning at batch {runs[0].batch_size} (final held-out MLM loss by peak lr):", ""]
+    from kbert.training.large_batch import FLAT_TOLERANCE
+
+    rows = [f"Target held-out masked-LM accuracy: {target:.4f}, evaluated every {eval_interval():,} samples on "
+            f"{FLAGS.eval_sequences} held-out sequences (-: not reached within {FLAGS.sequences:,} samples).", "",
+            "| optimizer | batch | peak lr | steps | warmup | accum. | samples to target | vs smallest batch |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in dict.fromkeys(r.optimizer for r in runs):
+        mine = [r for r in runs if r.optimizer == name]
+        base = mine[0].samples_to(target)
+        for r in mine:
+            samples = r.samples_to(target)
+            ratio = f"{samples / base:.2f}x" if samples and base else "-"
+            rows.append(f"| {name} | {r.batch_size} | {r.learning_rate:.3g} | {r.steps} | {r.warmup_steps} "
+                        f"| {r.accumulation_steps} | {f'{samples:,}' if samples else '-'}"
+                        f"{' (diverged)' if r.diverged else ''} | {ratio} |")
+    rows += ["", f"Largest batch whose samples to target stay within {FLAT_TOLERANCE:.0%} of the smallest batch's:", ""]
+    rows += [f"- {name}: {batch if batch else '- (the smallest batch did not reach the target)'}"
+             for name, batch in flat_batches(runs, target).items()]
+    rows += ["", f"Rate search at batch {runs[0].batch_size} (final held-out accuracy by peak lr):", ""]
     for name, candidates in tuning.items():
-        rows.append(f"- {name}: " + ", ".join(f"{r.learning_rate:.3g} -> {r.final_loss:.3f}" for r in candidates))
+        rows.append(f"- {name}: " + ", ".join(
+            f"{r.learning_rate:.3g} -> {r.accuracy_at(math.inf):.4f}" for r in candidates))
     return "\n".join(rows)
 
 
 def plot(runs: list[Run], target: float, path: str) -> None:
-    """Left: final held-out loss against batch size. Right: held-out loss against sequences seen, every run."""
+    """Left: samples to target against batch, the 20% band around each smallest batch's. Right: held-out accuracy
+    against samples for every run."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=80)
-    # A diverged run would squash every other curve: cap the scale 2.5 nats above the best loss.
-    finite = [x for r in runs for x in r.eval_losses if math.isfinite(x)]
-    low, top = min(finite) - 0.05, min(max(finite), min(finite) + 2.5) + 0.05
+    from kbert.training.large_batch import FLAT_TOLERANCE
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=80)
     batches = sorted({r.batch_size for r in runs})
     styles = dict(zip(batches, ["-", "--", ":", "-."] * len(batches)))
     for name in dict.fromkeys(r.optimizer for r in runs):
         mine = [r for r in runs if r.optimizer == name]
-        line, = left.plot([r.batch_size for r in mine], [r.final_loss for r in mine], marker="o", label=name)
+        reached = [(r.batch_size, r.samples_to(target)) for r in mine if r.samples_to(target)]
+        line, = left.plot([b for b, _ in reached], [s for _, s in reached], marker="o", label=name)
+        if mine[0].samples_to(target):
+            base = mine[0].samples_to(target)
+            left.axhspan(base, base * (1 + FLAT_TOLERANCE), color=line.get_color(), alpha=0.12)
         for r in mine:
-            off_scale = " (off scale)" if max(r.eval_losses) > top or not math.isfinite(r.final_loss) else ""
-            right.plot([s * r.batch_size for s in r.eval_steps], r.eval_losses, styles[r.batch_size],
-                       color=line.get_color(), label=f"{name} {r.batch_size}{off_scale}")
+            right.plot([e["samples"] for e in r.evaluations], [e["masked_lm_accuracy"] for e in r.evaluations],
+                       styles[r.batch_size], color=line.get_color(), label=f"{name} {r.batch_size}")
     right.axhline(target, color="k", linewidth=0.8, linestyle=":")
     left.set_xscale("log", base=2)
     left.set_xlabel("global batch size (equal epochs)")
-    left.set_ylabel("final held-out MLM loss")
-    right.set_xlabel("training sequences seen")
-    right.set_ylabel("held-out MLM loss")
-    right.set_title(f"dotted: target {target:.2f}", fontsize=9)
+    left.set_ylabel("training samples to target")
+    left.set_title(f"shaded: within {FLAT_TOLERANCE:.0%} of the smallest batch", fontsize=9)
+    right.set_xlabel("training samples")
+    right.set_ylabel("held-out masked-LM accuracy")
+    right.set_title(f"dotted: target {target:.4f}", fontsize=9)
     for ax in (left, right):
-        ax.set_ylim(low, top)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncol=3 if ax is right else 1)
+        ax.legend(fontsize=7, ncol=2 if ax is right else 1)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
 
 
-def write_report(runs: list[Run], tuning: dict[str, list[Run]], out: str) -> str:
-    """Writes results.md, results.json and batch_scaling.png into `out`; returns the table."""
-    smallest = min(r.batch_size for r in runs)
-    finals = [r.final_loss for r in runs if r.batch_size == smallest and math.isfinite(r.final_loss)]
-    target = FLAGS.target_loss if FLAGS.target_loss is not None else max(finals) * 1.01
+def write_report(runs: list[Run], tuning: dict[str, list[Run]], target: float, out: str) -> None:
+    """Writes results.md, results.json and batch_scaling.png into `out`; prints the table, then the largest flat
+    batch of each optimizer, LAMB's against AdamW's last."""
     table = results_table(runs, tuning, target)
     paths = {name: os.path.join(out, name) for name in ("results.md", "results.json", "batch_scaling.png")}
     with open(paths["results.md"], "w") as f:
         f.write(table + "\n")
     with open(paths["results.json"], "w") as f:
-        json.dump({"target_loss": target, "runs": [dataclasses.asdict(r) for r in runs],
+        json.dump({"target_mlm_accuracy": target, "runs": [dataclasses.asdict(r) for r in runs],
                    "tuning": {k: [dataclasses.asdict(r) for r in v] for k, v in tuning.items()},
                    "flags": {k: FLAGS[k].value for k in ("sequences", "batch_sizes", "num_layers", "hidden_size",
-                                                          "seq_length", "warmup_fraction", "max_micro_batch",
-                                                          "eval_points")}},
+                                                          "seq_length", "warmup_share", "max_micro_batch",
+                                                          "eval_interval", "eval_sequences", "target_at")}},
                   f, indent=2)
     plot(runs, target, paths["batch_scaling.png"])
     print("\n" + table + "\n")
     print(f"wrote {', '.join(paths.values())}")
-    return table
-
-
-def _load_results(path: str) -> tuple[list[Run], dict[str, list[Run]]]:
-    with open(path) as f:
-        saved = json.load(f)
-    return ([Run(**r) for r in saved["runs"]], {k: [Run(**r) for r in v] for k, v in saved["tuning"].items()})
+    flat = flat_batches(runs, target)
+    lamb, adamw = flat.get("lamb"), flat.get("adamw")
+    print(f"largest flat batch, lamb / adamw: {lamb or '-'} / {adamw or '-'}" + (
+        f" = {lamb / adamw:.2f}x (the claim holds above 1.00x)" if lamb and adamw else
+        " (an optimizer did not reach the target at the smallest batch, or was not run)"))
 
 
 def main(argv: list[str]) -> None:
@@ -242,26 +293,29 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"--base_learning_rates has no rate for {', '.join(unknown)}.")
     import tensorflow as tf
 
+    from kbert.training.large_batch import scaled_recipe
+
     # Every run builds a new model, hence new traced functions; TF's "retracing" warnings say nothing here.
     tf.get_logger().setLevel("ERROR")
     os.makedirs(FLAGS.out, exist_ok=True)
-    if FLAGS.from_results:
-        write_report(*_load_results(FLAGS.from_results), FLAGS.out)
-        return
     started = time.time()
+    print(f"load average at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     data = _data(FLAGS.out)
-    runs, tuning = [], {}
-    for name in FLAGS.optimizers:
-        candidates = [train_run(data, name, batch_sizes[0], base[name] * float(m))
-                      for m in FLAGS.tune_multipliers]
-        tuning[name] = candidates
-        best = _best(candidates)
+    tuning = {name: [train_run(data, name, batch_sizes[0], base[name] * float(m), FLAGS.warmup_share)
+                     for m in FLAGS.tune_multipliers] for name in FLAGS.optimizers}
+    tuned = {name: max(runs, key=lambda r: r.accuracy_at(math.inf) if not r.diverged else -1.0)
+             for name, runs in tuning.items()}
+    target = FLAGS.target_mlm_accuracy if FLAGS.target_mlm_accuracy is not None else default_target(tuned)
+    print(f"target held-out masked-LM accuracy: {target:.4f}", flush=True)
+    runs = []
+    for name, best in tuned.items():
         runs.append(best)
         for batch in batch_sizes[1:]:
-            scaled = best.learning_rate * math.sqrt(batch / batch_sizes[0])
-            runs.append(train_run(data, name, batch, scaled))
-    write_report(runs, tuning, FLAGS.out)
-    print(f"Done in {time.time() - started:,.0f} s.")
+            scaled = scaled_recipe(batch_sizes[0], best.learning_rate, FLAGS.warmup_share, batch)
+            runs.append(train_run(data, name, batch, scaled.learning_rate, scaled.warmup_share, target))
+    print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+          f"{time.time() - started:,.0f} s in all")
+    write_report(runs, tuning, target, FLAGS.out)
 
 
 if __name__ == "__main__":
