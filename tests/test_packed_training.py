@@ -1,0 +1,115 @@
+"""Packed records through kbert-pretrain: evaluating one checkpoint over the packed records of some instances gives
+the unpacked figures; training on them works under a mirrored strategy with gradient accumulation, bf16 and
+resume, with whole-step XLA, and under MSLT; MLM-only records train without a sentence head."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from kbert import experiment
+from kbert.data.pack_pretraining_data import pack_pretraining_data
+from kbert.experiment import load_experiment
+from kbert.modeling import BertPretrainer, export_google_checkpoint
+from kbert.runtime.strategy import make_strategy
+from kbert.training.loop import trained_variables
+from training_fixtures import cli_env, pretrain_command, run_cli, write_config, write_shards
+
+pytestmark = pytest.mark.usefixtures("float32_policy")
+
+
+def _pack(pattern: str, out: str) -> str:
+    """kbert-pack-pretraining-data's library call (its command line is tested in test_packing.py)."""
+    pack_pretraining_data(glob.glob(pattern), [out], sequences_per_row=3)
+    return out
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("records"))
+    train, held_out = write_shards(root, "train", 1, 48), write_shards(root, "eval", 1, 32, seed=1)
+    return {"train": train, "eval": held_out, "train_packed": _pack(train, os.path.join(root, "train-packed.rec")),
+            "eval_packed": _pack(held_out, os.path.join(root, "eval-packed.rec"))}
+
+
+def _summary(model_dir) -> dict:
+    with open(os.path.join(model_dir, "summary.json")) as f:
+        return json.load(f)
+
+
+def test_eval_over_packed_records_equals_eval_over_the_same_instances_unpacked(tmp_path, records):
+    config = load_experiment([write_config(str(tmp_path / "c.yaml"), records["train"], records["eval"])])
+    checkpoint = export_google_checkpoint(BertPretrainer(config.model.bert_config()),
+                                          str(tmp_path / "google" / "bert_model.ckpt"))
+    evals = {}
+    for name in ("eval", "eval_packed"):
+        path = write_config(str(tmp_path / f"{name}.yaml"), records["train"], records[name],
+                            train={"init_checkpoint": checkpoint})
+        run_cli(pretrain_command(path, tmp_path / name, mode="eval"))
+        evals[name] = _summary(tmp_path / name)["eval"]
+    assert evals["eval_packed"]["sequences"] == evals["eval"]["sequences"] == 32
+    for key, value in evals["eval"].items():
+        np.testing.assert_allclose(evals["eval_packed"][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_packed_training_under_mirrored_with_accumulation_bf16_and_resume(tmp_path, records):
+    config = write_config(str(tmp_path / "c.yaml"), records["train_packed"], records["eval_packed"],
+                          train={"gradient_accumulation_steps": 2, "mixed_precision": "mixed_bfloat16",
+                                 "total_steps": 4})
+    run_cli(pretrain_command(config, tmp_path / "run", strategy="mirrored", cpus=2))
+    first = _summary(tmp_path / "run")
+    assert first["train_data"]["layout"] == "packed (3 sequences a row)" and first["replicas"] == 2
+    assert first["sequences_trained"] > 4 * 8  # 8 rows a step hold more than 8 sequences
+    config = write_config(str(tmp_path / "c.yaml"), records["train_packed"], records["eval_packed"],
+                          train={"gradient_accumulation_steps": 2, "mixed_precision": "mixed_bfloat16"})
+    result = run_cli(pretrain_command(config, tmp_path / "run", strategy="mirrored", cpus=2,
+                                      mode="train_and_eval"))
+    assert "Resumed from" in result.stdout
+    resumed = _summary(tmp_path / "run")
+    assert resumed["global_step"] == 6 and resumed["sequences_trained"] > first["sequences_trained"]
+    assert np.isfinite(resumed["eval"]["loss"]) and resumed["eval"]["sequences"] == 32
+
+
+def _run(tmp_path, train_files, eval_files, override="", **sections):
+    tmp_path.mkdir()
+    config = load_experiment([write_config(str(tmp_path / "c.yaml"), train_files, eval_files, **sections)], override)
+    return experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
+                          print_fn=lambda *a, **k: None)
+
+
+def test_packed_training_with_whole_step_xla_and_under_mslt(tmp_path, records):
+    summary = _run(tmp_path / "xla", records["train_packed"], records["eval_packed"], "train.jit_compile=step")
+    assert summary["global_step"] == 6 and np.isfinite(summary["train"]["loss"])
+    mslt = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 2}], "final_stage": {"steps": 2}}
+    summary = _run(tmp_path / "mslt", records["train_packed"], records["eval_packed"], mslt=mslt)
+    assert [stage["end_step"] for stage in summary["stages"]] == [2, 4, 6]
+    assert summary["train_data"]["layout"] == "packed (3 sequences a row)"
+
+
+def test_mlm_only_records_train_without_the_sentence_head(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(59)]) + "\n")
+    corpus = tmp_path / "corpus.txt"
+    rng = np.random.default_rng(0)
+    corpus.write_text("\n\n".join("\n".join(" ".join(f"w{i}" for i in rng.integers(0, 59, 7)) for _ in range(5))
+                                  for _ in range(20)) + "\n")
+    records = str(tmp_path / "mlm.tfrecord")
+    subprocess.run([sys.executable, "-m", "kbert.cli.create_pretraining_data", f"--input_file={corpus}",
+                    f"--output_file={records}", f"--vocab_file={vocab}", "--max_seq_length=16",
+                    "--max_predictions_per_seq=4", "--objective=mlm", "--dupe_factor=2"], env=cli_env(), check=True,
+                   capture_output=True)
+    config = load_experiment([write_config(str(tmp_path / "c.yaml"), records, records)])
+    model = BertPretrainer(config.model.bert_config())
+    trained = {id(v) for v in trained_variables(config, model)}
+    head = model.sentence_head_variables()
+    assert head and not trained & {id(v) for v in head}  # no gradient reaches them: they are not updated
+    assert len(trained) == len(model.trainable_variables) - len(head)
+    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), mode="train_and_eval",
+                             print_fn=lambda *a, **k: None)
+    assert summary["train_data"] == {"layout": "MLM-only", "objective": "masked LM only"}
+    assert summary["eval"]["next_sentence_loss"] == 0.0 and summary["eval"]["masked_lm_loss"] > 0
+    assert np.isfinite(summary["train"]["loss"])
