@@ -243,6 +243,7 @@ def plot(runs: list[Run], target: float, path: str) -> None:
                        styles[r.batch_size], color=line.get_color(), label=f"{name} {r.batch_size}")
     right.axhline(target, color="k", linewidth=0.8, linestyle=":")
     left.set_xscale("log", base=2)
+    left.set_xticks(batches, [str(b) for b in batches])
     left.set_xlabel("global batch size (equal epochs)")
     left.set_ylabel("training samples to target")
     left.set_title(f"shaded: within {FLAT_TOLERANCE:.0%} of the smallest batch", fontsize=9)

@@ -43,7 +43,17 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import yaml  # noqa: E402
 from absl import app, flags  # noqa: E402
 
+from kbert.data import text_documents  # noqa: E402
+from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: E402
+from kbert.data.instances import InstanceConfig  # noqa: E402
+from kbert.data.tokenization import load_vocabulary  # noqa: E402
+from kbert.data.vocab import learn_vocabulary, write_vocabulary  # noqa: E402
+from kbert.experiment import load_experiment  # noqa: E402
+from kbert.runtime.strategy import make_strategy  # noqa: E402
+from kbert.training.evaluation_history import final_accuracy, read_summary, time_to_target  # noqa: E402
+
 import bench_flags  # noqa: E402
+from model_garden_peer import train_model_garden  # noqa: E402
 
 bench_flags.define("vocab_file", required=("corpus",), work_dir="/tmp/kbert_bench_tta", model="bert_tiny",
                    seq_length=128, max_predictions=20, batch_size=32,
@@ -90,21 +100,26 @@ class Data:
     vocab_file: str
     vocab_size: int
     sequences_per_row: float  # packed: the mean sequences a row
+    settings: dict  # the flags the records were made with
+
+
+def data_settings() -> dict:
+    return {name: FLAGS[name].value for name in ("corpus", "vocab_file", "vocab_size", "seq_length",
+                                                 "max_predictions", "dupe_factor", "max_sequences_per_pack", "seed")}
 
 
 def make_data(work_dir: str) -> Data:
-    """Split, vocabulary and records under work_dir/data (reused when data.json is there from an earlier run)."""
+    """Split, vocabulary and records under work_dir/data, reused when an earlier run made them with the same flags
+    (data.json says which)."""
     directory = os.path.join(work_dir, "data")
     described = os.path.join(directory, "data.json")
     if os.path.exists(described):
         with open(described) as f:
-            return Data(**json.load(f))
-    from kbert.data import text_documents
-    from kbert.data.create_pretraining_data import create_pretraining_data
-    from kbert.data.instances import InstanceConfig
-    from kbert.data.tokenization import load_vocabulary
-    from kbert.data.vocab import learn_vocabulary, write_vocabulary
-
+            data = Data(**json.load(f))
+        if data.settings != data_settings():
+            raise app.UsageError(f"{directory} holds records made with {data.settings}; give another --work_dir "
+                                 "for these flags.")
+        return data
     os.makedirs(directory, exist_ok=True)
     text = {name: os.path.join(directory, f"{name}.txt") for name in ("train", "heldout")}
     split = text_documents.write_split(text_documents.read_documents([FLAGS.corpus]), text["train"],
@@ -125,7 +140,7 @@ def make_data(work_dir: str) -> Data:
         print(f"{name}: {summary.instances:,} records", flush=True)
     packed, per_row = pack(records["train"], os.path.join(directory, "packed.tfrecord"))
     data = Data(records["train"], records["heldout"], packed, records["mlm_only"], vocab_file,
-                len(load_vocabulary(vocab_file)), per_row)
+                len(load_vocabulary(vocab_file)), per_row, data_settings())
     with open(described, "w") as f:
         json.dump(dataclasses.asdict(data), f, indent=2)
     return data
@@ -225,17 +240,11 @@ def run_kbert(name: str, levers: list[str], data: Data, target: float | None) ->
                                 "--device=cpu"], stdout=out, stderr=subprocess.STDOUT)
     if code:
         raise RuntimeError(f"{name} failed (exit {code}); see {log}.")
-    from kbert.training.evaluation_history import read_summary
-
     return {**read_summary(model_dir), "process_seconds": time.time() - started, "levers": levers}
 
 
 def run_model_garden(data: Data, target: float | None) -> dict:
     """Model Garden's recipe in this process (float32, one device), on the `kbert` contestant's config."""
-    from kbert.experiment import load_experiment
-    from kbert.runtime.strategy import make_strategy
-    from model_garden_peer import train_model_garden
-
     print("model_garden: Model Garden's MaskedLMTask and LAMB, float32", flush=True)
     started = time.time()
     config = load_experiment(params_override=json.dumps(recipe(data, target)))
@@ -245,8 +254,6 @@ def run_model_garden(data: Data, target: float | None) -> dict:
 
 def seconds_to(result: dict, target: float) -> float:
     """Seconds to the target (infinite when not reached): the key the fastest levers are chosen by."""
-    from kbert.training.evaluation_history import time_to_target
-
     reached = time_to_target(result, target)
     return reached["seconds"] if reached else math.inf
 
@@ -295,8 +302,6 @@ def plot(results: dict[str, dict], target: float, path: str) -> None:
 
 def report(results: dict[str, dict], target: float, fastest: str) -> None:
     """The table, then each contestant's ratios against Model Garden; the last line is kbert's fastest's."""
-    from kbert.training.evaluation_history import final_accuracy, time_to_target
-
     reached = {name: time_to_target(result, target) for name, result in results.items()}
     print(f"\ntarget held-out masked-LM accuracy {target:.4f}; {FLAGS.eval_sequences} held-out sequences every "
           f"{eval_interval():,} training samples")
@@ -328,14 +333,12 @@ def main(argv: list[str]) -> None:
     data = make_data(FLAGS.work_dir)
     given = FLAGS.target_mlm_accuracy
     results = {"model_garden": run_model_garden(data, given)}
-    from kbert.training.evaluation_history import final_accuracy
-
     target = given if given is not None else final_accuracy(results["model_garden"]["evaluations"]) - \
         FLAGS.target_margin
     results["kbert"] = run_kbert("kbert", [], data, given)
     for lever in alone(data):
         results[lever] = run_kbert(lever, [lever], data, given)
-    levers = fastest_levers({k: v for k, v in results.items() if k != "model_garden"}, target)
+    levers = fastest_levers(results, target)
     fastest = f"fastest ({'+'.join(levers) or 'no lever beat kbert alone'})"
     results[fastest] = run_kbert("fastest", levers, data, given) if len(levers) > 1 else \
         results[levers[0] if levers else "kbert"]
