@@ -97,10 +97,11 @@ def _sequences(chunk: Chunk, layout: validation.RecordLayout) -> Sequences:
                 arrays = validation.parse_records(batch, layout)
             except tf.errors.InvalidArgumentError as error:
                 last = first + start + len(batch) - 1
+                reason = error.message.split("}}")[-1].split("[Op:")[0].strip()  # TF's text without its op names
                 raise InputDataError(
                     f"--input_file: {path}: a record of records {first + start:,} to {last:,} disagrees with the "
-                    f"layout of the first input file's first record ({error.message.splitlines()[0]}); pack files "
-                    "of one layout at a time, or regenerate them."
+                    f"layout of the first input file's first record ({reason}); pack files of one layout at a time, "
+                    "or regenerate them."
                 ) from None
             parts.append(Sequences.from_arrays(arrays))
     return Sequences.concatenate(parts)
