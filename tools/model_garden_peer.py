@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 import tf_keras
+from official.modeling import optimization
 from official.nlp.configs import bert as mg_bert
 from official.nlp.configs import encoders as mg_encoders
 from official.nlp.data import pretrain_dataloader
@@ -63,8 +64,6 @@ def model_garden_optimizer(config: PretrainingConfig) -> tf_keras.optimizers.Opt
     """Model Garden's LAMB with its polynomial warmup and decay, built by its `OptimizerFactory` from kbert's
     `optimizer` and `schedule` sections: the rate kbert's `PolynomialWarmup` gives at every step after the first
     (Model Garden warms up from step 1), the same decay and exclusions."""
-    from official.modeling import optimization
-
     o, s = config.optimizer, config.schedule
     if o.type != "lamb" or s.step_offset:
         raise ValueError(f"Model Garden's recipe here is LAMB from step 0, not optimizer.type={o.type!r} with "
