@@ -7,6 +7,7 @@ import tensorflow as tf
 from finetuning_fixtures import NLI_LABELS, vocab_file, write_mnli, write_tsv
 from kbert.errors import ConfigError, InputDataError, MissingFileError
 from kbert.finetuning.config import TaskConfig
+from kbert.finetuning.batches import eval_batches
 from kbert.finetuning.encoding import PairEncoder, pair_lengths
 from kbert.finetuning.examples import Examples, load_task_data
 from kbert.finetuning.tasks import resolve_task
@@ -129,7 +130,7 @@ def test_packing_and_truncation_count(tmp_path):
     encoder = PairEncoder(vocab_file(tmp_path), seq_length=8)
     w = [FIRST_WORD + i for i in range(6)]  # w0..w5
     examples = Examples("mem", ["w0 w1 w2 w3 w4", "w0"], ["w5 w4", "W5"], np.array([2, 0], np.int32))
-    features, labels = next(iter(encoder.dataset(examples, batch_size=2)))
+    features, labels = next(iter(eval_batches(encoder, examples, batch_size=2)))
     assert features["input_ids"].numpy().tolist() == [
         [CLS, w[0], w[1], w[2], SEP, w[5], w[4], SEP],  # a cut from 5 to 3 pieces, b kept
         [CLS, w[0], SEP, w[5], SEP, 0, 0, 0]]  # lower-cased
@@ -137,14 +138,6 @@ def test_packing_and_truncation_count(tmp_path):
     assert features["input_mask"].numpy().tolist() == [[1] * 8, [1] * 5 + [0] * 3]
     assert labels.numpy().tolist() == [2, 0] and encoder.count_truncated(examples) == 1
     single = Examples("mem", ["w0 w1 w2 w3 w4 w5 w0", "w1"], None, np.array([0, 1], np.int32))
-    ids = next(iter(encoder.dataset(single, 2, with_labels=False)))["input_ids"].numpy()
+    ids = next(iter(eval_batches(encoder, single, 2, with_labels=False)))["input_ids"].numpy()
     assert ids[0].tolist() == [CLS] + w[:6] + [SEP] and encoder.count_truncated(single) == 1
 
-
-def test_training_batches_are_full_and_reshuffled(tmp_path):
-    encoder = PairEncoder(vocab_file(tmp_path), seq_length=4)
-    examples = Examples("mem", [f"w{i}" for i in range(10)], None, np.arange(10, dtype=np.int32))
-    dataset = encoder.dataset(examples, batch_size=4, training=True, seed=3)
-    epochs = [[y.numpy().tolist() for _, y in dataset] for _ in range(2)]
-    assert all(len(batch) == 4 for batch in epochs[0]) and len(epochs[0]) == 2  # the partial batch is dropped
-    assert epochs[0] != epochs[1]

@@ -53,6 +53,8 @@ def test_scores_predictions_and_files(mnli_run):
     tmp, _, summary, lines = mnli_run
     history = summary["epochs"]
     assert [h["epoch"] for h in history] == [1, 2] and history[1]["loss"] < history[0]["loss"]
+    # Every epoch is len(train) // batch steps of full batches, so the schedule decays to its end (0) exactly.
+    assert history[-1]["learning_rate"] == 0.0
     best = max(history, key=lambda h: (h["eval"]["accuracy"], -h["epoch"]))
     assert summary["best_epoch"] == best["epoch"]
     assert summary["eval"] == best["eval"] and summary["eval_mismatched"] == best["eval_mismatched"]

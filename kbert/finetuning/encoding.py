@@ -9,9 +9,11 @@ Example:
 
 ```python
 encoder = PairEncoder("vocab.txt", seq_length=128)
-dataset = encoder.dataset(data.train, batch_size=32, training=True, seed=1)  # ({"input_ids", ...}, label)
+encoder.encode(tf.constant(["a text"]), tf.constant(["its pair"]))  # {"input_ids", ...}, each [1, 128]
 encoder.count_truncated(data.train)  # examples that lose word pieces
 ```
+
+`kbert.finetuning.batches` builds the training and evaluation datasets from `encode`.
 
 `pack` is the packing alone, on token ids, with `seq_length` a number or a scalar tensor: the serving SavedModels
 (`kbert.finetuning.serving`) trace it, so what they compute is this module's packing.
@@ -69,6 +71,11 @@ def pack(segments: list[tf.RaggedTensor], seq_length, cls_id: int, sep_id: int, 
             "segment_ids": _padded(segment_ids, seq_length, 0)}
 
 
+def text_columns(examples: Examples) -> tuple:
+    """`(text_a,)` or `(text_a, text_b)`: the columns `PairEncoder.encode` takes."""
+    return (examples.text_a,) if examples.text_b is None else (examples.text_a, examples.text_b)
+
+
 class PairEncoder:
     """WordPiece (tensorflow-text `FastBertTokenizer`) over the pretraining vocabulary, then BERT's packing."""
 
@@ -100,30 +107,9 @@ class PairEncoder:
         """Batched strings -> `{"input_ids", "input_mask", "segment_ids"}`, each int32 [batch, seq_length]."""
         return pack(self._segments(text_a, text_b), self.seq_length, **self.special_ids)
 
-    @staticmethod
-    def _texts(examples: Examples) -> tuple:
-        return (examples.text_a,) if examples.text_b is None else (examples.text_a, examples.text_b)
-
-    def dataset(self, examples: Examples, batch_size: int, training: bool = False, seed: int = 0,
-                with_labels: bool = True) -> tf.data.Dataset:
-        """Batches of `(features, label)` (or `features` only); training shuffles each epoch and drops the
-        last partial batch (every step then sees `batch_size` examples, as the schedule assumes)."""
-        texts = self._texts(examples)
-        dataset = tf.data.Dataset.from_tensor_slices(texts)
-        if with_labels:
-            dataset = tf.data.Dataset.zip(dataset, tf.data.Dataset.from_tensor_slices(examples.labels))
-        if training:
-            dataset = dataset.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
-        dataset = dataset.batch(batch_size, drop_remainder=training)
-        if with_labels:
-            dataset = dataset.map(lambda t, y: (self.encode(*t), y), num_parallel_calls=tf.data.AUTOTUNE)
-        else:
-            dataset = dataset.map(lambda *t: self.encode(*t), num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.prefetch(tf.data.AUTOTUNE)
-
     def count_truncated(self, examples: Examples) -> int:
         """How many of `examples` lose word pieces to `seq_length` (one eager tokenization pass, nothing kept)."""
-        texts = self._texts(examples)
+        texts = text_columns(examples)
         cut = 0
         for start in range(0, len(examples), _COUNT_BATCH):
             batch = [tf.constant(column[start:start + _COUNT_BATCH]) for column in texts]

@@ -1,7 +1,8 @@
 """`run_finetuning`: from a config to a fine-tuned model, its best eval scores and its predictions.
 
 Invariant: every check that can fail on the user's input (config, files, labels, vocabulary, checkpoint, model_dir)
-runs before the model is built; training is plain `model.fit` under the strategy, one epoch per checkpoint, and
+runs before the model is built; training is plain `model.fit` under the strategy on length-bucketed batches
+(`kbert.finetuning.batches`), an epoch being `len(train) // global_batch_size` steps, one epoch per checkpoint, and
 what is kept (weights, `summary.json`, predictions) is the best epoch on `eval`.
 
 Example:
@@ -28,6 +29,7 @@ import tensorflow as tf
 from kbert.errors import ConfigError
 from kbert.finetuning import pretrained, run_dir
 from kbert.finetuning.config import FinetuneConfig
+from kbert.finetuning.batches import eval_batches, training_batches
 from kbert.finetuning.encoding import PairEncoder
 from kbert.finetuning.epochs import BestWeights, EpochEvaluator, EvalSet
 from kbert.finetuning.examples import TaskData, load_task_data
@@ -120,7 +122,7 @@ def _write_predictions(model: keras.Model, prepared: Prepared, evals: dict[str, 
         index = [str(i) for i in range(len(eval_set.labels))]
         written.append(write_submission(os.path.join(directory, f"{split}.tsv"), index, outputs, data.label_names))
     for name, examples in data.tests.items():
-        outputs = model.predict(prepared.encoder.dataset(examples, batch_size, with_labels=False), verbose=0)
+        outputs = model.predict(eval_batches(prepared.encoder, examples, batch_size, with_labels=False), verbose=0)
         written.append(write_submission(os.path.join(directory, f"{name}.tsv"), examples.index, outputs,
                                         data.label_names))
     return written
@@ -162,7 +164,7 @@ def _fit(config: FinetuneConfig, prepared: Prepared, model_dir: str, strategy: t
     checkpoints = TrainingCheckpoints(model, model.optimizer, epoch, None, model_dir, strategy, max_to_keep=1,
                                       interval=1)
     restored = _start_weights(checkpoints, model, epoch, prepared, print_fn)
-    evals = {split: EvalSet(prepared.encoder.dataset(examples, t.eval_batch_size), examples.labels)
+    evals = {split: EvalSet(eval_batches(prepared.encoder, examples, t.eval_batch_size), examples.labels)
              for split, examples in data.evals.items()}
     best = BestWeights(model, os.path.join(model_dir, run_dir.BEST_DIR) if chief else tempfile.mkdtemp())
     writers = {name: tf.summary.create_file_writer(os.path.join(model_dir, name)) for name in ("train", "eval")} \
@@ -175,10 +177,11 @@ def _fit(config: FinetuneConfig, prepared: Prepared, model_dir: str, strategy: t
     evaluator = EpochEvaluator(data, evals, best, save_checkpoint, t.epochs,
                                prepared.steps_per_epoch * t.global_batch_size, writers, print_fn)
     started = time.time()
-    train_dataset = prepared.encoder.dataset(data.train, t.global_batch_size, training=True, seed=t.seed)
+    train_dataset = training_batches(prepared.encoder, data.train, t.global_batch_size, seed=t.seed)
     try:
-        model.fit(train_dataset, epochs=t.epochs, initial_epoch=int(epoch.numpy()), callbacks=[evaluator],
-                  shuffle=False, verbose=0)  # the dataset shuffles itself, seeded
+        # The batches are endless (each pass reshuffled, seeded), so fit is told where an epoch ends.
+        model.fit(train_dataset, epochs=t.epochs, steps_per_epoch=prepared.steps_per_epoch,
+                  initial_epoch=int(epoch.numpy()), callbacks=[evaluator], shuffle=False, verbose=0)
     finally:
         checkpoints.close()
     best.restore()
