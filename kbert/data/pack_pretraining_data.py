@@ -124,7 +124,8 @@ def pack_pretraining_data(
     settings = PackSettings(layout, sequences_per_row, random_seed)
     packed = ordered_map(functools.partial(pack_chunk, settings=settings), read_chunks(input_files, chunk_records),
                          num_workers, preload=[__name__])
-    with ShardedWriter(output_files, gzip=layout.compression == "GZIP" if gzip is None else gzip) as writer:
+    compress = layout.compression == "GZIP" if gzip is None else gzip
+    with ShardedWriter(output_files, compress, more_records="pack more input records") as writer:
         for records, chunk_summary in packed:
             for record in records:
                 writer.write(record)

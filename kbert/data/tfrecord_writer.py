@@ -125,11 +125,14 @@ class ShardedWriter:
 
     The files are moved into place together when the writer closes without an error and every file holds a
     record; otherwise none of `paths` is touched and the staged files are removed. TensorFlow's I/O errors
-    (a full disk, a denied permission) become `KbertError`s naming the file.
+    (a full disk, a denied permission) become `KbertError`s naming the file. `more_records` says how the user gets
+    more records when there are fewer than files.
     """
 
-    def __init__(self, paths: Sequence[str], gzip: bool = False):
+    def __init__(self, paths: Sequence[str], gzip: bool = False,
+                 more_records: str = "give more text or a larger --dupe_factor"):
         self.paths = list(paths)
+        self.more_records = more_records
         options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
         self._staging = contextlib.ExitStack()
         self._temps = [self._staging.enter_context(outputs.staged(path)) for path in self.paths]
@@ -171,7 +174,7 @@ class ShardedWriter:
             )
         if self.count < len(self.paths):
             raise InputDataError(
-                f"--output_file/--num_output_shards: {self.count} instance(s) for {len(self.paths)} output files would leave "
-                f"{len(self.paths) - self.count} empty; nothing was written. Write at most {self.count} files, or "
-                "give more text or a larger --dupe_factor."
+                f"--output_file/--num_output_shards: {self.count} record(s) for {len(self.paths)} output files would "
+                f"leave {len(self.paths) - self.count} empty; nothing was written. Write at most {self.count} files, "
+                f"or {self.more_records}."
             )
