@@ -210,13 +210,14 @@ def test_the_tool_refuses_bad_input_in_one_line_and_touches_no_file(data, tmp_pa
 
 
 def test_an_output_that_is_an_input_a_pattern_that_matches_nothing_or_empty_shards_are_refused(data, tmp_path):
-    folder, _ = data
+    folder, vocab = data
     masked = str(folder / "masked-0.tfrecord")
+    four = write_records(folder / "four.tfrecord", make_instances(4, SEQ, PRED, len(vocab)))
     before = _snapshot(folder)
     with pytest.raises(ConfigError, match="--output_file: .*masked-0.tfrecord is also --input_file"):
         pack_pretraining_data([masked], [str(tmp_path / "new.tfrecord"), masked])
-    with pytest.raises(InputDataError, match="--num_output_shards: .* for 200 output files .* pack more input records"):
-        pack_pretraining_data([masked], [str(tmp_path / "out" / f"packed-{i}") for i in range(200)])
+    with pytest.raises(InputDataError, match="--num_output_shards: .* for 5 output files .* pack more input records"):
+        pack_pretraining_data([four], [str(tmp_path / "out" / f"packed-{i}") for i in range(5)])
     with pytest.raises(MissingFileError, match="--input_file: no file matches"):
         files.expand_patterns(str(tmp_path / "nothing-*.tfrecord"), "--input_file")
     assert _snapshot(folder) == before and not any(p.is_file() for p in tmp_path.rglob("*"))
