@@ -74,3 +74,13 @@ def test_schedule_keys_are_checked(tmp_path, data):
         load_experiment([path], "eval.protocol=mlperf")
     with pytest.raises(ConfigError, match="eval.protocol='nvidia'"):
         load_experiment([path], "eval.protocol=nvidia")
+
+
+def test_mslt_carries_the_schedule_and_the_samples_over_its_stages(tmp_path, data):
+    mslt = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 2}], "final_stage": {"steps": 2}}
+    summary, _ = _run(tmp_path, data, "eval.interval_samples=16,eval.steps=1,eval.target_mlm_accuracy=1.0",
+                      mslt=mslt)
+    # 16 samples a stage; one evaluation at the end of each, the sample count running on across the stages
+    assert [e["samples"] for e in summary["evaluations"]] == [16, 32, 48]
+    assert [s["sequences_trained"] for s in summary["stages"]] == [16, 32, 48]
+    assert summary["time_to_target"] is None
