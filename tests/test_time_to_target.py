@@ -82,5 +82,5 @@ def test_mslt_carries_the_schedule_and_the_samples_over_its_stages(tmp_path, dat
                       mslt=mslt)
     # 16 samples a stage; one evaluation at the end of each, the sample count running on across the stages
     assert [e["samples"] for e in summary["evaluations"]] == [16, 32, 48]
-    assert [s["sequences_trained"] for s in summary["stages"]] == [16, 32, 48]
+    assert [s["sequences_trained"] for s in summary["stages"]] == [16, 32, 48] and summary["sequences_trained"] == 48
     assert summary["time_to_target"] is None

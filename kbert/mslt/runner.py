@@ -232,6 +232,7 @@ def run_stages(config: PretrainingConfig, plan: StagePlan, model_dir: str, strat
         stages.samples = results["stages"][-1].get("sequences_trained", 0)
         if stages.schedule is not None and stages.schedule.reached:
             break  # the target is reached: the later stages are not needed
+    results["sequences_trained"] = stages.samples
     if stages.schedule is not None:
         results.update(stages.schedule.summary())
     if mode == "train":
