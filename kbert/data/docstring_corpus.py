@@ -1,7 +1,9 @@
 """An embedded default corpus: the docstrings of the installed Python packages, in BERT's pretraining text format.
 
 Every machine with Python has a few megabytes of English prose in its docstrings. This module walks the source
-trees (the standard library and site-packages by default) in sorted order, parses every ``.py`` file with `ast`
+trees (the standard library and site-packages by default; `stdlib_root` and `stdlib_modules` for the standard
+library alone, the same on every machine with the same CPython release) in sorted order, parses every ``.py`` file
+with `ast`
 (nothing is imported, so no third-party code runs and the result depends only on the files), and writes one
 document per module, class and function docstring: one sentence per line, a blank line between documents.
 Doctests, code fences, literal blocks, section headers and code-like lines are dropped; docstrings that are not
@@ -13,6 +15,9 @@ Example:
 from kbert.data import docstring_corpus
 stats = docstring_corpus.build_docstring_corpus("corpus.txt", max_bytes=4 << 20)
 print(stats.documents, stats.sentences, stats.bytes)
+# The standard library only: what the demo reads
+docstring_corpus.build_docstring_corpus("stdlib.txt", [docstring_corpus.stdlib_root()], max_bytes=None,
+                                        modules=docstring_corpus.stdlib_modules())
 ```
 """
 
@@ -22,10 +27,11 @@ import ast
 import dataclasses
 import os
 import re
+import sys
 import sysconfig
 import unicodedata
 import warnings
-from typing import BinaryIO, Callable, Iterator, Sequence
+from typing import AbstractSet, BinaryIO, Callable, Iterator, Sequence
 
 from kbert.data import outputs
 from kbert.errors import ConfigError, MissingFileError
@@ -33,6 +39,11 @@ from kbert.errors import ConfigError, MissingFileError
 # Directories that are never library prose: tests are full of throwaway docstrings, and a stdlib tree may contain
 # the site-packages tree, which would otherwise be read twice.
 SKIPPED_DIRS = frozenset({"__pycache__", "test", "tests", "site-packages", "dist-packages", "node_modules"})
+# Standard-library packages that Linux distributions ship as packages of their own (Debian: python3-tk,
+# idle-python3.11, python3-distutils, python3-lib2to3, python3.11-venv; Fedora: python3-tkinter, python3-idle) or
+# trim (Debian's ctypes has no macholib), so a python3.11 may lack them: the standard-library corpus leaves them out.
+DISTRIBUTION_SPLIT = frozenset({"ctypes", "distutils", "ensurepip", "idlelib", "lib2to3", "tkinter", "turtle",
+                                "turtledemo"})
 # Generated sources (protobuf stubs, tables) can be megabytes of code with no prose; parsing them only costs time.
 MAX_FILE_BYTES = 2 << 20
 
@@ -77,20 +88,35 @@ def default_roots() -> list[str]:
     return roots
 
 
-def iter_source_files(roots: Sequence[str]) -> Iterator[str]:
+def stdlib_root() -> str:
+    """The running interpreter's standard-library directory (sysconfig's "stdlib"), whatever site-packages or
+    `sys.path` hold; a site-packages folder inside it is never walked (`SKIPPED_DIRS`)."""
+    return os.path.realpath(sysconfig.get_paths()["stdlib"])
+
+
+def stdlib_modules() -> frozenset[str]:
+    """The top-level modules the standard-library corpus reads: `sys.stdlib_module_names` (compiled into the
+    interpreter, so a distribution's additions such as sitecustomize.py are not in it) less `DISTRIBUTION_SPLIT`."""
+    return frozenset(sys.stdlib_module_names) - DISTRIBUTION_SPLIT
+
+
+def iter_source_files(roots: Sequence[str], modules: AbstractSet[str] | None = None) -> Iterator[str]:
     """Yields every ``.py`` file under `roots` once, in module order (files and packages sorted together by name),
-    without following symlinked directories."""
+    without following symlinked directories. With `modules`, only the top-level modules (``NAME.py``) and packages
+    (``NAME/``) of a root that `modules` names are walked."""
     seen: set[str] = set()
 
-    def walk(directory: str) -> Iterator[str]:
+    def walk(directory: str, top: bool) -> Iterator[str]:
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except OSError:
             return
         for entry in entries:
+            if top and modules is not None and entry.name.removesuffix(".py") not in modules:
+                continue
             if entry.is_dir(follow_symlinks=False):
                 if entry.name not in SKIPPED_DIRS and not entry.name.startswith("."):
-                    yield from walk(entry.path)
+                    yield from walk(entry.path, False)
             elif entry.name.endswith(".py") and entry.is_file():
                 real = os.path.realpath(entry.path)
                 if real not in seen:
@@ -98,7 +124,7 @@ def iter_source_files(roots: Sequence[str]) -> Iterator[str]:
                     yield entry.path
 
     for root in roots:
-        yield from walk(root)
+        yield from walk(root, True)
 
 
 def docstrings_in_source(source: bytes) -> list[str]:
@@ -203,6 +229,7 @@ def build_docstring_corpus(
     max_bytes: int | None = 8 << 20,
     min_words: int = 8,
     progress: Callable[[CorpusStats], None] | None = None,
+    modules: AbstractSet[str] | None = None,
 ) -> CorpusStats:
     """Writes the docstring corpus of `roots` (default: `default_roots()`) to `output_path`.
 
@@ -216,6 +243,7 @@ def build_docstring_corpus(
       max_bytes: size cap of the output in bytes.
       min_words: docstrings with fewer prose words are skipped (counted in `docstrings_too_short`).
       progress: called with the running stats after every file.
+      modules: the top-level modules and packages of each root to read (`iter_source_files`); None: all.
 
     Returns:
       The `CorpusStats` of the run.
@@ -232,13 +260,13 @@ def build_docstring_corpus(
     outputs.check_outputs([output_path], {})
     stats = CorpusStats()
     with outputs.staged(output_path) as temp, open(temp, "wb") as out:
-        _write_documents(out, roots, max_bytes, min_words, progress, stats)
+        _write_documents(out, iter_source_files(roots, modules), max_bytes, min_words, progress, stats)
     return stats
 
 
-def _write_documents(out: BinaryIO, roots: Sequence[str], max_bytes: int | None, min_words: int,
+def _write_documents(out: BinaryIO, paths: Iterator[str], max_bytes: int | None, min_words: int,
                      progress: Callable[[CorpusStats], None] | None, stats: CorpusStats) -> None:
-    for path in iter_source_files(roots):
+    for path in paths:
         for document in _file_documents(path, min_words, stats):
             data = ("\n".join(document) + "\n\n").encode("utf-8")
             if max_bytes is not None and stats.bytes + len(data) > max_bytes:

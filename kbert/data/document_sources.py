@@ -3,8 +3,8 @@
 
 The corpus builder writes documents only; this records, beside it, the top-level package (or module) of the file
 each document came from, by following the builder's walk: `build_docstring_corpus` calls `progress` once per file
-of `iter_source_files(roots)`, in that order, after writing the file's documents (the file cut by the size cap
-gets no call).
+of `iter_source_files(roots, modules)`, in that order, after writing the file's documents (the file cut by the
+size cap gets no call).
 
 Example:
 
@@ -18,7 +18,7 @@ sources.packages(stats.documents)  # ['asyncio', 'asyncio', ..., 'email', ...], 
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import AbstractSet, Optional, Sequence
 
 from kbert.data.docstring_corpus import CorpusStats, iter_source_files
 
@@ -34,14 +34,16 @@ def package_of(path: str, roots: Sequence[str]) -> str:
 
 
 class DocumentSources:
-    """A `progress` callback for `build_docstring_corpus(roots=...)` that remembers where each file's documents end.
+    """A `progress` callback for `build_docstring_corpus(roots=..., modules=...)` that remembers where each file's
+    documents end.
 
     Invariant: `packages(n)` has exactly one package per document written, in corpus order.
     """
 
-    def __init__(self, roots: Sequence[str]):
+    def __init__(self, roots: Sequence[str], modules: Optional[AbstractSet[str]] = None):
         self._roots = list(roots)
-        self._files = iter_source_files(self._roots)  # the same walk as the builder's, one step per call
+        # The same walk as the builder's (given the same `modules`), one step per call.
+        self._files = iter_source_files(self._roots, modules)
         self._ends: list[tuple[int, str]] = []
 
     def __call__(self, stats: CorpusStats) -> None:

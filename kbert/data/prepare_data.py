@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Optional, Sequence
+import platform
+from typing import AbstractSet, Callable, Optional, Sequence
 
 from kbert.data import docstring_corpus, files, text_documents, vocab
 from kbert.data.create_pretraining_data import create_pretraining_data
@@ -25,8 +26,11 @@ from kbert.data.instances import InstanceConfig
 
 @dataclasses.dataclass
 class DataSettings:
-    """`text` empty means the docstring corpus of this Python (`source_roots`, default the stdlib and
-    site-packages, capped at `corpus_bytes`). Every `heldout_every`-th document is held out."""
+    """`text` empty means a docstring corpus capped at `corpus_bytes`: of `source_roots`, or by default of this
+    Python's standard library alone (`docstring_corpus.stdlib_root`, `stdlib_modules`), never site-packages, so
+    the same CPython release gives the same corpus whatever is installed. Every `heldout_every`-th document is
+    held out. `objective` is the records' layout (`InstanceConfig.objective`): "nsp" sentence pairs, or "mlm" rows
+    of consecutive text, full but the last."""
 
     text: Sequence[str] = ()
     corpus_bytes: int = 2_000_000
@@ -36,6 +40,7 @@ class DataSettings:
     seq_length: int = 64
     max_predictions: int = 10
     dupe_factor: int = 2
+    objective: str = "nsp"
     seed: int = 12345
     num_workers: int = 2
 
@@ -83,7 +88,7 @@ def prepare_data(settings: DataSettings, data_dir: str, print_fn: Callable[..., 
         summary = create_pretraining_data(
             [source_txt], [output], vocab_file, True,
             InstanceConfig(max_seq_length=settings.seq_length, max_predictions_per_seq=settings.max_predictions,
-                           dupe_factor=dupe_factor),
+                           dupe_factor=dupe_factor, objective=settings.objective),
             random_seed=settings.seed, num_workers=settings.num_workers)
         print_fn(f"      {name}: {summary.instances:,} instances -> {output}")
         instances[name] = summary.instances
@@ -105,15 +110,33 @@ def _source_text(settings: DataSettings, data_dir: str, print_fn, step: str) -> 
                 with open(path, encoding="utf-8", errors="replace") as f:
                     out.write(f.read().rstrip("\n") + "\n\n")
         return combined, ""
-    corpus = os.path.join(data_dir, "docstrings.txt")
-    print_fn(f"{step} building the docstring corpus (at most {settings.corpus_bytes:,} bytes) from the installed "
-             "Python packages")
-    roots = settings.source_roots or docstring_corpus.default_roots()
-    sources = DocumentSources(roots)
-    stats = docstring_corpus.build_docstring_corpus(corpus, roots, max_bytes=settings.corpus_bytes, progress=sources)
-    sources_file = os.path.join(data_dir, "sources.txt")
-    with open(sources_file, "w", encoding="utf-8") as f:
-        f.writelines(package + "\n" for package in sources.packages(stats.documents))
+    corpus, sources_file = os.path.join(data_dir, "docstrings.txt"), os.path.join(data_dir, "sources.txt")
+    roots, _ = corpus_roots(settings)
+    where = (", ".join(roots) if settings.source_roots
+             else f"the standard library of Python {platform.python_version()} ({roots[0]})")
+    print_fn(f"{step} building the docstring corpus (at most {settings.corpus_bytes:,} bytes) from {where}")
+    stats = write_docstring_corpus(settings, corpus, sources_file)
     print_fn(f"      {stats.documents:,} documents, {stats.sentences:,} sentences, {stats.bytes:,} bytes from "
              f"{stats.files:,} files -> {corpus}")
     return corpus, sources_file
+
+
+def corpus_roots(settings: DataSettings) -> tuple[list[str], Optional[AbstractSet[str]]]:
+    """The directories the docstring corpus reads and the top-level modules it reads there: every module of
+    `source_roots`, or by default the standard library's own modules (`docstring_corpus.stdlib_modules`), whatever
+    site-packages or `sys.path` hold."""
+    if settings.source_roots:
+        return list(settings.source_roots), None
+    return [docstring_corpus.stdlib_root()], docstring_corpus.stdlib_modules()
+
+
+def write_docstring_corpus(settings: DataSettings, corpus_file: str, sources_file: str) -> docstring_corpus.CorpusStats:
+    """Writes the docstring corpus of `corpus_roots(settings)`, capped at `corpus_bytes`, and beside it the package
+    of each of its documents, one a line."""
+    roots, modules = corpus_roots(settings)
+    sources = DocumentSources(roots, modules)
+    stats = docstring_corpus.build_docstring_corpus(corpus_file, roots, max_bytes=settings.corpus_bytes,
+                                                    progress=sources, modules=modules)
+    with open(sources_file, "w", encoding="utf-8") as f:
+        f.writelines(package + "\n" for package in sources.packages(stats.documents))
+    return stats
