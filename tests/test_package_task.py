@@ -41,6 +41,11 @@ def test_package_task_is_balanced_disjoint_and_deterministic(tmp_path):
     assert all("small" not in text for text, label in rows["train"][1:] if label == "_small")
     assert all("_small.thing" in text for text, label in rows["train"][1:] if label == "big")
     assert (built.train_examples, built.eval_examples) == (57, 12)
+    # kbert-finetune's reading of the files: the same texts, class ids in the order of `labels`.
+    data = built.examples()
+    assert data.label_names == tuple(built.labels) and len(data.train) == 57 and len(data.evals["eval"]) == 12
+    assert [built.labels[i] for i in data.train.labels] == [label for _, label in rows["train"][1:]]
+    assert data.train.text_a == [text for text, _ in rows["train"][1:]]
 
     again = build_package_task(corpus, packages, str(tmp_path / "b"), settings)
     assert open(again.train_file).read() == open(built.train_file).read()

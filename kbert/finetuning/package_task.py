@@ -14,7 +14,8 @@ Example:
 
 ```python
 task = build_package_task("data/docstrings.txt", "data/sources.txt", "data/task", TaskSettings())
-task.labels, task.train_examples, task.eval_examples  # ['PIL', 'idlelib', ...], 1600, 400
+task.labels, task.train_examples, task.eval_examples  # ['asyncio', 'email', ...], 644, 160
+task.examples().train.text_a[:1]                      # the training texts, as kbert-finetune reads them
 ```
 """
 
@@ -26,6 +27,9 @@ import re
 from typing import Sequence
 
 from kbert.data.text_documents import read_documents
+from kbert.finetuning.config import TaskConfig
+from kbert.finetuning.examples import TaskData, load_task_data
+from kbert.finetuning.tasks import resolve_task
 
 HEADER = ("text", "label")
 
@@ -54,6 +58,12 @@ class TaskFiles:
         text, label = HEADER
         return {"name": "tsv", "train_file": self.train_file, "eval_file": self.eval_file,
                 "text_a_column": text, "text_b_column": "", "label_column": label}
+
+    def examples(self) -> TaskData:
+        """The files' examples as kbert-finetune reads them (class ids in the order of `labels`)."""
+        config = TaskConfig()
+        config.override(self.finetune_task())
+        return load_task_data(resolve_task(config))
 
 
 def _without_name(sentences: Sequence[str], package: str) -> str:
