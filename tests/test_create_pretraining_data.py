@@ -412,7 +412,7 @@ def test_cli_refuses_sentence_pair_flags_with_mlm(corpus, vocab_file, tmp_path, 
          f"--vocab_file={vocab_file}", "--objective=mlm", flag],
         capture_output=True, text=True, cwd=ROOT,
     )
-    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    errors = [line for line in result.stderr.splitlines() if "kbert-create-pretraining-data: error:" in line]
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert len(errors) == 1 and flag.split("=")[0] in errors[0] and "--objective=nsp" in errors[0]
     assert not out.exists()
