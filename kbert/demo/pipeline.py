@@ -1,10 +1,11 @@
-"""The demo pipeline: text -> vocabulary -> TFRecords -> LAMB pretraining and MSLT -> fine-tuning both encoders
-and a random-init one on a downstream task -> table and plots.
+"""The demo pipeline: text -> vocabulary -> TFRecords -> LAMB pretraining and MSLT -> both encoders and random-init
+ones measured on a downstream task -> table, plots and a last line saying whether pretraining beat random init.
 
-Data steps run in this process through kbert's library; the pretraining runs are `kbert-pretrain` processes and
-the fine-tuning runs `kbert-finetune` processes, started on YAML configs written into the output folder, so each
-can be rerun by hand with the printed command. The downstream task (which package a docstring comes from) needs
-the docstring corpus: with the user's own text, the demo stops after pretraining.
+Data steps and the frozen-encoder probe run in this process through kbert's library; the pretraining runs are
+`kbert-pretrain` processes and the fine-tuning runs (when asked for) `kbert-finetune` processes, started on YAML
+configs written into the output folder, so each can be rerun by hand with the printed command. The downstream task
+(which standard-library package a docstring comes from) needs the docstring corpus: with the user's own text, the
+demo stops after pretraining.
 
 Example:
 
@@ -26,9 +27,11 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+from kbert.data.corpus_fingerprint import fingerprint
 from kbert.data.prepare_data import DataSettings, PreparedData, prepare_data
 from kbert.demo import downstream, history, report
 from kbert.demo.processes import run_logged
+from kbert.demo.verdict import Verdict, verdict
 from kbert.finetuning.package_task import TaskFiles, TaskSettings, build_package_task
 
 # What of kbert-pretrain's output the demo echoes (all of it goes to the log): progress, eval, the MSLT plan, errors.
@@ -39,27 +42,37 @@ _PROGRESS_LINE = re.compile(r"^(step |eval |MSLT|stage |Resumed|\s+\d+\s+\d+\s|k
 class DemoSettings(DataSettings):
     """What the demo builds and trains; on 2 idle CPU cores the defaults take about 9 minutes (docs/demo.md).
 
-    MSLT grows the model from half its depth to all of it in two stages of 40% of `steps` each, then trains
-    every layer for the rest, at a tenth of the peak rate. `task` and `finetune` shape the downstream step.
+    The records are MLM-only rows of consecutive text: docstrings are short, and sentence pairs of them left half
+    of each row padding. MSLT grows the model from half its depth to all of it in two stages of 40% of `steps`
+    each, then trains every layer for the rest, at a tenth of the peak rate. `task`, `probe_seeds` (random-init
+    encoders the probe scores) and `finetune` shape the downstream step.
     """
 
     out: str = "runs/demo"
-    steps: int = 600
+    objective: str = "mlm"
+    dupe_factor: int = 5
+    steps: int = 4500
     num_layers: int = 4
     hidden_size: int = 128
     num_attention_heads: int = 2
+    # No dropout: a few thousand steps over a megabyte of text underfit, and dropout slowed the held-out MLM
+    # accuracy's rise (docs/demo.md).
+    dropout: float = 0.0
     batch_size: int = 32
     learning_rate: float = 5e-3
-    task: TaskSettings = dataclasses.field(default_factory=TaskSettings)
+    task: TaskSettings = dataclasses.field(default_factory=lambda: TaskSettings(num_classes=8))
+    probe_seeds: int = 5
     finetune: downstream.FinetuneSettings = dataclasses.field(default_factory=downstream.FinetuneSettings)
 
 
 @dataclasses.dataclass
 class DemoResult:
-    """The runs, the downstream scores (empty for the user's own text), their table, and the files written."""
+    """The runs, the downstream scores and the verdict on the probe's (empty and None for the user's own text),
+    their table, and the files written."""
 
     runs: list[report.RunResult]
     downstream: list[report.DownstreamScores]
+    verdict: Optional[Verdict]
     table: str
     paths: dict[str, str]
 
@@ -87,16 +100,18 @@ def run_demo(settings: DemoSettings, print_fn: Callable[..., None] = print) -> D
         print_fn(f"{STEP.format(number)} {label}")
         runs.append(_pretrain(name, configs[name], paths["runs"], paths["logs"], settings, print_fn))
     task, scores = _downstream(settings, prepared, configs["model"], paths, print_fn)
+    outcome = verdict(runs, [s for s in scores if s.measure == report.PROBE]) if scores else None
 
     table = report.results_table(runs, scores)
-    files_written = _write_results(out, runs, task, scores, table)
+    files_written = _write_results(out, prepared, runs, task, scores, outcome, table)
     paths.update(files_written)
     print_fn("\n" + table + "\n")
-    _print_margin(scores, print_fn)
     print_fn(f"Done in {time.time() - started:,.0f} s. Everything is under {out}:")
     for name in ("data", "configs", "runs", "logs", *files_written):
         print_fn(f"  {name:<13} {paths[name]}")
-    return DemoResult(runs, scores, table, paths)
+    if outcome:
+        print_fn(outcome.line)  # the last line, whatever it says
+    return DemoResult(runs, scores, outcome, table, paths)
 
 
 STEP = "[{}/7]"
@@ -104,49 +119,48 @@ STEP = "[{}/7]"
 
 def _downstream(settings: DemoSettings, prepared: PreparedData, model: dict[str, Any], paths: dict[str, str],
                 print_fn) -> tuple[Optional[TaskFiles], list[report.DownstreamScores]]:
-    """Step 7: builds the package task and fine-tunes the LAMB, MSLT and random-init encoders on it."""
+    """Step 7: builds the package task and measures the LAMB, MSLT and random-init encoders on it: the probe, then
+    fine-tuning when `settings.finetune.seeds` asks for it."""
     if not prepared.sources_file:
         print_fn(f"{STEP.format(7)} skipped: the downstream task is built from the docstring corpus, not your text")
         return None, []
-    print_fn(f"{STEP.format(7)} fine-tuning on a downstream task: which package does a docstring come from?")
+    print_fn(f"{STEP.format(7)} downstream: which standard-library package does a docstring come from?")
     task = build_package_task(prepared.text_file, prepared.sources_file, os.path.join(paths["data"], "task"),
                               settings.task)
     print_fn(f"      {len(task.labels)} packages ({', '.join(task.labels)}): {task.train_examples:,} train and "
              f"{task.eval_examples:,} eval docstrings -> {os.path.dirname(task.train_file)}")
     encoders = {"full": os.path.join(paths["runs"], "full"), "mslt": os.path.join(paths["runs"], "mslt"),
                 report.RANDOM_INIT: ""}
-    configs = downstream.write_configs(task, prepared.vocab_file, settings.seq_length, model, encoders,
-                                       settings.finetune, paths["configs"])
-    return task, downstream.finetune_all(configs, settings.finetune, os.path.join(paths["runs"], "finetune"),
-                                         paths["logs"], print_fn)
+    print_fn("      a frozen-encoder probe: logistic regression on each encoder's mean final-layer features")
+    scores = downstream.probe_all(task, prepared.vocab_file, settings.seq_length, model, encoders,
+                                  settings.probe_seeds, print_fn)
+    if settings.finetune.seeds:
+        configs = downstream.write_configs(task, prepared.vocab_file, settings.seq_length, model, encoders,
+                                           settings.finetune, paths["configs"])
+        scores += downstream.finetune_all(configs, settings.finetune, os.path.join(paths["runs"], "finetune"),
+                                          paths["logs"], print_fn)
+    return task, scores
 
 
-def _write_results(out: str, runs: list[report.RunResult], task: Optional[TaskFiles],
-                   scores: list[report.DownstreamScores], table: str) -> dict[str, str]:
+def _write_results(out: str, prepared: PreparedData, runs: list[report.RunResult], task: Optional[TaskFiles],
+                   scores: list[report.DownstreamScores], outcome: Optional[Verdict], table: str) -> dict[str, str]:
     """results.md, results.json and the plots (downstream.png only with downstream scores); returns their paths."""
     files = [("table", "results.md"), ("results", "results.json"), ("loss_vs_step", "loss_vs_step.png"),
              ("loss_vs_time", "loss_vs_time.png")] + ([("downstream", "downstream.png")] if scores else [])
     written = {name: os.path.join(out, file) for name, file in files}
     with open(written["table"], "w") as f:
         f.write(table + "\n")
-    results = {"pretraining": [dataclasses.asdict(run) for run in runs],
+    results = {"corpus": dataclasses.asdict(fingerprint(prepared.text_file)),
+               "pretraining": [dataclasses.asdict(run) for run in runs],
                "downstream": {"task": dataclasses.asdict(task) if task else None,
-                              "encoders": [dataclasses.asdict(s) for s in scores]}}
+                              "encoders": [dataclasses.asdict(s) for s in scores],
+                              "verdict": dataclasses.asdict(outcome) if outcome else None}}
     with open(written["results"], "w") as f:
         json.dump(results, f, indent=2)
     report.plot_losses(runs, written["loss_vs_step"], written["loss_vs_time"])
     if scores:
         report.plot_downstream(scores, written["downstream"])
     return written
-
-
-def _print_margin(scores: list[report.DownstreamScores], print_fn) -> None:
-    """How far each pretrained encoder's mean downstream accuracy is above the random-init one's."""
-    by_encoder = {s.encoder: s.mean for s in scores}
-    if report.RANDOM_INIT in by_encoder:
-        floor = by_encoder.pop(report.RANDOM_INIT)
-        print_fn("Pretraining gain over random init (mean downstream accuracy): "
-                 + ", ".join(f"{name} {mean - floor:+.1f} points" for name, mean in by_encoder.items()))
 
 
 def _check_settings(settings: DemoSettings) -> None:
@@ -177,7 +191,8 @@ def _write_configs(settings: DemoSettings, directory: str, prepared: PreparedDat
     base = {
         "model": {"bert": "bert_tiny", "overrides": {
             "vocab_size": prepared.vocab_size, "num_hidden_layers": settings.num_layers, "hidden_size": h,
-            "num_attention_heads": settings.num_attention_heads, "intermediate_size": 4 * h}},
+            "num_attention_heads": settings.num_attention_heads, "intermediate_size": 4 * h,
+            "hidden_dropout_prob": settings.dropout, "attention_probs_dropout_prob": settings.dropout}},
         "data": {"train_files": prepared.train_files, "eval_files": prepared.eval_files,
                  "seq_length": settings.seq_length, "max_predictions": settings.max_predictions},
         "optimizer": {"type": "lamb", "weight_decay": 0.01, "epsilon": 1e-6},
