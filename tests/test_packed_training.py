@@ -108,8 +108,11 @@ def test_mlm_only_records_train_without_the_sentence_head(tmp_path):
     head = model.sentence_head_variables()
     assert head and not trained & {id(v) for v in head}  # no gradient reaches them: they are not updated
     assert len(trained) == len(model.trainable_variables) - len(head)
+    printed = []
     summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), mode="train_and_eval",
-                             print_fn=lambda *a, **k: None)
+                             print_fn=lambda s, **k: printed.append(s))
+    progress = [line for line in printed if line.startswith("step ")]
+    assert progress and all("mlm_acc" in line and "nsp_acc" not in line for line in progress)  # no head, no NSP
     assert summary["train_data"] == {"layout": "MLM-only", "objective": "masked LM only"}
     assert summary["eval"]["next_sentence_loss"] == 0.0 and summary["eval"]["masked_lm_loss"] > 0
     assert np.isfinite(summary["train"]["loss"])

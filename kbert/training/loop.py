@@ -190,7 +190,8 @@ def _reporter(config: PretrainingConfig, strategy: tf.distribute.Strategy, train
     flops = training_flops_per_sequence(trainer.model.config, config.data.seq_length, config.data.max_predictions)
     return ProgressReporter(until_step, writer, config.train.summary_interval,
                             trainer.optimizer if layerwise else None, print_fn=print_fn if chief else _silent,
-                            flops_per_row=flops, peak_flops=peak)
+                            flops_per_row=flops, peak_flops=peak,
+                            sentences=first_layout(config.data.train_files, "data.train_files").sentence_labels)
 
 
 def _silent(*args, **kwargs) -> None:

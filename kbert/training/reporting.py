@@ -56,8 +56,10 @@ class ProgressReporter:
     """Prints one console line per loop and writes TensorBoard scalars/histograms every `summary_interval`."""
 
     def __init__(self, total_steps: int, writer: Optional[tf.summary.SummaryWriter], summary_interval: int,
-                 optimizer=None, print_fn=print, flops_per_row: float = 0.0, peak_flops: float = 0.0):
+                 optimizer=None, print_fn=print, flops_per_row: float = 0.0, peak_flops: float = 0.0,
+                 sentences: bool = True):
         self.total_steps = total_steps
+        self.sentences = sentences  # False on MLM-only records: no sentence head runs, so no nsp_acc is shown
         # MFU, as nanoGPT prints it: the model's matmul FLOPs per second over the devices' peak (0: not shown).
         self.flops_per_row, self.peak_flops = flops_per_row, peak_flops
         self.writer = writer
@@ -83,8 +85,9 @@ class ProgressReporter:
         elapsed = time.perf_counter() - self._start
         eta = elapsed / done * (self.total_steps - step) if done > 0 else 0.0
         return (f"step {step}/{self.total_steps} | loss {metrics['loss']:.4f} | "
-                f"mlm_acc {metrics['masked_lm_accuracy']:.4f} | nsp_acc {metrics['next_sentence_accuracy']:.4f} | "
-                f"lr {metrics['learning_rate']:.2e} | {metrics['sequences_per_second']:.1f} seq/s | "
+                f"mlm_acc {metrics['masked_lm_accuracy']:.4f} | "
+                + (f"nsp_acc {metrics['next_sentence_accuracy']:.4f} | " if self.sentences else "")
+                + f"lr {metrics['learning_rate']:.2e} | {metrics['sequences_per_second']:.1f} seq/s | "
                 + (f"MFU {100 * metrics['mfu']:.1f}% | " if "mfu" in metrics else "")
                 + f"ETA {datetime.timedelta(seconds=round(eta))}")
 
