@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# kbert end to end on this machine, no downloads: docstring corpus -> vocabulary -> TFRecords -> tiny BERT with
-# LAMB, then MSLT on the same data -> both and a random-init encoder fine-tuned on which package a docstring comes
-# from -> table and plots. Makes .venv and installs kbert on the first run.
+# kbert end to end on this machine, no downloads: standard-library docstring corpus -> vocabulary -> TFRecords ->
+# tiny BERT with LAMB, then MSLT on the same data -> both and random-init encoders probed on which package a
+# docstring comes from -> table, plots, and a last line saying whether pretraining beat random init. Makes .venv and
+# installs kbert on the first run.
 # Flags go to `python -m kbert.demo` (e.g. `bash tools/demo.sh --text=my.txt --out=/tmp/demo --steps=300`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
