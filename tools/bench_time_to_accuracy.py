@@ -18,9 +18,9 @@ training samples for every contestant. Contestants, one after the other:
   steps, for each of `--final_shares`);
 - `fastest`: kbert with every lever that beat `kbert` alone on time to target (or, where a run ended below it,
   to the highest accuracy all of them reached), the fastest of each kind (packed or MLM-only records; one MSLT
-  plan), or `--fastest_levers`. It may train `--fastest_steps_scale` times
-  the steps, its schedule stretched to match, and it stops at the target: as in MLPerf, a submission picks its own
-  schedule and only its time to target counts.
+  plan), or `--fastest_levers`. It may train `--fastest_steps_scale` times the steps, its schedule stretched to
+  match, and it stops at the target: as in MLPerf, a submission picks its own schedule and only its time to target
+  counts.
 
 The target is `--target_mlm_accuracy`, which every run stops at; by default it is Model Garden's held-out accuracy
 at the end of its run less `--target_margin`, read in this run, and then every run trains to its end and its time
@@ -37,6 +37,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -95,6 +96,7 @@ RECORDED_FLAGS = ("corpus", "vocab_file", "model", "num_layers", "seq_length", "
                   "eval_sequences", "target_mlm_accuracy", "target_margin", "stages", "final_rate_scale",
                   "dupe_factor", "seed")
 EVAL_BATCH = 64
+LEVERS = ("bf16", "xla", "packed", "mlm_only")  # and mslt_N
 
 
 @dataclasses.dataclass
@@ -346,6 +348,11 @@ def main(argv: list[str]) -> None:
     del argv
     if int(FLAGS.stages[-1]) != FLAGS.num_layers:
         raise app.UsageError(f"--stages={','.join(FLAGS.stages)} must end at --num_layers={FLAGS.num_layers}.")
+    unknown = [lever for lever in FLAGS.fastest_levers or [] if lever not in LEVERS and
+               not re.fullmatch(r"mslt_\d+", lever)]
+    if unknown:
+        raise app.UsageError(f"--fastest_levers: unknown {', '.join(unknown)}; give some of "
+                             f"{', '.join(LEVERS)} or mslt_N (N: the all-layer stage's percent of the steps).")
     os.makedirs(FLAGS.work_dir, exist_ok=True)
     print(f"load average at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     data = make_data(FLAGS.work_dir)
