@@ -65,7 +65,7 @@ def results_table(runs: Sequence[RunResult], downstream: Sequence[DownstreamScor
     and a column of downstream accuracy per measure in `downstream`, every seed shown (a last row for the
     random-init encoder)."""
     scores = {(d.encoder, d.measure): d for d in downstream}
-    measures = [m for m in MEASURES if any(d.measure == m for d in downstream)]
+    measures = _measures(downstream)
     header = "| run | steps | wall time (s) | speedup | final train loss | held-out MLM loss | held-out MLM acc |"
     rule = "|---|---:|---:|---:|---:|---:|---:|"
     for measure in measures:
@@ -83,6 +83,11 @@ def results_table(runs: Sequence[RunResult], downstream: Sequence[DownstreamScor
         rows.append("| random init | 0 | | | | | |" + "".join(_score_cell(scores.get((RANDOM_INIT, m)))
                                                           for m in measures))
     return "\n".join(rows)
+
+
+def _measures(downstream: Sequence[DownstreamScores]) -> list[str]:
+    """The measures `downstream` has scores of, in `MEASURES` order: the table's columns and the plot's panels."""
+    return [m for m in MEASURES if any(d.measure == m for d in downstream)]
 
 
 def _seeds_note(scores: Optional[DownstreamScores]) -> str:
@@ -128,7 +133,7 @@ def plot_downstream(downstream: Sequence[DownstreamScores], png: str) -> None:
     matplotlib.use("Agg")  # files only: works without a display
     from matplotlib import pyplot as plt
 
-    measures = [m for m in MEASURES if any(d.measure == m for d in downstream)]
+    measures = _measures(downstream)
     fig, axes = plt.subplots(1, len(measures), figsize=(6 * len(measures), 4), dpi=80, squeeze=False)
     for ax, measure in zip(axes[0], measures):
         shown = [d for d in downstream if d.measure == measure]
