@@ -3,9 +3,8 @@
 Every machine with Python has a few megabytes of English prose in its docstrings. This module walks the source
 trees (the standard library and site-packages by default; `stdlib_root` and `stdlib_modules` for the standard
 library alone, the same on every machine with the same CPython release) in sorted order, parses every ``.py`` file
-with `ast`
-(nothing is imported, so no third-party code runs and the result depends only on the files), and writes one
-document per module, class and function docstring: one sentence per line, a blank line between documents.
+with `ast` (nothing is imported, so no third-party code runs and the result depends only on the files), and writes
+one document per module, class and function docstring: one sentence per line, a blank line between documents.
 Doctests, code fences, literal blocks, section headers and code-like lines are dropped; docstrings that are not
 text (control characters, replacement characters, mostly symbols) or too short are skipped and counted.
 
