@@ -1,7 +1,9 @@
-"""The pretraining experiment: its root config, loading it, and running it as a plain or an MSLT run.
+"""The pretraining experiment: its root config, loading it, and running it as a list of stages.
 
-This module sits above `kbert.training` (the loop, which knows no stages) and `kbert.mslt` (the stage runner,
-which composes the loop): `kbert-pretrain` loads an experiment here and runs it.
+A run is the stages of `kbert.training.engine.PretrainingRun`: one for a plain run, one per phase for BERT's two
+phases (`phases:`), one per MSLT growth stage (`mslt:`, which is phase 1 when both are set), all in one model_dir.
+This module sits above `kbert.training` (the engine and the loop, which know no MSLT) and `kbert.mslt` (the plan
+and how a model grows): `kbert-pretrain` loads an experiment here and runs it.
 
 Example:
 
@@ -25,12 +27,14 @@ import tensorflow as tf
 from kbert.choices import MODES
 from kbert.errors import ConfigError
 from kbert.mslt.plan import MsltConfig
-from kbert.mslt.runner import plan_for, run_stages
+from kbert.mslt.stages import mslt_stages, plan_for
 from kbert.config import load_config
-from kbert.data import first_layout
 from kbert.training.config import PretrainingConfig, check_batch_sizes
+from kbert.training.engine import PretrainingRun
+from kbert.training.phases import check_phases, phase_stages
+from kbert.training.stage import TrainingStage, with_layouts
 from kbert.runtime.lease import Lease
-from kbert.training.loop import evaluate, pretrain
+from kbert.training.loop import evaluate
 from kbert.runtime.preemption import PreemptionWatcher
 from kbert.training.reporting import eval_line, write_summary_json
 
@@ -44,8 +48,8 @@ class ExperimentConfig(PretrainingConfig):
 
     def check(self) -> None:
         super().check()
-        if self.mslt is not None:
-            plan_for(self)  # a bad plan fails here, before anything is built
+        plan = plan_for(self) if self.mslt is not None else None  # a bad plan fails here, before anything is built
+        check_phases(self, plan.total_steps if plan is not None else None)
 
 
 def load_experiment(config_files: Sequence[str] = (), params_override: str = "") -> ExperimentConfig:
@@ -74,35 +78,39 @@ def _lease(model_dir: str, strategy: tf.distribute.Strategy, mode: str,
     return Lease.take(model_dir, print_fn)
 
 
-def train_data(config: ExperimentConfig) -> dict[str, str]:
-    """What the training records held: their layout (unpacked, packed, MLM-only) and the objective that ran."""
-    layout = first_layout(config.data.train_files, "data.train_files")
-    return {"layout": layout.describe(),
-            "objective": "masked LM + sentence head" if layout.sentence_labels else "masked LM only"}
+def stages_of(config: ExperimentConfig) -> list[TrainingStage]:
+    """The run's stages: the MSLT plan's (phase 1) and the later phases', or one per phase (one in all for a run
+    without phases)."""
+    if config.mslt is None:
+        return phase_stages(config)
+    growth = mslt_stages(config, plan_for(config))
+    return growth + phase_stages(config, first=1, number=len(growth) + 1, start_step=growth[-1].end_step)
 
 
 def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strategy, mode: str = "train",
         print_fn=print) -> dict[str, Any]:
-    """Trains (a plain run, or the MSLT stages not finished yet) and/or evaluates as `mode` says; writes
+    """Trains the stages not finished yet and/or evaluates the newest checkpoint, as `mode` says; writes
     `model_dir/summary.json` (chief only) and returns it."""
     if mode not in MODES:
         raise ConfigError(f"--mode={mode}: choose one of {', '.join(MODES)}.")
     check_batch_sizes(config, strategy.num_replicas_in_sync)
+    stages = with_layouts(stages_of(config)) if mode != "eval" else stages_of(config)
     _set_up_session(config)
     tf.io.gfile.makedirs(model_dir)
     started = time.time()
     summary: dict[str, Any] = {"mode": mode, "strategy": type(strategy).__name__,
                                "replicas": strategy.num_replicas_in_sync, "config": config.as_dict()}
+    if config.mslt is not None:
+        print_fn(plan_for(config).describe(), flush=True)
     with _lease(model_dir, strategy, mode, print_fn), PreemptionWatcher(strategy) as preemption:
-        if config.mslt is None:
-            model, results = pretrain(config, model_dir, strategy, mode, preemption, print_fn)
-        else:
-            model, results = run_stages(config, plan_for(config), model_dir, strategy, mode, preemption, print_fn)
-    summary.update(results)
-    if mode != "eval":
-        summary["train_data"] = train_data(config)
+        engine = PretrainingRun(stages, model_dir, strategy, preemption, print_fn,
+                                build_ahead=config.mslt is not None and config.mslt.build_ahead)
+        if mode != "eval":
+            summary.update(engine.train())
+            summary["train_data"] = summary["stages"][-1]["train_data"]
     if mode in ("eval", "train_and_eval"):
-        summary["eval"] = evaluate(config, strategy, model)
+        model, stage, summary["evaluated_checkpoint"] = engine.evaluated_model()
+        summary["eval"] = evaluate(stage.config, strategy, model)
         print_fn(eval_line(summary["eval"]), flush=True)
     summary["wall_seconds"] = time.time() - started
     if strategy.extended.should_checkpoint:

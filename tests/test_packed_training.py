@@ -13,6 +13,7 @@ import pytest
 
 from kbert import experiment
 from kbert.data.pack_pretraining_data import pack_pretraining_data
+from kbert.data import first_layout
 from kbert.experiment import load_experiment
 from kbert.modeling import BertPretrainer, export_google_checkpoint
 from kbert.runtime.strategy import make_strategy
@@ -104,7 +105,7 @@ def test_mlm_only_records_train_without_the_sentence_head(tmp_path):
                    capture_output=True)
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), records, records)])
     model = BertPretrainer(config.model.bert_config())
-    trained = {id(v) for v in trained_variables(config, model)}
+    trained = {id(v) for v in trained_variables(model, first_layout(records))}
     head = model.sentence_head_variables()
     assert head and not trained & {id(v) for v in head}  # no gradient reaches them: they are not updated
     assert len(trained) == len(model.trainable_variables) - len(head)

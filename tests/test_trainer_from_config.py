@@ -6,7 +6,6 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.experiment import load_experiment
-from kbert.training.loop import run_steps
 from kbert.training.trainer_from_config import trainer_from_config
 from training_fixtures import write_config, write_train_and_eval
 
@@ -20,4 +19,4 @@ def test_the_seed_fixes_the_weights_the_policy_is_the_configs_and_it_trains(tmp_
     first, second = (trainer_from_config(load_experiment([path], "train.seed=7"), strategy) for _ in range(2))
     assert keras.mixed_precision.global_policy().name == "float32"
     assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(first.model.weights, second.model.weights))
-    assert np.isfinite(run_steps(first, 2)["loss"]) and int(first.global_step.numpy()) == 2
+    assert np.isfinite(first.train(2)["loss"]) and int(first.global_step.numpy()) == 2

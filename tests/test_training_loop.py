@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from kbert import experiment
-from kbert.data import schema
+from kbert.data import first_layout, schema
 from kbert.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError
 from kbert.experiment import load_experiment
 from kbert.modeling import BertPretrainer, export_google_checkpoint
@@ -262,7 +262,7 @@ def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_
         with strategy.scope():
             model = build_model(config)
             optimizer = build_optimizer(config, model.trainable_variables)
-        trainer = make_trainer(config, strategy, model, optimizer, initial_step=initial_step)
+        trainer = make_trainer(config, strategy, model, optimizer, first_layout(data[0]), initial_step=initial_step)
         feed = DistributedInput if "checkpoint_input=false" in override else WorkerInput
         assert type(trainer.input) is feed
         return next(trainer.input.iterator)["input_ids"].numpy()
@@ -274,10 +274,9 @@ def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_
 
     config = _experiment(tmp_path, data, f"{unsaved},train.total_steps=2")
     experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
-    # decided once, before the input is built: the newest checkpoint's step seeds the restart's shuffle
-    assert input_start(config, make_strategy("one_device"), str(tmp_path / "run")) == InputStart(False, 2)
-    assert input_start(_experiment(tmp_path, data, ""), make_strategy("one_device"), str(tmp_path / "run")) == \
-        InputStart(True, 0)
+    # decided once, before the input is built: the step the trainer starts at seeds its shuffle
+    assert input_start(config, make_strategy("one_device"), 2) == InputStart(False, 2)
+    assert input_start(_experiment(tmp_path, data, ""), make_strategy("one_device"), 2) == InputStart(True, 0)
     lines = []
     summary = experiment.run(_experiment(tmp_path, data, f"{unsaved},train.total_steps=4"), str(tmp_path / "run"),
                              make_strategy("one_device"), print_fn=lambda *a, **k: lines.append(a[0]))

@@ -228,7 +228,6 @@ def _release() -> None:
 def _largest_micro_batch(ctx: Context, role: str, long: bool, search: tuple[int, int], budget_s: float) -> int:
     """The largest power-of-two multiple of `search[0]` up to `search[1]` sequences per replica that trains two
     steps without running out of device memory (XLA off); 0 if even the first does not fit."""
-    from kbert.training.loop import run_steps
     from kbert.training.trainer_from_config import trainer_from_config
 
     replicas = ctx.strategy.num_replicas_in_sync
@@ -237,7 +236,7 @@ def _largest_micro_batch(ctx: Context, role: str, long: bool, search: tuple[int,
         try:
             config = _config(role, long, train__global_batch_size=micro * replicas,
                              train__mixed_precision="mixed_bfloat16")
-            run_steps(trainer_from_config(config, ctx.strategy), 2)
+            trainer_from_config(config, ctx.strategy).train(2)
         except Exception as error:  # noqa: BLE001 - only running out of memory ends the search quietly
             if not _is_out_of_memory(error):
                 raise
@@ -282,7 +281,6 @@ def _losses(ctx: Context, precision: str, jit: bool) -> list[float]:
     """Per-step losses of the mini model (LAMB, accumulation 2, global_clipnorm 1.0); NaN at the first non-finite
     step."""
     from kbert.errors import NonFiniteLossError
-    from kbert.training.loop import run_steps
     from kbert.training.trainer_from_config import trainer_from_config
 
     config = _config("mini", train__global_batch_size=_sizes().numerics_batch, train__gradient_accumulation_steps=2,
@@ -291,7 +289,7 @@ def _losses(ctx: Context, precision: str, jit: bool) -> list[float]:
     losses = []
     try:
         for _ in range(_sizes().numerics_steps):
-            losses.append(float(run_steps(trainer, 1)["loss"]))
+            losses.append(float(trainer.train(1)["loss"]))
     except NonFiniteLossError:
         losses.append(float("nan"))
     _release()
@@ -315,11 +313,10 @@ def phase_numerics(ctx: Context) -> dict[str, Any]:
 
 
 def _weights_after(config, strategy, steps: int):
-    from kbert.training.loop import run_steps
     from kbert.training.trainer_from_config import trainer_from_config
 
     trainer = trainer_from_config(config, strategy)
-    loss = float(run_steps(trainer, steps)["loss"])
+    loss = float(trainer.train(steps)["loss"])
     weights = [w.numpy() for w in trainer.model.weights]
     _release()
     return loss, weights
@@ -424,10 +421,9 @@ def phase_resume(ctx: Context) -> dict[str, Any]:
 
 
 def _step_rate(trainer, micro_batch: int, replicas: int, steps: int) -> float:
-    from kbert.training.loop import run_steps
 
-    run_steps(trainer, 2)  # trace, compile, warm up
-    _, seconds = _timed(lambda: run_steps(trainer, steps))
+    trainer.train(2)  # trace, compile, warm up
+    _, seconds = _timed(lambda: trainer.train(steps))
     return micro_batch * replicas * steps / seconds
 
 

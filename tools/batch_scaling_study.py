@@ -144,7 +144,7 @@ def train_run(data, optimizer: str, batch_size: int, learning_rate: float, warmu
     import tensorflow as tf
 
     from kbert.errors import NonFiniteLossError
-    from kbert.training.loop import run_steps, schedule_for
+    from kbert.training.loop import evaluator, schedule_for
     from kbert.training.scheduled_training import train_on_schedule
     from kbert.training.trainer_from_config import trainer_from_config
 
@@ -154,10 +154,11 @@ def train_run(data, optimizer: str, batch_size: int, learning_rate: float, warmu
     config = _experiment(data, optimizer, batch_size, learning_rate, steps, warmup, accumulation, target)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     trainer = trainer_from_config(config, strategy)
-    schedule = schedule_for(config, strategy, trainer, print_fn=lambda *a, **k: None)
+    schedule = schedule_for(config, strategy, evaluator(config, strategy, trainer.model),
+                            print_fn=lambda *a, **k: None)
 
     def train_steps(n: int) -> int:
-        run_steps(trainer, n)  # raises NonFiniteLossError on a NaN/Inf loss
+        trainer.train(n)  # raises NonFiniteLossError on a NaN/Inf loss
         return int(trainer.sequences_trained.numpy())
 
     diverged = False

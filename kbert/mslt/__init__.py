@@ -1,12 +1,13 @@
 """Multi-stage layerwise training (MSLT, Progressively Stacking 2.0) and progressive stacking.
 
-`kbert.mslt.runner.run_stages` composes the training loop once per stage; `kbert.experiment.run` calls it for a
-config with an `mslt` section.
+The plan (`plan.py`), how a model grows from one stage to the next (`grow.py`), and the plan as the stages of a
+pretraining run (`stages.py`), which `kbert.training.engine` trains. No loop lives here.
 """
 
 from kbert.mslt.grow import build_stage_model, carry_over, freeze, grow, load_stage_export
 from kbert.errors import PlanError
 from kbert.mslt.plan import MsltConfig, Stage, StageConfig, StagePlan, build_plan, parameter_counts
+from kbert.mslt.stages import mslt_stages, plan_for
 
 __all__ = ["MsltConfig", "PlanError", "Stage", "StageConfig", "StagePlan", "build_plan", "build_stage_model",
-           "carry_over", "freeze", "grow", "load_stage_export", "parameter_counts"]
+           "carry_over", "freeze", "grow", "load_stage_export", "mslt_stages", "parameter_counts", "plan_for"]

@@ -83,6 +83,8 @@ class MsltConfig(Section):
     build_ahead: build the next stage's model, optimizer and training graph on a thread while the current stage
         trains (its weights are carried over when the stage starts), so a stage starts without graph building.
         Used with one device and MirroredStrategy; TPU and multi-worker runs build each stage when it starts.
+    init_layers: the depth of `train.init_checkpoint`'s model, which the first stage grows from (continuing a
+        pretrained model: 6 -> 12 layers trains only the new ones first); 0: the first stage starts fresh.
     warmup_fraction: default warmup of a stage, as a fraction of its steps.
     stages: the growth stages, in order. final_stage: the all-layer stage.
     """
@@ -93,6 +95,7 @@ class MsltConfig(Section):
     heads: str = "train"
     frozen_dropout: bool = False
     build_ahead: bool = True
+    init_layers: int = 0
     warmup_fraction: float = 0.1
     stages: List[StageConfig] = dataclasses.field(default_factory=list)
     final_stage: StageConfig = dataclasses.field(default_factory=StageConfig)
@@ -259,7 +262,7 @@ class _StageResolver:
         end = cfg.end_learning_rate if cfg.end_learning_rate is not None else self.defaults["end_learning_rate"]
         self.need(isinstance(end, (int, float)) and 0 <= end <= rate, where, "end_learning_rate", end,
                   f"must be in [0, learning_rate={rate}].")
-        first = number == 1
+        first = previous_layers == 0
         train_embeddings = self.policy(cfg.train_embeddings, self.mslt.embeddings, first or trains_all, where,
                                        "train_embeddings")
         train_heads = self.policy(cfg.train_heads, self.mslt.heads, first or trains_all, where, "train_heads")
@@ -301,8 +304,11 @@ def build_plan(mslt: MsltConfig, bert: BertConfig, *, peak_learning_rate: float,
     if not isinstance(mslt.stages, (list, tuple)) or not mslt.stages:
         raise PlanError("mslt.stages is empty: list the growth stages, e.g. "
                         "stages: [{num_layers: 3, steps: 1000}, {num_layers: 6, steps: 1000}].")
+    if not (_is_int(mslt.init_layers) and 0 <= mslt.init_layers < bert.num_hidden_layers):
+        raise PlanError(f"mslt.init_layers={mslt.init_layers!r}: must be in [0, the model's {bert.num_hidden_layers} "
+                        "layers): the depth of train.init_checkpoint's model, which the first stage grows from.")
     resolver = _StageResolver(mslt, bert, peak_learning_rate, decay_power, end_learning_rate)
-    stages, layers, step = [], 0, 0
+    stages, layers, step = [], mslt.init_layers, 0
     for index, cfg in enumerate(mslt.stages):
         where = f"mslt.stages[{index}] (stage {index + 1})"
         resolver.need(cfg.num_layers is not None, where, "num_layers", None, "is required.")

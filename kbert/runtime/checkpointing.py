@@ -165,16 +165,18 @@ class TrainingCheckpoints:
         else:  # its copy of each save is thrown away: keep one
             self.manager = _Manager(self.checkpoint, tempfile.mkdtemp(prefix="kbert_worker_ckpt_"), 1, inputs)
 
-    def restore_latest(self) -> Optional[str]:
-        """Restores the newest usable checkpoint (every worker reads the chief's); returns its path, or None
-        when there is none.
+    def restore_latest(self, after_step: int = -1) -> Optional[str]:
+        """Restores the newest usable checkpoint of a step after `after_step` (a stage's own: those before are
+        another stage's, of another model) (every worker reads the chief's); returns its path, or None when
+        there is none.
 
         Raises:
           CheckpointMismatchError: the newest readable checkpoint was written for another model or optimizer.
           CorruptCheckpointError: there are checkpoints, but none can be read.
           InputDataError: its input position does not fit `data.train_files` as they are now.
         """
-        candidates = checkpoint_files.listed(self.directory)
+        candidates = [p for p in checkpoint_files.listed(self.directory)
+                      if checkpoint_files.step_of(p) > after_step]
         unfinished = 0
         for prefix in candidates:
             problem = self._missing_inputs(prefix)
@@ -218,8 +220,8 @@ class TrainingCheckpoints:
         return None
 
     def restore_input(self, path: str) -> None:
-        """Continues this worker's input where training checkpoint `path` left it (also an MSLT stage after the
-        previous one).
+        """Continues this worker's input where training checkpoint `path` left it (also a stage after the one
+        that saved `path`, on the same records).
 
         Raises:
           InputDataError: the saved position is of another set of training files.

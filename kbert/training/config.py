@@ -11,7 +11,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
+from typing import List, Optional, Union
 
 from kbert.choices import JIT_COMPILE, PRECISION_POLICIES, is_jit_compile_choice
 from kbert.config import MAX_STEPS, Section, load_config, need
@@ -21,7 +21,7 @@ from kbert.training.eval_schedule import MLPERF_TARGET, mlperf_interval
 
 EVAL_PROTOCOLS = ("", "mlperf")
 
-__all__ = ["DataConfig", "EvalConfig", "ModelConfig", "OptimizerConfig", "PretrainingConfig", "ScheduleConfig",
+__all__ = ["DataConfig", "EvalConfig", "ModelConfig", "OptimizerConfig", "PhaseConfig", "PretrainingConfig", "ScheduleConfig",
            "TrainConfig", "check_batch_sizes", "load_config"]
 
 
@@ -124,6 +124,23 @@ class EvalConfig(Section):
 
 
 @dataclasses.dataclass
+class PhaseConfig(Section):
+    """One phase: its steps, and what it changes of the experiment's data, batch and schedule (unset: the same)."""
+
+    steps: Optional[int] = None
+    train_files: Optional[str] = None
+    eval_files: Optional[str] = None
+    seq_length: Optional[int] = None
+    max_predictions: Optional[int] = None
+    global_batch_size: Optional[int] = None
+    gradient_accumulation_steps: Optional[int] = None
+    peak_learning_rate: Optional[float] = None
+    warmup_steps: Optional[int] = None
+    power: Optional[float] = None
+    end_learning_rate: Optional[float] = None
+
+
+@dataclasses.dataclass
 class PretrainingConfig(Section):
     """The sections the pretraining loop reads (`kbert.experiment.ExperimentConfig` adds `mslt`)."""
 
@@ -133,6 +150,8 @@ class PretrainingConfig(Section):
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    # Pretraining phases (kbert.training.phases): BERT's seq 128 then seq 512 in one run; empty: one phase.
+    phases: List[PhaseConfig] = dataclasses.field(default_factory=list)
 
     def check(self) -> None:
         """What relates the sections: the schedule fits the steps, the batches split, the length fits the model."""

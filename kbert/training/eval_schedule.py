@@ -46,8 +46,8 @@ def mlperf_line(key: str, value: Any, samples: int) -> str:
 class EvalSchedule:
     """Evaluates every `interval` samples; with a `target`, says when held-out MLM accuracy reached it.
 
-    `evaluate` is called with no arguments and returns the metrics of `kbert.training.loop.evaluator`; it can be
-    replaced between stages (MSLT grows the model) while the schedule carries on.
+    `evaluate` is called with no arguments and returns the metrics of `kbert.training.loop.evaluator` for the
+    run's model as it is then (the engine's follows the run from stage to stage, so the schedule carries on).
     """
 
     def __init__(self, interval: int, target: Optional[float], evaluate: Callable[[], dict[str, float]],

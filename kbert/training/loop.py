@@ -1,9 +1,8 @@
-"""The pretraining loop: build, restore, train in loops of `steps_per_loop`, checkpoint, evaluate, report.
+"""The pretraining loop: train one stage in loops of `steps_per_loop`, checkpoint, evaluate, report.
 
-`pretrain` is a plain (single-stage) run: it builds the model, optimizer and trainer, restores or initialises
-them, and calls `train`. `train` is the loop itself and knows no stages: it takes a trainer restored by its
-caller, so a multi-stage schedule (kbert.mslt) composes it once per stage. `kbert.experiment.run` wraps both with
-the run's set-up, evaluation and summary.
+`train` is the loop itself and knows no stages: it takes a trainer its caller built and restored
+(`kbert.training.engine` does, once per stage of a run). The builders here (model, optimizer, trainer,
+checkpoints, evaluator) are what the engine and the benchmarks assemble a run from.
 
 Example:
 
@@ -11,9 +10,10 @@ Example:
 with strategy.scope():
     model = build_model(config)
     optimizer = build_optimizer(config, model.trainable_variables)
-trainer = make_trainer(config, strategy, model, optimizer, model_dir="/tmp/run")  # the input, built once
+layout = first_layout(config.data.train_files)
+trainer = make_trainer(config, strategy, model, optimizer, layout)  # the input, built once
 checkpoints = open_checkpoints(config, strategy, trainer, "/tmp/run")
-resume(checkpoints, trainer)
+checkpoints.restore_latest()
 with PreemptionWatcher(strategy) as preemption:
     result = train(config, strategy, trainer, checkpoints, until_step=1000, preemption=preemption)
 result["train"]["loss"], evaluate(config, strategy, model)["masked_lm_accuracy"]
@@ -31,13 +31,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kbert.data import first_layout, pretraining_dataset
+from kbert.data import RecordLayout, pretraining_dataset
 from kbert.data.pipeline import distribute_options
-from kbert.errors import ConfigError, InputDataError, MissingFileError, NonFiniteLossError
+from kbert.errors import ConfigError, InputDataError, NonFiniteLossError
 from kbert.modeling import BertPretrainer
 from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
 from kbert.optimizers import PolynomialWarmup
-from kbert.runtime import checkpoint_files, checkpointing
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.devices import find_accelerators
 from kbert.runtime.optimizer_factory import make_optimizer
@@ -45,7 +44,7 @@ from kbert.training.config import PretrainingConfig
 from kbert.training.eval_schedule import EvalSchedule
 from kbert.training.flops import peak_flops_of, training_flops_per_sequence
 from kbert.runtime.preemption import PreemptionWatcher
-from kbert.training.reporting import ProgressReporter, check_finite, check_finite_weights
+from kbert.training.reporting import ProgressReporter, check_finite_weights
 from kbert.training.trainer import PretrainingTrainer
 
 
@@ -103,43 +102,39 @@ class InputStart:
     seed_offset: int  # the shuffle is seeded with train.seed + seed_offset
 
 
-def input_start(config: PretrainingConfig, strategy: tf.distribute.Strategy, model_dir: Optional[str],
-                initial_step: int = 0) -> InputStart:
+def input_start(config: PretrainingConfig, strategy: tf.distribute.Strategy, start_step: int = 0) -> InputStart:
     """Checkpoints hold the input position with `data.checkpoint_input`, except on TPU (`kbert.training.inputs`):
     the input then starts with the run's first shuffle, and restoring a checkpoint moves it to where that one
-    stopped. Elsewhere a run that starts at step N (the step of `model_dir`'s newest checkpoint, else
-    `initial_step`, e.g. an MSLT stage's first step) reads a fresh shuffle seeded with `train.seed + N`: it does
-    not start over with the run's first batches, nor continue where the checkpoint stopped; examples seen before
-    can come again."""
+    stopped. Elsewhere a trainer that starts at global step `start_step` (where its run resumes, or its stage's
+    first step) reads a fresh shuffle seeded with `train.seed + start_step`: it does not start over with the
+    run's first batches, nor continue where the checkpoint stopped; examples seen before can come again."""
     if config.data.checkpoint_input and not isinstance(strategy, tf.distribute.TPUStrategy):
         return InputStart(restores_position=True, seed_offset=0)
-    newest = checkpoint_files.listed(os.path.join(model_dir, "checkpoints")) if model_dir else []
-    return InputStart(restores_position=False,
-                      seed_offset=checkpoint_files.step_of(newest[0]) if newest else initial_step)
+    return InputStart(restores_position=False, seed_offset=start_step)
 
 
-def make_trainer(config: PretrainingConfig, strategy: tf.distribute.Strategy, model: keras.Model,
-                 optimizer: keras.optimizers.Optimizer, initial_step: int = 0,
-                 model_dir: Optional[str] = None) -> PretrainingTrainer:
-    """The `PretrainingTrainer` of `config.train` and `config.data` for the model's trainable variables (builds
-    the optimizer's slots and the input, once, where `input_start` says it starts for a run in `model_dir`); its
-    step counter starts at `initial_step` (a restore moves it on)."""
+def make_trainer(config: PretrainingConfig, strategy: tf.distribute.Strategy, model: BertPretrainer,
+                 optimizer: keras.optimizers.Optimizer, layout: RecordLayout,
+                 initial_step: int = 0) -> PretrainingTrainer:
+    """The `PretrainingTrainer` of `config.train` and `config.data` for the variables that train on records of
+    `layout` (builds the optimizer's slots and the input, once, where `input_start` says it starts); its step
+    counter starts at `initial_step` (a restore moves it on)."""
     t = config.train
-    start = input_start(config, strategy, model_dir, initial_step)
+    start = input_start(config, strategy, initial_step)
     with strategy.scope():
         global_step = tf.Variable(initial_step, dtype=tf.int64, trainable=False, name="global_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         return PretrainingTrainer(
             strategy, model, optimizer, dataset_fn(config, True, model.config.vocab_size, start.seed_offset),
             global_step=global_step, global_batch_size=t.global_batch_size,
-            accumulation_steps=t.gradient_accumulation_steps, trainable_variables=trained_variables(config, model),
+            accumulation_steps=t.gradient_accumulation_steps, trainable_variables=trained_variables(model, layout),
             jit_compile=t.jit_compile, checkpointable_input=start.restores_position)
 
 
-def trained_variables(config: PretrainingConfig, model: BertPretrainer) -> list[keras.Variable]:
-    """The model's trainable variables, less the sentence head's where `data.train_files` are MLM-only: it does
-    not run on them, so it has no gradient (and must not decay)."""
-    if first_layout(config.data.train_files, "data.train_files").sentence_labels:
+def trained_variables(model: BertPretrainer, layout: RecordLayout) -> list[keras.Variable]:
+    """The model's trainable variables, less the sentence head's on MLM-only records: it does not run on them,
+    so it has no gradient (and must not decay)."""
+    if layout.sentence_labels:
         return list(model.trainable_variables)
     head = {id(v) for v in model.sentence_head_variables()}
     return [v for v in model.trainable_variables if id(v) not in head]
@@ -156,24 +151,6 @@ def open_checkpoints(config: PretrainingConfig, strategy: tf.distribute.Strategy
                                counters={"sequences_trained": trainer.sequences_trained})
 
 
-def resume(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, print_fn=print) -> Optional[str]:
-    """Restores the newest usable checkpoint of the run, if there is one, and says so (and what it skipped);
-    returns its path."""
-    restored = checkpoints.restore_latest()
-    for note in checkpoints.notes:
-        print_fn(note, flush=True)
-    if restored:
-        print_fn(f"Resumed from {restored} at step {int(trainer.global_step.numpy())}.", flush=True)
-    return restored
-
-
-def run_steps(trainer: PretrainingTrainer, steps: int) -> dict[str, float]:
-    """Runs `steps` optimizer steps; raises NonFiniteLossError (before anything is saved) if a loss was not finite."""
-    metrics = trainer.train(tf.constant(steps, tf.int32))
-    check_finite(int(trainer.global_step.numpy()), steps, metrics, trainer.first_nonfinite_step())
-    return metrics
-
-
 def _save(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, step: int, final: bool = False) -> None:
     if checkpoints.due(step, final):  # only weights about to be saved need the check
         check_finite_weights(step, trainer.weights_are_finite())
@@ -181,7 +158,7 @@ def _save(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, step: i
 
 
 def _reporter(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
-              checkpoints: TrainingCheckpoints, until_step: int, print_fn) -> ProgressReporter:
+              checkpoints: TrainingCheckpoints, until_step: int, sentences: bool, print_fn) -> ProgressReporter:
     """The progress lines (chief), TensorBoard scalars and MFU of `train`."""
     chief = strategy.extended.should_checkpoint
     writer = tf.summary.create_file_writer(os.path.join(checkpoints.model_dir, "train")) if chief else None
@@ -190,36 +167,36 @@ def _reporter(config: PretrainingConfig, strategy: tf.distribute.Strategy, train
     flops = training_flops_per_sequence(trainer.model.config, config.data.seq_length, config.data.max_predictions)
     return ProgressReporter(until_step, writer, config.train.summary_interval,
                             trainer.optimizer if layerwise else None, print_fn=print_fn if chief else _silent,
-                            flops_per_row=flops, peak_flops=peak,
-                            sentences=first_layout(config.data.train_files, "data.train_files").sentence_labels)
+                            flops_per_row=flops, peak_flops=peak, sentences=sentences)
 
 
 def _silent(*args, **kwargs) -> None:
     """A non-chief worker's print: every worker runs the loop, the chief alone reports."""
 
 
-def schedule_for(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
+def schedule_for(config: PretrainingConfig, strategy: tf.distribute.Strategy,
+                 evaluate: Callable[[], dict[str, float]], samples_done: int = 0,
                  print_fn=print) -> Optional[EvalSchedule]:
-    """The held-out evaluation schedule of `eval.interval_samples` / `eval.protocol` for the trainer's model
-    (counting on from the samples it has trained), or None without one."""
+    """The held-out evaluation schedule of `eval.interval_samples` / `eval.protocol`, calling `evaluate` (counting
+    on from `samples_done`, the samples trained so far), or None without one."""
     interval = config.eval.interval(config.train.global_batch_size)
     if not interval:
         return None
-    return EvalSchedule(interval, config.eval.target(), evaluator(config, strategy, trainer.model),
+    return EvalSchedule(interval, config.eval.target(), evaluate,
                         print_fn if strategy.extended.should_checkpoint else _silent,
-                        mlperf=config.eval.protocol == "mlperf",
-                        samples_done=int(trainer.sequences_trained.numpy()))
+                        mlperf=config.eval.protocol == "mlperf", samples_done=samples_done)
 
 
 def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
           checkpoints: TrainingCheckpoints, *, until_step: int, preemption: PreemptionWatcher,
-          print_fn=print, schedule: Optional[EvalSchedule] = None) -> dict[str, Any]:
+          print_fn=print, schedule: Optional[EvalSchedule] = None, sentences: bool = True) -> dict[str, Any]:
     """Trains from the trainer's step (restored by the caller) up to `until_step` optimizer steps, or until the
     `schedule`'s held-out evaluation reaches its target.
 
     Loops end on multiples of `train.steps_per_loop`; after each loop: a progress line, a checkpoint every
     `train.checkpoint_interval` steps (written in the background with `train.async_checkpoint`), a held-out
-    evaluation when the schedule says, and a preemption check. The last step is always saved, and every save is
+    evaluation when the schedule says, and a preemption check. `sentences`: the records have sentence labels
+    (the progress line shows nsp_acc). The last step is always saved, and every save is
     on disk when it returns. A non-finite loss or non-finite weights stop it with NonFiniteLossError before they
     are saved; the checkpoints they make suspect are set aside, so a rerun resumes from the last good one. On
     preemption it saves and raises `Preempted`.
@@ -229,13 +206,13 @@ def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: 
       schedule's evaluations and time to target.
     """
     t = config.train
-    reporter = _reporter(config, strategy, trainer, checkpoints, until_step, print_fn)
+    reporter = _reporter(config, strategy, trainer, checkpoints, until_step, sentences, print_fn)
     metrics: dict[str, float] = {}
     step = int(trainer.global_step.numpy())
     try:
         while step < until_step:
             steps = min(t.steps_per_loop - step % t.steps_per_loop, until_step - step)
-            metrics = run_steps(trainer, steps)
+            metrics = trainer.train(steps)
             step, samples = int(trainer.global_step.numpy()), int(trainer.sequences_trained.numpy())
             reporter(step, metrics, steps)
             _save(checkpoints, trainer, step)
@@ -291,37 +268,3 @@ def evaluator(config: PretrainingConfig, strategy: tf.distribute.Strategy,
 def evaluate(config: PretrainingConfig, strategy: tf.distribute.Strategy, model: keras.Model) -> dict[str, float]:
     """`evaluator(config, strategy, model)()`: one evaluation of the model as it is."""
     return evaluator(config, strategy, model)()
-
-
-def _restore_weights_for_eval(model: keras.Model, model_dir: str, init_checkpoint: str) -> str:
-    path = checkpointing.latest_checkpoint(model_dir) or init_checkpoint
-    if not path:
-        raise MissingFileError(f"--mode=eval: no checkpoint in {model_dir}/checkpoints and no "
-                               "train.init_checkpoint to evaluate.")
-    checkpointing.load_init_checkpoint(model, path)
-    return path
-
-
-def pretrain(config: PretrainingConfig, model_dir: str, strategy: tf.distribute.Strategy, mode: str,
-             preemption: PreemptionWatcher, print_fn=print) -> tuple[BertPretrainer, dict[str, Any]]:
-    """A single-stage run: trains to `train.total_steps` from the newest checkpoint of `model_dir` (else from
-    `train.init_checkpoint`, else from scratch), or with `mode="eval"` only restores the weights to evaluate.
-
-    Returns the model and what the run's summary gains (`restored_from`, `train`, ... or `evaluated_checkpoint`).
-    """
-    t = config.train
-    with strategy.scope():
-        model = build_model(config)
-    if mode == "eval":
-        return model, {"evaluated_checkpoint": _restore_weights_for_eval(model, model_dir, t.init_checkpoint)}
-    with strategy.scope():
-        optimizer = build_optimizer(config, model.trainable_variables)
-    trainer = make_trainer(config, strategy, model, optimizer, model_dir=model_dir)
-    checkpoints = open_checkpoints(config, strategy, trainer, model_dir)
-    restored = resume(checkpoints, trainer, print_fn)
-    if not restored and t.init_checkpoint:
-        kind = checkpointing.load_init_checkpoint(model, t.init_checkpoint)
-        print_fn(f"Initialised the model from {kind} checkpoint {t.init_checkpoint}.", flush=True)
-    result = train(config, strategy, trainer, checkpoints, until_step=t.total_steps, preemption=preemption,
-                   print_fn=print_fn, schedule=schedule_for(config, strategy, trainer, print_fn))
-    return model, {**result, "restored_from": restored}

@@ -10,7 +10,7 @@ with strategy.scope():
     model = BertPretrainer(BertConfig.load("bert_tiny"))
     optimizer = kbert.optimizers.LAMB(1e-3)
     trainer = PretrainingTrainer(strategy, model, optimizer, dataset_fn, global_batch_size=256)
-trainer.train(tf.constant(100))  # {'loss': 7.1, 'masked_lm_accuracy': 0.02, ...}
+trainer.train(100)  # {'loss': 7.1, 'masked_lm_accuracy': 0.02, ...}
 ```
 """
 
@@ -28,6 +28,7 @@ from kbert.choices import JIT_COMPILE, WHOLE_STEP, is_jit_compile_choice
 from kbert.errors import ConfigError
 from kbert.modeling.losses import LOSS_TERMS, MLM_EPSILON, pretraining_loss_terms, pretraining_metrics, sentence_count
 from kbert.training.inputs import make_input
+from kbert.training.reporting import check_finite
 
 
 def _replica_local_scalar(name: str) -> tf.Variable:
@@ -210,10 +211,15 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         """Traces and optimises the training loop without running a step, e.g. while another model trains."""
         self._loop(tf.constant(0, tf.int32))
 
-    def train(self, num_steps: tf.Tensor) -> dict[str, float]:
-        """Runs `num_steps` optimizer steps; returns their metrics (NaN-valued if any step was non-finite)."""
+    def train(self, num_steps: int | tf.Tensor) -> dict[str, float]:
+        """Runs `num_steps` optimizer steps; returns their metrics.
+
+        Raises:
+          NonFiniteLossError: a step's loss was NaN/Inf on some replica (naming the first such step); the
+            weights it made are in the variables, and nothing is saved here.
+        """
         start = time.perf_counter()
-        self._loop(num_steps)
+        self._loop(tf.constant(num_steps, tf.int32))
         sums = {name: float(variable.read_value()) for name, variable in self._sums.items()}
         now = time.perf_counter()
         steps = int(num_steps)
@@ -225,6 +231,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         metrics["rows_per_second"] = steps * self.global_batch_size / max(now - start, 1e-9)
         self.sequences_trained.assign_add(round(sums["sequence_count"]))
         metrics["nonfinite_micro_steps"] = sums["nonfinite"]
+        check_finite(int(self.global_step.numpy()), steps, metrics, self.first_nonfinite_step())
         return metrics
 
     def weights_are_finite(self) -> bool:

@@ -9,7 +9,7 @@ Example:
 ```python
 config = load_experiment(["configs/experiments/bert_tiny_cpu.yaml"], "train.total_steps=20")
 trainer = trainer_from_config(config, make_strategy("one_device"))
-run_steps(trainer, 20)["loss"]
+trainer.train(20)["loss"]
 ```
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from kbert.data import first_layout
 from kbert.training import loop
 from kbert.training.config import PretrainingConfig
 from kbert.training.trainer import PretrainingTrainer
@@ -31,4 +32,4 @@ def trainer_from_config(config: PretrainingConfig, strategy: tf.distribute.Strat
     with strategy.scope():
         model = loop.build_model(config)
         optimizer = loop.build_optimizer(config, model.trainable_variables)
-    return loop.make_trainer(config, strategy, model, optimizer)
+    return loop.make_trainer(config, strategy, model, optimizer, first_layout(config.data.train_files, "data.train_files"))

@@ -1,0 +1,68 @@
+"""An MSLT plan as the stages of a pretraining run: each growth stage a `TrainingStage` whose model is built at
+the stage's depth, frozen as the stage says, and grown from the stage before (`kbert.mslt.grow`).
+
+The plan trains on the experiment's first phase (`phase_config(config, 0, ...)`): its records, batch and model;
+each stage has its own schedule. Stage 1 grows from `train.init_checkpoint` when `mslt.init_layers` names that
+model's depth, and starts fresh otherwise.
+
+Example:
+
+```python
+plan = plan_for(config)
+stages = mslt_stages(config, plan)         # then the later phases, if any: phase_stages(config, first=1, ...)
+[(s.label, s.num_layers, s.start_step, s.end_step) for s in stages]
+```
+"""
+
+from __future__ import annotations
+
+from kbert.errors import PlanError
+from kbert.mslt.grow import build_stage_model, carry_over
+from kbert.mslt.plan import Stage, StagePlan, build_plan
+from kbert.training.config import PretrainingConfig
+from kbert.training.phases import phase_config
+from kbert.training.stage import TrainingStage
+
+
+def plan_for(config: PretrainingConfig) -> StagePlan:
+    """The validated stage plan of a config with an `mslt` section; `schedule` gives the stages' default rates."""
+    if config.mslt is None:
+        raise PlanError("The experiment has no `mslt` section.")
+    init, layers = config.train.init_checkpoint, config.mslt.init_layers
+    if bool(init) != bool(layers):
+        raise PlanError(f"mslt.init_layers={layers} with train.init_checkpoint={init!r}: to grow a pretrained model, "
+                        "set both (init_layers is that checkpoint's number of layers); to grow from scratch, "
+                        "neither.")
+    s = config.schedule
+    return build_plan(config.mslt, config.model.bert_config(), peak_learning_rate=s.peak_learning_rate,
+                      decay_power=s.power, end_learning_rate=s.end_learning_rate)
+
+
+def _stage_config(config: PretrainingConfig, stage: Stage) -> PretrainingConfig:
+    """The first phase's config, trained for the stage's steps on the stage's own schedule."""
+    first = phase_config(config, 0, stage.steps)
+    return first.replace(schedule=first.schedule.replace(
+        peak_learning_rate=stage.learning_rate, warmup_steps=stage.warmup_steps,
+        decay_steps=max(stage.steps - stage.warmup_steps, 1), end_learning_rate=stage.end_learning_rate,
+        power=stage.decay_power))
+
+
+def _training_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage) -> TrainingStage:
+    def grow(model, previous) -> None:
+        carry_over(model, previous, stage, plan.new_layer_init)
+
+    return TrainingStage(
+        number=stage.number, label=f"MSLT stage {stage.number}/{len(plan.stages)}",
+        config=_stage_config(config, stage), start_step=stage.start_step, end_step=stage.end_step,
+        build=lambda: build_stage_model(plan.bert, stage, plan.frozen_dropout), num_layers=stage.num_layers,
+        previous_layers=stage.previous_layers, grow=grow if stage.previous_layers else None,
+        seed=config.train.seed + stage.number, init_checkpoint=config.train.init_checkpoint if stage.number == 1
+        else "", description=f"{stage.num_layers} layers, training blocks {list(stage.trainable_layers)} "
+                             f"(backward cut below block {stage.stop_gradient_below})",
+        facts={"trainable_layers": list(stage.trainable_layers),
+               "trainable_parameters": stage.trainable_parameters(plan.bert)})
+
+
+def mslt_stages(config: PretrainingConfig, plan: StagePlan) -> list[TrainingStage]:
+    """The run's stages of `plan`, numbered from 1 at global step 0."""
+    return [_training_stage(config, plan, stage) for stage in plan.stages]

@@ -1,0 +1,94 @@
+"""Pretraining phases: BERT's seq-128-then-seq-512 recipe as one run, each phase a stage with its own records,
+batch and learning-rate schedule (`phases:` in an experiment config).
+
+Every key a phase leaves unset is the experiment's own (`data.*`, `train.*`, `schedule.*`). Each phase has a
+fresh optimizer whose schedule warms up and decays over the phase's own steps, as phase 2 of Google's, NVIDIA's
+and MLPerf's recipes does; its weights come from the phase before. The phases' steps replace `train.total_steps`.
+
+Example:
+
+>>> config = PretrainingConfig({"phases": [{"steps": 90}, {"steps": 10, "seq_length": 512,
+...     "train_files": "seq512/*", "global_batch_size": 64, "peak_learning_rate": 2e-4, "warmup_steps": 2}]})
+>>> [(s.label, s.start_step, s.end_step, s.config.data.seq_length) for s in phase_stages(config)]
+[('phase 1/2', 0, 90, 128), ('phase 2/2', 90, 100, 512)]
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from kbert.config import need
+from kbert.modeling import BertPretrainer
+from kbert.training.config import PhaseConfig, PretrainingConfig
+from kbert.training.stage import TrainingStage
+
+
+_DATA_KEYS = ("train_files", "eval_files", "seq_length", "max_predictions")
+_TRAIN_KEYS = ("global_batch_size", "gradient_accumulation_steps")
+_SCHEDULE_KEYS = ("peak_learning_rate", "warmup_steps", "power", "end_learning_rate")
+
+
+def _set(phase: PhaseConfig, keys: tuple[str, ...]) -> dict:
+    return {k: getattr(phase, k) for k in keys if getattr(phase, k) is not None}
+
+
+def phase_config(config: PretrainingConfig, index: int, steps: int) -> PretrainingConfig:
+    """The experiment as phase `index` trains it: its data, batch and a schedule over its `steps` alone."""
+    phase = config.phases[index] if config.phases else PhaseConfig()
+    return config.replace(
+        data=config.data.replace(**_set(phase, _DATA_KEYS)),
+        train=config.train.replace(total_steps=steps, **_set(phase, _TRAIN_KEYS)),
+        schedule=config.schedule.replace(step_offset=0, decay_steps=None, **_set(phase, _SCHEDULE_KEYS)))
+
+
+def check_phases(config: PretrainingConfig, first_steps: Optional[int] = None) -> None:
+    """Each phase's steps and schedule make sense, before anything is built; `first_steps`: phase 1's steps are
+    an MSLT plan's (it may leave them unset)."""
+    for index, phase in enumerate(config.phases):
+        where = f"phases[{index}] (phase {index + 1})"
+        steps = first_steps if index == 0 and first_steps is not None else phase.steps
+        need(index == 0 and first_steps is not None and phase.steps in (None, first_steps)
+             or isinstance(phase.steps, int) and phase.steps > 0,
+             f"{where}.steps={phase.steps!r}: " + ("must be unset or the MSLT plan's {first_steps} steps: the plan "
+                                                   "is phase 1." if index == 0 and first_steps is not None
+                                                   else "must be a positive number of optimizer steps."))
+        resolved = phase_config(config, index, steps)
+        s, t, d = resolved.schedule, resolved.train, resolved.data
+        need(0 <= s.warmup_steps < steps, f"{where}.warmup_steps={s.warmup_steps}: must be in [0, steps={steps}) "
+             "(unset, it is schedule.warmup_steps).")
+        need(0 < s.peak_learning_rate and 0 <= s.end_learning_rate <= s.peak_learning_rate,
+             f"{where}: learning rates peak {s.peak_learning_rate}, end {s.end_learning_rate} must be positive and "
+             "end <= peak.")
+        need(t.global_batch_size > 0 and t.gradient_accumulation_steps > 0
+             and t.global_batch_size % t.gradient_accumulation_steps == 0,
+             f"{where}.global_batch_size={t.global_batch_size} must be a positive multiple of "
+             f"gradient_accumulation_steps={t.gradient_accumulation_steps}.")
+        need(0 < d.seq_length <= config.model.bert_config().max_position_embeddings and d.max_predictions > 0,
+             f"{where}.seq_length={d.seq_length}: must be in [1, the model's max_position_embeddings="
+             f"{config.model.bert_config().max_position_embeddings}], with max_predictions > 0.")
+        need(bool(d.train_files), f"{where}.train_files is empty: give each phase its records.")
+    need(not config.phases or config.schedule.step_offset == 0,
+         f"schedule.step_offset={config.schedule.step_offset}: a run of phases schedules each phase from its own "
+         "first step; remove step_offset (it is for a second phase run as its own command).")
+
+
+def phase_stages(config: PretrainingConfig, first: int = 0, number: int = 1,
+                 start_step: int = 0) -> list[TrainingStage]:
+    """The stages of `config.phases[first:]` (of the whole run when there are no phases), numbered from
+    `number` and starting at global step `start_step`; each takes its weights over from the stage before."""
+    count = max(len(config.phases), 1)
+    bert = config.model.bert_config()
+    stages = []
+    for index in range(first, count):
+        steps = config.phases[index].steps if config.phases else config.train.total_steps
+        resolved = phase_config(config, index, steps)
+        d, t = resolved.data, resolved.train
+        stages.append(TrainingStage(
+            number=number, label=f"phase {index + 1}/{count}" if config.phases else "training", config=resolved,
+            start_step=start_step, end_step=start_step + steps, build=lambda: BertPretrainer(bert),
+            num_layers=bert.num_hidden_layers, previous_layers=bert.num_hidden_layers if number > 1 else 0,
+            seed=config.train.seed + index, init_checkpoint=config.train.init_checkpoint if number == 1 else "",
+            description=f"seq {d.seq_length}, batch {t.global_batch_size}, {bert.num_hidden_layers} layers, "
+                        "every block trains"))
+        number, start_step = number + 1, start_step + steps
+    return stages

@@ -1,0 +1,102 @@
+"""One stage of a pretraining run: its global steps, its own config (data, batch, schedule), its model and how
+that model starts. A plain run is one stage; BERT's two phases are two; an MSLT plan makes one per growth stage.
+
+A stage's model starts in one of four ways, decided by the engine (`kbert.training.engine`) from the stage and
+the run directory, never by the stage's maker:
+
+- fresh: the built weights (stage 1 without `init_checkpoint`);
+- from a checkpoint: stage 1 with `init_checkpoint`, or any stage at its first step from the checkpoint that the
+  stage before it saved last (a run resumed at a stage boundary);
+- carried over: the weights of the stage before, trained in this process;
+- grown: as the last two, through `grow(model, previous)` from a model of `previous_layers` layers (MSLT,
+  progressive stacking). Stages without `grow` take every weight over by its path.
+
+Example:
+
+```python
+stages = phase_stages(config)                # kbert.training.phases: one stage, or one per phase
+stages = with_layouts(stages)                # each stage's record layout, read once
+stages[0].start_step, stages[0].end_step, stages[0].layout.describe()
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional, Sequence
+
+from kbert.data import RecordLayout, first_layout
+from kbert.modeling import BertPretrainer
+from kbert.training.config import PretrainingConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingStage:
+    """Global steps [start_step, end_step) of a run, trained with `config` (its `train.total_steps` is the stage's
+    steps, its `schedule` the stage's own: each stage has a fresh optimizer)."""
+
+    number: int  # 1-based
+    label: str  # how progress lines name it: "phase 2/2", "MSLT stage 3/3"
+    config: PretrainingConfig
+    start_step: int
+    end_step: int
+    build: Callable[[], BertPretrainer]  # the stage's model with its built weights (call in strategy.scope())
+    num_layers: int
+    previous_layers: int = 0  # depth of the model it grows from (0: none; `grow` is None then)
+    grow: Optional[Callable[[BertPretrainer, BertPretrainer], None]] = None  # sets model from previous model
+    seed: int = 0  # Keras seed set before the stage is built (weights of new layers, dropout)
+    init_checkpoint: str = ""  # stage 1: start from this checkpoint's weights (grown from it with `grow`)
+    description: str = ""  # what trains, for the stage's first line: "2 layers, training blocks [1]"
+    facts: dict = dataclasses.field(default_factory=dict)  # what stages.json and the summary record of it
+    layout: Optional[RecordLayout] = None  # of `config.data.train_files` (`with_layouts`)
+
+    @property
+    def steps(self) -> int:
+        return self.end_step - self.start_step
+
+    @property
+    def name(self) -> str:
+        """The stage's folder under model_dir in a run of several stages (its export and summary)."""
+        return f"stage_{self.number}"
+
+    def record(self) -> dict:
+        """The stage as `stages.json` holds it: a run resumed with other stages is refused."""
+        d = self.config.data
+        return {"stage": self.number, "label": self.label, "num_layers": self.num_layers,
+                "start_step": self.start_step, "end_step": self.end_step, "train_files": d.train_files,
+                "seq_length": d.seq_length, "global_batch_size": self.config.train.global_batch_size, **self.facts}
+
+    def same_data(self, other: "TrainingStage") -> bool:
+        """Whether this stage reads `other`'s training input, so it continues where `other` stopped."""
+        keys = ("train_files", "seq_length", "max_predictions", "dynamic_masking", "whole_word_masking")
+        return all(getattr(self.config.data, k) == getattr(other.config.data, k) for k in keys) and \
+            self.config.train.global_batch_size == other.config.train.global_batch_size
+
+
+def with_layouts(stages: Sequence[TrainingStage]) -> list[TrainingStage]:
+    """The stages with the layout of their training records (packed, MLM-only, ...), read from the first record
+    once per set of files: it decides which variables train and what the progress line shows."""
+    layouts: dict[str, RecordLayout] = {}
+    out = []
+    for stage in stages:
+        files = stage.config.data.train_files
+        if files not in layouts:
+            layouts[files] = first_layout(files, "data.train_files")
+        out.append(dataclasses.replace(stage, layout=layouts[files]))
+    return out
+
+
+def stage_at(stages: Sequence[TrainingStage], step: int) -> int:
+    """The index of the stage that trains global step `step` (0-based) next; the last one past the end."""
+    for index, stage in enumerate(stages):
+        if step < stage.end_step:
+            return index
+    return len(stages) - 1
+
+
+def stage_of_checkpoint(stages: Sequence[TrainingStage], step: int) -> int:
+    """The index of the stage that saved the checkpoint of global step `step` (its steps end at or after it)."""
+    for index, stage in enumerate(stages):
+        if step <= stage.end_step:
+            return index
+    return len(stages) - 1
