@@ -94,7 +94,8 @@ def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strate
     if mode not in MODES:
         raise ConfigError(f"--mode={mode}: choose one of {', '.join(MODES)}.")
     check_batch_sizes(config, strategy.num_replicas_in_sync)
-    stages = with_layouts(stages_of(config)) if mode != "eval" else stages_of(config)
+    stages = with_layouts(stages_of(config), evaluates=mode != "train" or bool(config.eval.interval(
+        config.train.global_batch_size))) if mode != "eval" else stages_of(config)
     _set_up_session(config)
     tf.io.gfile.makedirs(model_dir)
     started = time.time()

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 from google.api_core import exceptions
 
 from kbert import experiment
@@ -124,3 +125,22 @@ def test_gcs_leases_use_generation_preconditions(monkeypatch):
     first.release()
     assert client.buckets["bucket"].objects == {}
     Lease.take("gs://bucket/run", store=store(), on_lost=lambda: None).release()
+
+
+def test_a_model_dir_on_another_scheme_gets_no_lease_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # "ram://run/lease.json" read as a local path would land here, under "ram:"
+    lines = []
+    with Lease.take("ram://run", print_fn=lambda *a, **k: lines.append(a[0]), on_lost=lambda: None) as held:
+        assert lines == ["No lease on --model_dir=ram://run: kbert leases only a local path, file:// or gs://, so "
+                         "nothing stops a second run from writing into it at the same time; make sure none does."]
+        assert not held._thread.is_alive()
+        Lease.take("ram://run", print_fn=lambda *a, **k: lines.append(a[0]), on_lost=lambda: None).release()
+    assert len(lines) == 2 and os.listdir(tmp_path) == [] and not tf.io.gfile.exists("ram://run/lease.json")
+
+
+def test_a_file_url_model_dir_is_leased_on_its_disk(tmp_path):
+    with Lease.take(f"file://{tmp_path}", on_lost=lambda: None):
+        assert json.loads((tmp_path / "lease.json").read_text())["pid"] == os.getpid()
+        with pytest.raises(ModelDirInUseError, match=rf"--model_dir={tmp_path} is in use by a run on"):
+            Lease.take(str(tmp_path), on_lost=lambda: None)  # the same folder, spelled as a path
+    assert not (tmp_path / "lease.json").exists()

@@ -1,10 +1,7 @@
 """MSLT end to end: stages train, freeze and export; kill -9 mid-stage resumes in that stage; bad plans stop early."""
 
 import os
-import signal
-import subprocess
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -14,7 +11,8 @@ from kbert import experiment
 from kbert.errors import PlanError
 from kbert.experiment import load_experiment
 from kbert.runtime.strategy import make_strategy
-from training_fixtures import cli_env, pretrain_command, run_cli, write_config, write_train_and_eval
+from training_fixtures import (checkpoint_weights, kill_once_written, pretrain_command, run_cli, write_config,
+                               write_train_and_eval)
 
 FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {
     "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
@@ -125,12 +123,6 @@ def _command(config, model_dir):
     return pretrain_command(config, model_dir)
 
 
-def _weights(model_dir, step):
-    path = os.path.join(model_dir, "checkpoints", f"ckpt-{step}")
-    reader = tf.train.load_checkpoint(path)
-    return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map() if n.startswith("model/")}
-
-
 def test_kill_9_mid_stage_resumes_in_that_stage(tmp_path, data):
     mslt = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 60}], "final_stage": {"steps": 0}}
     two_layers = {"bert": "bert_tiny", "overrides": dict(FOUR_LAYERS["overrides"], num_hidden_layers=2)}
@@ -138,20 +130,13 @@ def test_kill_9_mid_stage_resumes_in_that_stage(tmp_path, data):
                          checkpoint_interval=4, max_checkpoints=100)
     run_cli(_command(config, tmp_path / "straight"))
     command = _command(config, tmp_path / "killed")
-    process = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    first_save = tmp_path / "killed" / "checkpoints" / "ckpt-6.index"  # stage 2's first
-    deadline = time.time() + 600
-    while not first_save.exists():
-        assert process.poll() is None and time.time() < deadline
-        time.sleep(0.02)
-    process.send_signal(signal.SIGKILL)
-    assert process.wait() == -signal.SIGKILL
+    kill_once_written(command, tmp_path / "killed" / "checkpoints" / "ckpt-6.index")  # stage 2's first save
     assert not (tmp_path / "killed" / "stage_2" / "summary.json").exists()  # killed inside stage 2
     result = run_cli(command)
     assert "MSLT stage 1/2" not in result.stdout  # stage 1 is done and not rebuilt
     assert "MSLT stage 2/2: 2 layers, training blocks [1]" in result.stdout and "(resuming)" in result.stdout
     assert "Resumed from" in result.stdout and "checkpoints/ckpt-6" in result.stdout
-    straight, resumed = _weights(tmp_path / "straight", 62), _weights(tmp_path / "killed", 62)
+    straight, resumed = checkpoint_weights(tmp_path / "straight", 62), checkpoint_weights(tmp_path / "killed", 62)
     assert straight.keys() == resumed.keys() and len(straight) > 30
     for name in straight:
         np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)

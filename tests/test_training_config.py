@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from kbert.errors import ConfigError, StrategyError
-from kbert.experiment import ExperimentConfig, load_experiment
+from kbert.experiment import ExperimentConfig, load_experiment, stages_of
 from kbert.config import parse_override
 from kbert.runtime.strategy import make_strategy
 
@@ -105,6 +105,13 @@ def test_experiment_files_load():
     assert len(paths) >= 8, f"the shipped experiment configs were not found under {root}"
     for path in paths:
         assert load_experiment([path]).train.total_steps > 0, path
+    # The two-phase recipes are layered on their phase-1 files: 90% of the steps at seq 128, then seq 512.
+    for overlay, base in (("bert_tiny_two_phase_cpu", "bert_tiny_cpu"), ("bert_base_lamb_two_phase",
+                          "bert_base_lamb_phase1"), ("bert_large_lamb_two_phase", "bert_large_lamb_phase1")):
+        files = [os.path.join(root, f"{name}.yaml") for name in (base, overlay)]
+        stages = stages_of(load_experiment(files))
+        assert [s.config.data.seq_length for s in stages] == [128, 512], overlay
+        assert stages[0].steps == 9 * stages[1].steps or stages[1].end_step == 8599, overlay
 
 
 def test_tpu_strategy_without_tpu_is_one_clear_error():

@@ -18,12 +18,12 @@ SEQ_LENGTH = 16
 MAX_PREDICTIONS = 4
 
 
-def _example(rng: np.random.Generator) -> bytes:
-    length = int(rng.integers(6, SEQ_LENGTH + 1))
-    ids = np.zeros(SEQ_LENGTH, np.int64)
+def _example(rng: np.random.Generator, seq_length: int = SEQ_LENGTH) -> bytes:
+    length = int(rng.integers(6, seq_length + 1))
+    ids = np.zeros(seq_length, np.int64)
     ids[:length] = rng.integers(5, VOCAB_SIZE, length)
-    mask = (np.arange(SEQ_LENGTH) < length).astype(np.int64)
-    segments = ((np.arange(SEQ_LENGTH) >= length // 2) & (mask > 0)).astype(np.int64)
+    mask = (np.arange(seq_length) < length).astype(np.int64)
+    segments = ((np.arange(seq_length) >= length // 2) & (mask > 0)).astype(np.int64)
     count = int(rng.integers(1, MAX_PREDICTIONS + 1))
     positions = np.zeros(MAX_PREDICTIONS, np.int64)
     positions[:count] = np.sort(rng.choice(np.arange(1, length), count, replace=False))
@@ -37,14 +37,15 @@ def _example(rng: np.random.Generator) -> bytes:
     return example_proto(values)
 
 
-def write_shards(directory: str, prefix: str, shards: int, records_per_shard: int, seed: int = 0) -> str:
-    """Writes `shards` TFRecord files of random instances; returns their glob."""
+def write_shards(directory: str, prefix: str, shards: int, records_per_shard: int, seed: int = 0,
+                 seq_length: int = SEQ_LENGTH) -> str:
+    """Writes `shards` TFRecord files of random instances `seq_length` tokens long; returns their glob."""
     os.makedirs(directory, exist_ok=True)
     rng = np.random.default_rng(seed)
     for shard in range(shards):
         with tf.io.TFRecordWriter(os.path.join(directory, f"{prefix}-{shard:03d}.tfrecord")) as writer:
             for _ in range(records_per_shard):
-                writer.write(_example(rng))
+                writer.write(_example(rng, seq_length))
     return os.path.join(directory, f"{prefix}-*.tfrecord")
 
 
@@ -56,7 +57,7 @@ def write_train_and_eval(root: str, train_records_per_shard: int = 24) -> tuple[
 
 def write_config(path: str, train_files: str, eval_files: str = "", **sections) -> str:
     """A YAML experiment for a 2-layer, hidden-32 BERT on the fixture records; `sections` update it (or add one,
-    e.g. `mslt={...}`)."""
+    e.g. `mslt={...}`, `phases=[...]`)."""
     import yaml
 
     config = {
@@ -72,7 +73,10 @@ def write_config(path: str, train_files: str, eval_files: str = "", **sections) 
         "eval": {"global_batch_size": 8},
     }
     for section, values in sections.items():
-        config.setdefault(section, {}).update(values)
+        if isinstance(values, list):  # phases
+            config[section] = values
+        else:
+            config.setdefault(section, {}).update(values)
     with open(path, "w") as f:
         yaml.safe_dump(config, f)
     return path
@@ -112,3 +116,24 @@ def run_cli(command: list[str], env: dict = None, expect: int = 0) -> subprocess
     result = subprocess.run(command, env=env or cli_env(), capture_output=True, text=True, timeout=900)
     assert result.returncode == expect, result.stdout[-3000:] + result.stderr[-3000:]
     return result
+
+
+def kill_once_written(command: list[str], path, timeout: float = 600) -> None:
+    """Starts `command` and kills it with SIGKILL as soon as `path` exists (a checkpoint it writes)."""
+    import signal
+    import time
+
+    process = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        assert process.poll() is None, f"{command} ended before writing {path}"
+        assert time.time() < deadline, f"{path} not written in {timeout} s"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL
+
+
+def checkpoint_weights(model_dir, step: int) -> dict:
+    """The model weights of `model_dir/checkpoints/ckpt-STEP`, by checkpoint key."""
+    reader = tf.train.load_checkpoint(os.path.join(str(model_dir), "checkpoints", f"ckpt-{step}"))
+    return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map() if n.startswith("model/")}

@@ -11,7 +11,6 @@ curve.steps, curve.seconds, curve.losses
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 
 import tensorflow as tf
@@ -27,13 +26,20 @@ class LossCurve:
     losses: list[float]
 
 
+def _train_event_files(model_dir: str) -> list[str]:
+    """The event files of every `train` folder under `model_dir`, at any depth, sorted."""
+    return sorted(os.path.join(folder, name) for folder, _, names in tf.io.gfile.walk(model_dir)
+                  if os.path.basename(folder.rstrip("/")) == "train"
+                  for name in names if name.startswith("events.out.tfevents."))
+
+
 def read_loss_curve(model_dir: str, start_time: float, tag: str = "loss") -> LossCurve:
-    """Reads scalar `tag` from every `train` event directory under `model_dir` (MSLT writes one per stage).
+    """Reads scalar `tag` from every `train` event directory under `model_dir` (MSLT writes one per stage), on any
+    TensorFlow file system.
 
     Raises FileNotFoundError naming `model_dir` if no training summaries are there.
     """
-    paths = sorted(p for p in glob.glob(os.path.join(model_dir, "**", "events.out.tfevents.*"), recursive=True)
-                   if os.path.basename(os.path.dirname(p)) == "train")
+    paths = _train_event_files(model_dir)
     points: dict[int, tuple[float, float]] = {}
     for path in paths:
         for record in tf.data.TFRecordDataset(path):

@@ -166,6 +166,7 @@ def _fit(config: FinetuneConfig, prepared: Prepared, model_dir: str, strategy: t
     restored = _start_weights(checkpoints, model, epoch, prepared, print_fn)
     evals = {split: EvalSet(eval_batches(prepared.encoder, examples, t.eval_batch_size), examples.labels)
              for split, examples in data.evals.items()}
+    # A worker that is not the chief keeps its copy of the best weights in a local temp folder, thrown away.
     best = BestWeights(model, os.path.join(model_dir, run_dir.BEST_DIR) if chief else tempfile.mkdtemp())
     writers = {name: tf.summary.create_file_writer(os.path.join(model_dir, name)) for name in ("train", "eval")} \
         if chief else None

@@ -30,6 +30,7 @@ from kbert.finetuning.subprocess_run import run_finetune
 def finetune(config: dict, model_dir: str) -> float:
     """Runs kbert-finetune on `config` on one device in a fresh `model_dir` (config and log beside it); returns its
     score (`kbert.finetuning.subprocess_run.score`)."""
+    # Local only: the log beside `model_dir` is the child's stdout, a file on this host, so the folder is local.
     shutil.rmtree(model_dir, ignore_errors=True)
     os.makedirs(os.path.dirname(model_dir) or ".", exist_ok=True)
     config_file = f"{model_dir}.yaml"

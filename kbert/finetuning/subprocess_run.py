@@ -18,6 +18,8 @@ import os
 import subprocess
 import sys
 
+import tensorflow as tf
+
 
 def finetune_command(config_file: str, model_dir: str, *flags: str) -> list[str]:
     """kbert-finetune of `config_file` into `model_dir` with `flags`, run by this Python (so by this kbert)."""
@@ -26,8 +28,8 @@ def finetune_command(config_file: str, model_dir: str, *flags: str) -> list[str]
 
 
 def read_summary(model_dir: str) -> dict:
-    """The `summary.json` kbert-finetune wrote into `model_dir`."""
-    with open(os.path.join(model_dir, "summary.json")) as f:
+    """The `summary.json` kbert-finetune wrote into `model_dir` (on any TensorFlow file system)."""
+    with tf.io.gfile.GFile(os.path.join(model_dir, "summary.json")) as f:
         return json.load(f)
 
 
@@ -40,7 +42,7 @@ def run_finetune(config_file: str, model_dir: str, log_file: str, *flags: str) -
     """Runs kbert-finetune (`finetune_command`) in one process outside any cluster, its output in `log_file`;
     returns its score. Raises RuntimeError naming the log when it fails."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}  # one process, whatever the caller runs
-    with open(log_file, "w") as log:
+    with open(log_file, "w") as log:  # local: the child writes to its descriptor
         code = subprocess.call(finetune_command(config_file, model_dir, *flags), stdout=log, stderr=subprocess.STDOUT,
                                env=env)
     if code:

@@ -22,6 +22,19 @@ PRESET_SIZES = {
 }
 
 
+def _open(path: str, mode: str = "r"):
+    """`open` for a local path; any other file system (gs://, ram://) through tf.io.gfile, imported only then:
+    the model runs on every Keras backend, with TensorFlow installed or not. Raises FileNotFoundError for a
+    file that is not there, on either."""
+    if "://" not in path:
+        return open(path, mode, encoding="utf-8")
+    import tensorflow as tf
+
+    if "r" in mode and not tf.io.gfile.exists(path):
+        raise FileNotFoundError(path)
+    return tf.io.gfile.GFile(path, mode)
+
+
 @dataclasses.dataclass(frozen=True)
 class BertConfig:
     """Hyperparameters of a BERT model, as in Google's `bert_config.json`.
@@ -87,9 +100,9 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str) -> "BertConfig":
-        """Reads a Google `bert_config.json` (or one written by `to_json_file`)."""
+        """Reads a Google `bert_config.json` (or one written by `to_json_file`), on any TensorFlow file system."""
         try:
-            with open(path, encoding="utf-8") as f:
+            with _open(path) as f:
                 values = json.load(f)
         except FileNotFoundError:
             raise MissingFileError(f"BERT config file {path!r} does not exist.") from None
@@ -98,7 +111,8 @@ class BertConfig:
         return cls.from_dict(values, source=path)
 
     def to_json_file(self, path: str) -> None:
-        with open(path, "w", encoding="utf-8") as f:
+        """Writes the config as a Google `bert_config.json`, on any TensorFlow file system."""
+        with _open(path, "w") as f:
             json.dump(self.to_dict(), f, indent=2, sort_keys=True)
             f.write("\n")
 

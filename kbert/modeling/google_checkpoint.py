@@ -129,7 +129,8 @@ def load_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str,
 
 
 def export_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str) -> str:
-    """Writes `model`'s weights under Google's TF1 names at prefix `path`, plus `bert_config.json` beside it.
+    """Writes `model`'s weights under Google's TF1 names at prefix `path` (on any TensorFlow file system), plus
+    `bert_config.json` beside it.
 
     The result loads with google-research/bert, Model Garden's converters and `load_google_checkpoint`.
 
@@ -140,8 +141,8 @@ def export_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: st
     # -> 'export/bert_model.ckpt'
     ```
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    directory = os.path.dirname(path) or "."
+    tf.io.gfile.makedirs(directory)
     names, tensors = [], []
     for name, (variable, transposed) in sorted(google_variable_map(model).items()):
         value = tf.cast(tf.convert_to_tensor(variable), tf.float32)

@@ -44,7 +44,7 @@ def _stage_config(config: PretrainingConfig, stage: Stage) -> PretrainingConfig:
     return first.replace(schedule=first.schedule.replace(
         peak_learning_rate=stage.learning_rate, warmup_steps=stage.warmup_steps,
         decay_steps=max(stage.steps - stage.warmup_steps, 1), end_learning_rate=stage.end_learning_rate,
-        power=stage.decay_power))
+        power=stage.decay_power, step_offset=0))
 
 
 def _training_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage) -> TrainingStage:

@@ -78,3 +78,10 @@ def set_aside(directory: str, prefixes: Sequence[str], folder: str) -> str:
     elif tf.io.gfile.exists(os.path.join(directory, "checkpoint")):
         tf.io.gfile.rename(os.path.join(directory, "checkpoint"), os.path.join(target, "checkpoint"), overwrite=True)
     return target
+
+
+def reader(prefix: str) -> tf.train.CheckpointReader:
+    """A reader of the checkpoint `prefix` names. `tf.train.load_checkpoint` and `list_variables` also take a
+    folder, and ask `isdir` first: on `ram://` that is true of a prefix (its files' names extend it), so they look
+    for an index file inside it and fail; this reader goes to the prefix itself, on every file system."""
+    return tf.compat.v1.train.NewCheckpointReader(prefix)

@@ -71,7 +71,7 @@ def _shapes(items: dict) -> dict[str, tuple]:
 def _stored_shapes(prefix: str, groups: Sequence[str]) -> dict[str, tuple]:
     """The same names for the variables stored in checkpoint `prefix` (TF escapes '/' in a key as '.S')."""
     shapes = {}
-    for key, shape in tf.train.list_variables(prefix):
+    for key, shape in checkpoint_files.reader(prefix).get_variable_to_shape_map().items():
         group, _, rest = key.partition("/")
         if group in groups and rest.endswith("/.ATTRIBUTES/VARIABLE_VALUE"):
             path = rest[:-len("/.ATTRIBUTES/VARIABLE_VALUE")].replace(".S", "/").replace("..", ".")
@@ -275,7 +275,7 @@ class TrainingCheckpoints:
 
 
 def _is_google_checkpoint(path: str) -> bool:
-    names = {name for name, _ in tf.train.list_variables(path)}
+    names = set(checkpoint_files.reader(path).get_variable_to_shape_map())
     return any(name.startswith("bert/embeddings/") for name in names)
 
 
@@ -291,7 +291,7 @@ def load_init_checkpoint(model: keras.Model, path: str) -> str:
         listing every missing, unexpected and wrong-shape one; nothing is assigned then.
     """
     resolved = path
-    if tf.io.gfile.isdir(path):
+    if tf.io.gfile.isdir(path) and not tf.io.gfile.exists(path + ".index"):  # on ram:// a prefix is a folder too
         resolved = latest_checkpoint(path) or tf.train.latest_checkpoint(path)
     if not resolved:
         raise MissingFileError(f"train.init_checkpoint={path!r}: no checkpoint there (give a prefix such as "

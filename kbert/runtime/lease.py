@@ -7,6 +7,14 @@ can never both believe they hold it. A lease is stale when its process is gone (
 refreshed for `STALE_AFTER` seconds (another host); a stale lease is taken over, and the run says so.
 One lease per job: the chief takes it for all its workers.
 
+Where it lives, by the model_dir's scheme (`_store`): a local path, or `file://`, is leased on its disk
+(`LocalStore`); `gs://` as a GCS object through google-cloud-storage (`GcsStore`), tested against fake-gcs-server on
+loopback (`tests/test_lease_gcs.py`: taking, refusing, takeover and loss all rest on `ifGenerationMatch` on writes,
+which it honours; it ignores the precondition on delete and on download, so it cannot show that a release never
+deletes a newer holder's lease, nor that a read pairs data with its own generation). Any other scheme (`ram://`,
+`hdfs://`, `s3://`, ...) gets no lease (kbert has no store for it): the run says so in one line and goes on, and
+nothing stops a second run on the same model_dir.
+
 Example:
 
 ```python
@@ -165,19 +173,28 @@ def _stop_process(model_dir: str) -> Callable[[], None]:
 
 
 def _store(model_dir: str):
-    path = os.path.join(model_dir, LEASE_FILE)
-    return GcsStore(path) if model_dir.startswith("gs://") else LocalStore(path)
+    """Where `model_dir`'s lease lives; None for a scheme kbert cannot lease (see the module docstring)."""
+    scheme, sep, rest = model_dir.partition("://")
+    if not sep:
+        return LocalStore(os.path.join(model_dir, LEASE_FILE))
+    if scheme == "file":
+        return LocalStore(os.path.join(rest, LEASE_FILE))
+    if scheme == "gs":
+        return GcsStore(os.path.join(model_dir, LEASE_FILE))
+    return None
 
 
 class Lease:
-    """This process's hold on a model_dir; refreshed on a daemon thread until `release()`."""
+    """This process's hold on a model_dir; refreshed on a daemon thread until `release()`. Without a store (a
+    scheme kbert cannot lease) it holds nothing and releasing it does nothing."""
 
     def __init__(self, store, version, holder: Holder, on_lost: Callable[[], None]):
         self._store, self._version, self.holder, self._on_lost = store, version, holder, on_lost
         self.lost = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._keep, daemon=True, name="kbert-lease")
-        self._thread.start()
+        if store is not None:
+            self._thread.start()
 
     @classmethod
     def take(cls, model_dir: str, print_fn=print, store=None,
@@ -187,12 +204,19 @@ class Lease:
         `on_lost` runs on the refresh thread if another run took the lease over (this one was thought dead): by
         default the process stops at once, saving nothing, so it cannot overwrite that run's checkpoints.
 
+        On a scheme kbert cannot lease (neither a local path nor `gs://`) it takes none and says so.
+
         Raises:
           ModelDirInUseError: a live run holds it; the message names that run.
         """
         store = store or _store(model_dir)
         now = time.time()
         holder = Holder(socket.gethostname(), os.getpid(), now, now)
+        if store is None:
+            print_fn(f"No lease on --model_dir={model_dir}: kbert leases only a local path, file:// or gs://, so "
+                     "nothing stops a second run from writing into it at the same time; make sure none does.",
+                     flush=True)
+            return cls(None, None, holder, on_lost or _stop_process(model_dir))
         data = json.dumps(dataclasses.asdict(holder)).encode()
         try:
             return cls(store, store.create(data), holder, on_lost or _stop_process(model_dir))
@@ -229,6 +253,8 @@ class Lease:
                 continue
 
     def release(self) -> None:
+        if self._store is None:
+            return
         self._stop.set()
         self._thread.join()
         if not self.lost:

@@ -47,7 +47,7 @@ def on_gce(product_file: str = _DMI_PRODUCT) -> bool:
     """Whether this host is a GCE VM (GPU, CPU or Cloud TPU VM), read from the DMI product name without a network
     request, as Google's own client libraries detect it."""
     try:
-        with open(product_file) as f:
+        with open(product_file) as f:  # local: the host's own sysfs, never a model_dir
             return f.read().strip() == "Google Compute Engine"
     except OSError:
         return False

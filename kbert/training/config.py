@@ -21,8 +21,8 @@ from kbert.training.eval_schedule import MLPERF_TARGET, mlperf_interval
 
 EVAL_PROTOCOLS = ("", "mlperf")
 
-__all__ = ["DataConfig", "EvalConfig", "ModelConfig", "OptimizerConfig", "PhaseConfig", "PretrainingConfig", "ScheduleConfig",
-           "TrainConfig", "check_batch_sizes", "load_config"]
+__all__ = ["DataConfig", "EvalConfig", "ModelConfig", "OptimizerConfig", "PhaseConfig", "PretrainingConfig",
+           "ScheduleConfig", "TrainConfig", "check_batch_sizes", "load_config"]
 
 
 @dataclasses.dataclass

@@ -38,6 +38,7 @@ from kbert.modeling import BertPretrainer, export_google_checkpoint
 from kbert.runtime import checkpoint_files, checkpointing
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.preemption import PreemptionWatcher
+from kbert.runtime.stage_layout import has_old_layout
 from kbert.training.build_ahead import BuildAhead, can_build_ahead
 from kbert.training.eval_schedule import EvalSchedule
 from kbert.training.loop import build_optimizer, evaluator, make_trainer, open_checkpoints, schedule_for, train
@@ -48,8 +49,6 @@ from kbert.training.trainer import PretrainingTrainer
 STAGES_FILE = "stages.json"
 EXPORT = os.path.join("export", "bert_model.ckpt")
 STAGE_SUMMARY = "summary.json"
-# What an MSLT run of kbert before the engine left (stage_N/checkpoints beside it).
-OLD_MSLT_PLAN = "mslt_plan.json"
 
 
 class _Setup(NamedTuple):
@@ -81,7 +80,7 @@ def _title(label: str) -> str:
 
 
 def _saved_counter(path: str, name: str) -> int:
-    return int(tf.train.load_checkpoint(path).get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE"))
+    return int(checkpoint_files.reader(path).get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
 class PretrainingRun:
@@ -164,9 +163,10 @@ class PretrainingRun:
         else:
             self._start(stage, model, trainer, checkpoints)
         built = f", its graph built ahead in {build_seconds:.1f} s" if build_seconds else ""
-        self.print_fn(f"{_title(stage.label)}: {stage.description}, {len(trainer.train_variables)} variables, "
-                      f"global steps {stage.start_step}-{stage.end_step}{' (resuming)' if resumed else ''}{built}.",
-                      flush=True)
+        if len(self.stages) > 1:
+            self.print_fn(f"{_title(stage.label)}: {stage.description}, {len(trainer.train_variables)} variables, "
+                          f"global steps {stage.start_step}-{stage.end_step}{' (resuming)' if resumed else ''}"
+                          f"{built}.", flush=True)
         started = time.time()
         self._evaluate = evaluator(stage.config, self.strategy, model) if self._scheduled(stage) else None
         if self.build_ahead and int(trainer.global_step.numpy()) < stage.end_step:
@@ -299,9 +299,8 @@ class PretrainingRun:
                 json.dump(layout, f, indent=2)
 
     def _check_old_layout(self) -> None:
-        if tf.io.gfile.exists(os.path.join(self.model_dir, OLD_MSLT_PLAN)) and \
-                not tf.io.gfile.exists(os.path.join(self.directory, "checkpoint")):
+        if has_old_layout(self.model_dir):
             raise ConfigError(
                 f"--model_dir={self.model_dir} holds an MSLT run in the per-stage layout (stage_N/checkpoints) that "
-                f"this kbert no longer trains in: convert it with `kbert-convert-mslt-run {self.model_dir}`, then "
-                "rerun the same command.")
+                f"this kbert no longer trains in: convert it with `kbert-convert-mslt-run --model_dir="
+                f"{self.model_dir}`, then rerun the same command.")

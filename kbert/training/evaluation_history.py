@@ -22,6 +22,8 @@ import json
 import os
 from typing import Any, Optional, Sequence
 
+import tensorflow as tf
+
 METRIC = "masked_lm_accuracy"
 
 
@@ -50,6 +52,6 @@ def time_to_target(summary: dict[str, Any], target: float) -> Optional[dict[str,
 
 
 def read_summary(model_dir: str) -> dict[str, Any]:
-    """A finished run's `model_dir/summary.json`."""
-    with open(os.path.join(model_dir, "summary.json")) as f:
+    """A finished run's `model_dir/summary.json` (on any TensorFlow file system: local, gs://, ...)."""
+    with tf.io.gfile.GFile(os.path.join(model_dir, "summary.json")) as f:
         return json.load(f)

@@ -45,7 +45,7 @@ def launch(command: Sequence[str], configs: Sequence[str], env: dict, logs: Sequ
     TF_CONFIG starts a process outside any cluster (`launch(command, [""], env, [log])`: a one-process run)."""
     workers = []
     for config, log in zip(configs, logs, strict=True):
-        with open(log, "w") as out:  # the child keeps its own descriptor
+        with open(log, "w") as out:  # local: the child keeps its own descriptor
             workers.append(subprocess.Popen(list(command), stdout=out, stderr=subprocess.STDOUT,
                                             env={**env, "TF_CONFIG": config} if config else env))
     return workers

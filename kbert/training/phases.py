@@ -33,8 +33,11 @@ def _set(phase: PhaseConfig, keys: tuple[str, ...]) -> dict:
 
 
 def phase_config(config: PretrainingConfig, index: int, steps: int) -> PretrainingConfig:
-    """The experiment as phase `index` trains it: its data, batch and a schedule over its `steps` alone."""
-    phase = config.phases[index] if config.phases else PhaseConfig()
+    """The experiment as phase `index` trains it: its data, batch and a schedule over its `steps` alone (a run
+    without phases: the experiment as it is, `schedule.decay_steps` and `step_offset` included)."""
+    if not config.phases:
+        return config.replace(train=config.train.replace(total_steps=steps))
+    phase = config.phases[index]
     return config.replace(
         data=config.data.replace(**_set(phase, _DATA_KEYS)),
         train=config.train.replace(total_steps=steps, **_set(phase, _TRAIN_KEYS)),
@@ -42,20 +45,22 @@ def phase_config(config: PretrainingConfig, index: int, steps: int) -> Pretraini
 
 
 def check_phases(config: PretrainingConfig, first_steps: Optional[int] = None) -> None:
-    """Each phase's steps and schedule make sense, before anything is built; `first_steps`: phase 1's steps are
-    an MSLT plan's (it may leave them unset)."""
+    """Each phase's steps, schedule, batch and data make sense, before anything is built; `first_steps`: phase
+    1 is an MSLT plan of that many steps (the plan's stages have their own schedules)."""
     for index, phase in enumerate(config.phases):
         where = f"phases[{index}] (phase {index + 1})"
-        steps = first_steps if index == 0 and first_steps is not None else phase.steps
-        need(index == 0 and first_steps is not None and phase.steps in (None, first_steps)
-             or isinstance(phase.steps, int) and phase.steps > 0,
-             f"{where}.steps={phase.steps!r}: " + ("must be unset or the MSLT plan's {first_steps} steps: the plan "
-                                                   "is phase 1." if index == 0 and first_steps is not None
-                                                   else "must be a positive number of optimizer steps."))
+        planned = index == 0 and first_steps is not None
+        if planned:
+            need(phase.steps in (None, first_steps), f"{where}.steps={phase.steps!r}: must be unset or the MSLT "
+                 f"plan's {first_steps} steps: the plan is phase 1.")
+        else:
+            need(isinstance(phase.steps, int) and phase.steps > 0,
+                 f"{where}.steps={phase.steps!r}: must be a positive number of optimizer steps.")
+        steps = first_steps if planned else phase.steps
         resolved = phase_config(config, index, steps)
         s, t, d = resolved.schedule, resolved.train, resolved.data
-        need(0 <= s.warmup_steps < steps, f"{where}.warmup_steps={s.warmup_steps}: must be in [0, steps={steps}) "
-             "(unset, it is schedule.warmup_steps).")
+        need(planned or 0 <= s.warmup_steps < steps, f"{where}.warmup_steps={s.warmup_steps}: must be in [0, "
+             f"steps={steps}) (unset, it is schedule.warmup_steps).")
         need(0 < s.peak_learning_rate and 0 <= s.end_learning_rate <= s.peak_learning_rate,
              f"{where}: learning rates peak {s.peak_learning_rate}, end {s.end_learning_rate} must be positive and "
              "end <= peak.")
@@ -66,7 +71,6 @@ def check_phases(config: PretrainingConfig, first_steps: Optional[int] = None) -
         need(0 < d.seq_length <= config.model.bert_config().max_position_embeddings and d.max_predictions > 0,
              f"{where}.seq_length={d.seq_length}: must be in [1, the model's max_position_embeddings="
              f"{config.model.bert_config().max_position_embeddings}], with max_predictions > 0.")
-        need(bool(d.train_files), f"{where}.train_files is empty: give each phase its records.")
     need(not config.phases or config.schedule.step_offset == 0,
          f"schedule.step_offset={config.schedule.step_offset}: a run of phases schedules each phase from its own "
          "first step; remove step_offset (it is for a second phase run as its own command).")

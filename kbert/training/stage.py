@@ -26,6 +26,7 @@ import dataclasses
 from typing import Callable, Optional, Sequence
 
 from kbert.data import RecordLayout, first_layout
+from kbert.errors import InputDataError
 from kbert.modeling import BertPretrainer
 from kbert.training.config import PretrainingConfig
 
@@ -73,16 +74,32 @@ class TrainingStage:
             self.config.train.global_batch_size == other.config.train.global_batch_size
 
 
-def with_layouts(stages: Sequence[TrainingStage]) -> list[TrainingStage]:
+def with_layouts(stages: Sequence[TrainingStage], evaluates: bool = False) -> list[TrainingStage]:
     """The stages with the layout of their training records (packed, MLM-only, ...), read from the first record
-    once per set of files: it decides which variables train and what the progress line shows."""
+    once per set of files: it decides which variables train and what the progress line shows.
+
+    Raises:
+      InputDataError: a stage's training records (or, when the run `evaluates`, its eval records) are of another
+        sequence length than the stage trains at: said before the first stage starts, not when that stage does.
+    """
     layouts: dict[str, RecordLayout] = {}
+
+    def layout_of(files: str, key: str) -> RecordLayout:
+        if files not in layouts:
+            layouts[files] = first_layout(files, key)
+        return layouts[files]
+
     out = []
     for stage in stages:
-        files = stage.config.data.train_files
-        if files not in layouts:
-            layouts[files] = first_layout(files, "data.train_files")
-        out.append(dataclasses.replace(stage, layout=layouts[files]))
+        d = stage.config.data
+        for key in ("train_files", "eval_files") if evaluates and d.eval_files else ("train_files",):
+            found = layout_of(getattr(d, key), f"data.{key}").seq_length
+            if found != d.seq_length:
+                raise InputDataError(
+                    f"{stage.label}: its {key}={getattr(d, key)!r} hold records of seq_length {found}, but it "
+                    f"trains at {d.seq_length}: give it records written with --max_seq_length={d.seq_length}, or "
+                    f"set its seq_length to {found} (data.seq_length, or phases[N].seq_length for a phase).")
+        out.append(dataclasses.replace(stage, layout=layout_of(d.train_files, "data.train_files")))
     return out
 
 

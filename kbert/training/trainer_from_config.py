@@ -32,4 +32,5 @@ def trainer_from_config(config: PretrainingConfig, strategy: tf.distribute.Strat
     with strategy.scope():
         model = loop.build_model(config)
         optimizer = loop.build_optimizer(config, model.trainable_variables)
-    return loop.make_trainer(config, strategy, model, optimizer, first_layout(config.data.train_files, "data.train_files"))
+    layout = first_layout(config.data.train_files, "data.train_files")
+    return loop.make_trainer(config, strategy, model, optimizer, layout)

@@ -1,0 +1,173 @@
+"""Runs of several stages in one model_dir: BERT's two phases in one command, MSLT grown from a pretrained model
+and followed by a seq-32 phase; each killed with SIGKILL mid-stage and restarted ends bit-identical to a run that
+went straight through. Bad phases stop before anything is built; an old MSLT layout gets one line."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from kbert import experiment
+from kbert.errors import ConfigError, PlanError
+from kbert.experiment import load_experiment
+from kbert.runtime.strategy import make_strategy
+from training_fixtures import (checkpoint_weights, kill_once_written, pretrain_command, run_cli, write_config,
+                               write_shards, write_train_and_eval)
+
+LONG = 32  # phase 2's sequence length (the fixture model's max_position_embeddings)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("data"))
+    train, eval_files = write_train_and_eval(root, 48)
+    long_train = write_shards(os.path.join(root, "long"), "train", shards=2, records_per_shard=24, seed=2,
+                              seq_length=LONG)
+    long_eval = write_shards(os.path.join(root, "long"), "eval", shards=1, records_per_shard=8, seed=3,
+                             seq_length=LONG)
+    return train, eval_files, long_train, long_eval
+
+
+def second_phase(data, steps):
+    return {"steps": steps, "train_files": data[2], "eval_files": data[3], "seq_length": LONG,
+            "global_batch_size": 4, "peak_learning_rate": 5e-3, "warmup_steps": 1}
+
+
+def assert_same_weights(straight, resumed, step):
+    a, b = checkpoint_weights(straight, step), checkpoint_weights(resumed, step)
+    assert a.keys() == b.keys() and len(a) > 30
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_two_phases_in_one_command_resume_bit_identically_after_kill_9(tmp_path, data):
+    config = write_config(str(tmp_path / "c.yaml"), data[0], data[1], phases=[{"steps": 4}, second_phase(data, 30)],
+                          train={"steps_per_loop": 1, "checkpoint_interval": 2, "max_checkpoints": 100})
+    run_cli(pretrain_command(config, tmp_path / "straight"))
+    command = pretrain_command(config, tmp_path / "killed")
+    kill_once_written(command, tmp_path / "killed" / "checkpoints" / "ckpt-8.index")  # inside phase 2
+    result = run_cli(command)
+    assert "Phase 1/2" not in result.stdout  # phase 1 is done and not rebuilt
+    assert "Phase 2/2: seq 32, batch 4" in result.stdout and "(resuming)" in result.stdout
+    assert_same_weights(tmp_path / "straight", tmp_path / "killed", 34)
+
+    with open(tmp_path / "straight" / "summary.json") as f:
+        summary = json.load(f)
+    assert [(s["label"], s["start_step"], s["global_step"]) for s in summary["stages"]] == [
+        ("phase 1/2", 0, 4), ("phase 2/2", 4, 34)]
+    assert summary["global_step"] == 34 and summary["stages"][1]["train_data"]["layout"]
+    assert summary["sequences_trained"] == 4 * 8 + 30 * 4
+    assert os.path.exists(tmp_path / "straight" / "stage_1" / "export" / "bert_model.ckpt.index")
+
+
+def test_the_old_two_command_way_still_works(tmp_path, data):
+    """Phase 2 as its own run: train.init_checkpoint (weights only) and schedule.step_offset."""
+    first = write_config(str(tmp_path / "1.yaml"), data[0], data[1], train={"total_steps": 4})
+    experiment.run(load_experiment([first]), str(tmp_path / "one"), make_strategy("one_device"),
+                   print_fn=lambda *a, **k: None)
+    second = write_config(str(tmp_path / "2.yaml"), data[2], data[3], data={"seq_length": LONG},
+                          train={"total_steps": 8, "init_checkpoint": str(tmp_path / "one")},
+                          schedule={"step_offset": 4, "warmup_steps": 1})
+    lines = []
+    summary = experiment.run(load_experiment([second]), str(tmp_path / "two"), make_strategy("one_device"),
+                             "train_and_eval", print_fn=lambda *a, **k: lines.append(a[0]))
+    assert any(line.startswith("Initialised the model from kbert checkpoint") for line in lines)
+    assert summary["global_step"] == 8 and np.isfinite(summary["eval"]["loss"])
+
+
+FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {
+    "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
+    "num_hidden_layers": 4, "max_position_embeddings": 32}}
+
+
+def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identically(tmp_path, data):
+    """A pretrained 2-layer model grown to 4 layers (training blocks 2-3 only, then all), then phase 2 at seq 32;
+    killed inside the first growth stage and again inside phase 2."""
+    pretrained = write_config(str(tmp_path / "p.yaml"), data[0], data[1], train={"total_steps": 4})
+    experiment.run(load_experiment([pretrained]), str(tmp_path / "pretrained"), make_strategy("one_device"),
+                   print_fn=lambda *a, **k: None)
+    mslt = {"init_layers": 2, "stages": [{"num_layers": 4, "steps": 6}], "final_stage": {"steps": 2}}
+    config = write_config(str(tmp_path / "c.yaml"), data[0], data[1], model=FOUR_LAYERS, mslt=mslt,
+                          phases=[{}, second_phase(data, 20)],
+                          train={"steps_per_loop": 1, "checkpoint_interval": 2, "max_checkpoints": 100,
+                                 "init_checkpoint": str(tmp_path / "pretrained")})
+    straight = run_cli(pretrain_command(config, tmp_path / "straight"))
+    assert "MSLT stage 1/2: 4 layers, training blocks [2, 3]" in straight.stdout
+    assert "Initialised the model from kbert checkpoint" in straight.stdout
+    command = pretrain_command(config, tmp_path / "killed")
+    kill_once_written(command, tmp_path / "killed" / "checkpoints" / "ckpt-2.index")  # inside MSLT stage 1
+    kill_once_written(command, tmp_path / "killed" / "checkpoints" / "ckpt-12.index")  # inside phase 2
+    resumed = run_cli(command)
+    assert "Phase 2/2" in resumed.stdout and "(resuming)" in resumed.stdout and "MSLT stage" not in resumed.stdout
+    assert_same_weights(tmp_path / "straight", tmp_path / "killed", 28)
+
+    # The pretrained blocks stayed as they were through the growth stage; the new ones moved.
+    before, grown = checkpoint_weights(tmp_path / "pretrained", 4), checkpoint_weights(tmp_path / "straight", 6)
+    lower = [n for n in before if ".Slayer_0." in n or ".Slayer_1." in n]
+    assert len(lower) == 2 * 16
+    for name in lower:
+        np.testing.assert_array_equal(before[name], grown[name], err_msg=name)
+    assert not np.array_equal(grown[lower[0].replace("layer_0", "layer_2")], before[lower[0]])
+
+
+def test_bad_phases_and_plans_are_one_line_before_anything_is_built(tmp_path, data):
+    def load(**sections):
+        return load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1], **sections)])
+    with pytest.raises(ConfigError, match=r"phases\[1\] \(phase 2\).warmup_steps=5: must be in \[0, steps=3\)"):
+        load(phases=[{"steps": 4}, {"steps": 3, "warmup_steps": 5}])
+    with pytest.raises(ConfigError, match=r"phases\[0\] \(phase 1\).steps=None: must be a positive"):
+        load(phases=[{}])
+    with pytest.raises(ConfigError, match=r"phases\[1\] \(phase 2\).seq_length=64: must be in \[1, the model's"):
+        load(phases=[{"steps": 4}, {"steps": 3, "seq_length": 64}])
+    with pytest.raises(ConfigError, match="seq_len"):
+        load(phases=[{"steps": 4, "seq_len": 32}])
+    with pytest.raises(PlanError, match="mslt.init_layers=0 with train.init_checkpoint='x'"):
+        load(model=FOUR_LAYERS, mslt={"stages": [{"num_layers": 4, "steps": 2}]}, train={"init_checkpoint": "x"})
+    with pytest.raises(ConfigError, match=r"phases\[0\] \(phase 1\).steps=9: must be unset or the MSLT plan's 2"):
+        load(model=FOUR_LAYERS, mslt={"stages": [{"num_layers": 4, "steps": 2}]}, phases=[{"steps": 9}])
+
+
+def test_a_run_resumed_with_other_phases_is_refused(tmp_path, data):
+    def config(steps):
+        return load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1],
+                                             phases=[{"steps": 3}, second_phase(data, steps)])])
+    experiment.run(config(2), str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    with pytest.raises(PlanError, match="holds a run of other stages"):
+        experiment.run(config(3), str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+
+
+def test_a_run_of_the_per_stage_layout_gets_one_line_then_converts_and_resumes_bit_identically(tmp_path, data):
+    """kbert before the engine kept an MSLT run's checkpoints in stage_N/checkpoints (global steps, with input
+    positions) beside mslt_plan.json; a run killed at step 6 in that layout, converted, ends as one that was not."""
+    import shutil
+
+    from kbert.runtime.stage_layout import convert_stage_checkpoints
+
+    mslt = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 8}], "final_stage": {"steps": 0}}
+    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1], mslt=mslt,
+                                           train={"max_checkpoints": 100})])
+    quiet = {"print_fn": lambda *a, **k: None}
+    experiment.run(config, str(tmp_path / "straight"), make_strategy("one_device"), **quiet)
+    old = tmp_path / "old"
+    for stage, steps in ((1, (2,)), (2, (4, 6))):  # as the old runner left it when killed after step 6
+        for step in steps:
+            for path in (tmp_path / "straight" / "checkpoints").rglob(f"ckpt-{step}.*"):
+                relative = path.relative_to(tmp_path / "straight" / "checkpoints")
+                (old / f"stage_{stage}" / "checkpoints" / relative.parent).mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, old / f"stage_{stage}" / "checkpoints" / relative)
+    shutil.copytree(tmp_path / "straight" / "stage_1", old / "stage_1", dirs_exist_ok=True)
+    (old / "mslt_plan.json").write_text("[]")
+
+    with pytest.raises(ConfigError, match=r"holds an MSLT run in the per-stage layout .* convert it with "
+                                          r"`kbert-convert-mslt-run --model_dir="):
+        experiment.run(config, str(old), make_strategy("one_device"), **quiet)
+    moved = convert_stage_checkpoints(str(old))
+    assert [os.path.basename(p) for p in moved] == ["ckpt-2", "ckpt-4", "ckpt-6"]
+    assert not (old / "stage_2" / "checkpoints").exists() and (old / "checkpoints" / "input" / "worker_0").is_dir()
+    with pytest.raises(ConfigError, match="nothing to convert"):
+        convert_stage_checkpoints(str(old))
+    lines = []
+    experiment.run(config, str(old), make_strategy("one_device"), print_fn=lambda *a, **k: lines.append(a[0]))
+    assert any(line.startswith("Resumed from") and line.endswith("ckpt-6 at step 6.") for line in lines)
+    assert_same_weights(tmp_path / "straight", old, 10)
