@@ -27,7 +27,6 @@ import glob
 import json
 import math
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -53,7 +52,7 @@ from kbert.finetuning.recipe import Recipe  # noqa: E402
 from kbert.finetuning.seed_scores import finetune_seeds, format_scores  # noqa: E402
 from kbert.modeling import BertConfig, BertPretrainer  # noqa: E402
 from kbert.mslt import grow  # noqa: E402
-from kbert.mslt.runner import plan_for  # noqa: E402
+from kbert.mslt.stages import plan_for  # noqa: E402
 from kbert.optimizers import LAMB  # noqa: E402
 from kbert.runtime.checkpointing import load_init_checkpoint  # noqa: E402
 from kbert.runtime.strategy import make_strategy  # noqa: E402
@@ -224,22 +223,25 @@ def curve(model_dir: str, start: float, bert: BertConfig, held_out: PretrainingC
           strategy: tf.distribute.Strategy) -> list[dict]:
     """Held-out metrics of every checkpoint under `model_dir` (`kbert.training.loop.evaluate` of the `held_out`
     config's eval section), with its step and its time since `start`."""
-    depths = [int(d) for d in FLAGS.stages]
     points = []
+    # An MSLT run's stages.json says which stage (and depth) saved each checkpoint; a plain run has none.
+    stages_file = os.path.join(model_dir, "stages.json")
+    stages = []
+    if os.path.exists(stages_file):
+        with open(stages_file) as f:
+            stages = json.load(f)
     # Training checkpoints only: checkpoints/input/ holds each worker's input position under the same names.
-    patterns = [os.path.join(model_dir, "checkpoints", "ckpt-*.index"),
-                os.path.join(model_dir, "stage_*", "checkpoints", "ckpt-*.index")]
-    for index in [i for pattern in patterns for i in glob.glob(pattern)]:
-        stage = re.search(r"stage_(\d+)", index)
+    for index in glob.glob(os.path.join(model_dir, "checkpoints", "ckpt-*.index")):
         prefix = index[:-len(".index")]
-        layers = depths[int(stage.group(1)) - 1] if stage and int(stage.group(1)) <= len(depths) \
-            else FLAGS.num_layers
+        step = int(prefix.rsplit("-", 1)[1])
+        stage = next((s for s in stages if s["start_step"] < step <= s["end_step"]), None)
+        layers = stage["num_layers"] if stage else FLAGS.num_layers
         with strategy.scope():
             model = BertPretrainer(bert.replace(num_hidden_layers=layers))
         load_init_checkpoint(model, prefix)
         metrics = evaluate(held_out, strategy, model)
-        points.append({"step": int(prefix.rsplit("-", 1)[1]), "seconds": os.path.getmtime(index) - start,
-                       "layers": layers, "stage": int(stage.group(1)) if stage else None, **metrics})
+        points.append({"step": step, "seconds": os.path.getmtime(index) - start, "layers": layers,
+                       "stage": stage["stage"] if stage else None, **metrics})
     return sorted(points, key=lambda p: p["step"])
 
 

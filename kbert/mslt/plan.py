@@ -124,11 +124,6 @@ class Stage:
         return self.end_step - self.start_step
 
     @property
-    def name(self) -> str:
-        """The stage's directory under `model_dir`."""
-        return f"stage_{self.number}"
-
-    @property
     def stop_gradient_below(self) -> int:
         """The lowest trained block: the backward pass is cut at its input."""
         return min(self.trainable_layers)

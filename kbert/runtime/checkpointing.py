@@ -162,7 +162,7 @@ class TrainingCheckpoints:
                 self.notes += [f"Removed {p}: the leftover of a save that did not finish."
                                for p in checkpoint_files.remove_unfinished_saves(self.directory)]
             self.manager = _Manager(self.checkpoint, self.directory, max_to_keep + 1, inputs)
-        else:  # its copy of each save is thrown away: keep one
+        else:  # its copy of each save is thrown away: keep one, on this host's disk (local-only by design)
             self.manager = _Manager(self.checkpoint, tempfile.mkdtemp(prefix="kbert_worker_ckpt_"), 1, inputs)
 
     def restore_latest(self, after_step: int = -1) -> Optional[str]:
@@ -271,7 +271,7 @@ class TrainingCheckpoints:
         """Waits for every write; a non-chief worker then removes its throw-away copies."""
         self.wait()
         if not self._chief:
-            shutil.rmtree(self.manager.directory, ignore_errors=True)
+            shutil.rmtree(self.manager.directory, ignore_errors=True)  # the local temp folder made above
 
 
 def _is_google_checkpoint(path: str) -> bool:

@@ -51,6 +51,17 @@ EXPORT = os.path.join("export", "bert_model.ckpt")
 STAGE_SUMMARY = "summary.json"
 
 
+class _Begun(NamedTuple):
+    """A stage ready for the loop (`PretrainingRun._begin`)."""
+
+    model: BertPretrainer
+    trainer: PretrainingTrainer
+    checkpoints: TrainingCheckpoints
+    resumed: Optional[str]  # the checkpoint it resumed from
+    build_seconds: float
+    started: float
+
+
 class _Setup(NamedTuple):
     model: BertPretrainer
     trainer: PretrainingTrainer
@@ -119,14 +130,18 @@ class PretrainingRun:
         results = [self._finished(stage) for stage in self.stages[:first]]
         restored_from = None
         for stage in self.stages[first:]:
-            results.append(self._train_stage(stage))
+            begun = self._begin(stage)
+            result = train(stage.config, self.strategy, begun.trainer, begun.checkpoints, until_step=stage.end_step,
+                           preemption=self.preemption, print_fn=self.print_fn, schedule=self.schedule,
+                           sentences=stage.layout.sentence_labels)
+            results.append(self._end(stage, begun, result))
             restored_from = restored_from or results[-1]["restored_from"]
             if self.schedule is not None and self.schedule.reached:
                 break  # the target is reached: the later stages are not needed
-        last = results[-1]
-        summary = {"stages": results, "global_step": last.get("global_step", last["end_step"]),
-                   "train": last.get("train", {}), "sequences_trained": self.samples,
-                   "sequences_per_second": last.get("sequences_per_second", 0.0), "restored_from": restored_from}
+        last = results[-1]  # trained here: the last stage always is, if only to find it finished
+        summary = {"stages": results, "global_step": last["global_step"], "train": last["train"],
+                   "sequences_trained": self.samples, "sequences_per_second": last["sequences_per_second"],
+                   "restored_from": restored_from}
         if self.schedule is not None:
             summary.update(self.schedule.summary())
         return summary
@@ -135,12 +150,12 @@ class PretrainingRun:
         """The model that evaluation scores: the newest checkpoint's, on the stage that saved it (the one trained
         here, if it is that stage's); a run with no checkpoint scores its `init_checkpoint`. Returns the model,
         its stage (whose `config` says the eval data) and the checkpoint."""
-        listed = checkpoint_files.listed(self.directory)
-        path = listed[0] if listed else self.stages[0].init_checkpoint
+        newest = checkpointing.latest_checkpoint(self.model_dir)
+        path = newest or self.stages[0].init_checkpoint
         if not path:
             raise MissingFileError(f"--mode=eval: no checkpoint in {self.directory} and no train.init_checkpoint "
                                    "to evaluate.")
-        stage = self.stages[stage_of_checkpoint(self.stages, checkpoint_files.step_of(path)) if listed else 0]
+        stage = self.stages[stage_of_checkpoint(self.stages, checkpoint_files.step_of(path)) if newest else 0]
         if self.model is not None and self.stage is stage:
             return self.model, stage, path
         with self.strategy.scope():
@@ -150,9 +165,9 @@ class PretrainingRun:
 
     # -- one stage ------------------------------------------------------------------------------------------
 
-    def _train_stage(self, stage: TrainingStage) -> dict[str, Any]:
-        """Sets the stage up (or takes the build made ahead), resumes or starts it, starts building the next
-        one, trains it to its last step; a run of several stages exports it and records it (chief)."""
+    def _begin(self, stage: TrainingStage) -> _Begun:
+        """Sets the stage up (or takes the build made ahead), resumes or starts it, and starts building the next
+        one: the stage is then ready for the loop."""
         model, trainer, build_seconds = self._set_up(stage)
         checkpoints = open_checkpoints(stage.config, self.strategy, trainer, self.model_dir)
         resumed = checkpoints.restore_latest(after_step=stage.start_step)
@@ -167,7 +182,6 @@ class PretrainingRun:
             self.print_fn(f"{_title(stage.label)}: {stage.description}, {len(trainer.train_variables)} variables, "
                           f"global steps {stage.start_step}-{stage.end_step}{' (resuming)' if resumed else ''}"
                           f"{built}.", flush=True)
-        started = time.time()
         self._evaluate = evaluator(stage.config, self.strategy, model) if self._scheduled(stage) else None
         if self.build_ahead and int(trainer.global_step.numpy()) < stage.end_step:
             trainer.build_graph()  # traced before the next stage's build competes for the cores
@@ -175,20 +189,22 @@ class PretrainingRun:
         if self.schedule is None:
             self.schedule = schedule_for(stage.config, self.strategy, self._evaluate_now,
                                          int(trainer.sequences_trained.numpy()), self.print_fn)
-        result = train(stage.config, self.strategy, trainer, checkpoints, until_step=stage.end_step,
-                       preemption=self.preemption, print_fn=self.print_fn, schedule=self.schedule,
-                       sentences=stage.layout.sentence_labels)
-        self.model, self.stage, self.samples = model, stage, result["sequences_trained"]
+        return _Begun(model, trainer, checkpoints, resumed, build_seconds, time.time())
+
+    def _end(self, stage: TrainingStage, begun: _Begun, result: dict[str, Any]) -> dict[str, Any]:
+        """The stage's results; a run of several stages exports the stage and records it (chief)."""
+        self.model, self.stage, self.samples = begun.model, stage, result["sequences_trained"]
+        layout = stage.layout
         result = {"stage": stage.number, "label": stage.label, "num_layers": stage.num_layers,
-                  "trainable_variables": len(trainer.train_variables), "start_step": stage.start_step,
-                  "end_step": stage.end_step, "wall_seconds": time.time() - started,
-                  "built_ahead_seconds": build_seconds, "restored_from": resumed,
+                  "trainable_variables": len(begun.trainer.train_variables), "start_step": stage.start_step,
+                  "end_step": stage.end_step, "wall_seconds": time.time() - begun.started,
+                  "built_ahead_seconds": begun.build_seconds, "restored_from": begun.resumed,
                   "checkpoint": checkpointing.latest_checkpoint(self.model_dir), **stage.facts, **result,
-                  "train_data": {"layout": stage.layout.describe(), "objective": "masked LM + sentence head"
-                                 if stage.layout.sentence_labels else "masked LM only"}}
+                  "train_data": {"layout": layout.describe(), "objective": "masked LM + sentence head"
+                                 if layout.sentence_labels else "masked LM only"}}
         if self.chief and len(self.stages) > 1 and result["global_step"] >= stage.end_step:
             stage_dir = os.path.join(self.model_dir, stage.name)
-            result["export"] = export_google_checkpoint(model, os.path.join(stage_dir, EXPORT))
+            result["export"] = export_google_checkpoint(begun.model, os.path.join(stage_dir, EXPORT))
             write_summary_json(stage_dir, result)
         return result
 
