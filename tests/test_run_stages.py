@@ -171,3 +171,34 @@ def test_a_run_of_the_per_stage_layout_gets_one_line_then_converts_and_resumes_b
     experiment.run(config, str(old), make_strategy("one_device"), print_fn=lambda *a, **k: lines.append(a[0]))
     assert any(line.startswith("Resumed from") and line.endswith("ckpt-6 at step 6.") for line in lines)
     assert_same_weights(tmp_path / "straight", old, 10)
+
+
+def test_a_phase_whose_records_are_of_another_length_stops_the_run_before_phase_1(tmp_path, data):
+    from kbert.errors import InputDataError
+
+    wrong = dict(second_phase(data, 2), train_files=data[0])  # seq-16 records for a seq-32 phase
+    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1],
+                                           phases=[{"steps": 3}, wrong])])
+    with pytest.raises(InputDataError, match=r"^phase 2/2: its train_files=.* hold records of seq_length 16, but "
+                                             r"it trains at 32"):
+        experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_phase_whose_checkpoints_are_all_gone_starts_again_from_the_last_of_the_phase_before(tmp_path, data):
+    """Deleting (or losing) every checkpoint of phase 2 is a rerun of phase 2 from phase 1's last checkpoint,
+    ending as the run did the first time; nothing of phase 1 is retrained."""
+    import shutil
+
+    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1], train={"max_checkpoints": 10},
+                                           phases=[{"steps": 3}, second_phase(data, 4)])])
+    experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    shutil.copytree(tmp_path / "run", tmp_path / "first")
+    for path in (tmp_path / "run" / "checkpoints").rglob("ckpt-[67].*"):  # phase 2's saves, input positions too
+        path.unlink()
+    lines = []
+    experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
+                   print_fn=lambda *a, **k: lines.append(a[0]))
+    assert f"Phase 2/2 starts from {tmp_path / 'run' / 'checkpoints' / 'ckpt-3'}." in lines
+    assert not any(line.startswith("Phase 1/2") for line in lines)
+    assert_same_weights(tmp_path / "first", tmp_path / "run", 7)

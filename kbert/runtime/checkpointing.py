@@ -165,18 +165,21 @@ class TrainingCheckpoints:
         else:  # its copy of each save is thrown away: keep one, on this host's disk (local-only by design)
             self.manager = _Manager(self.checkpoint, tempfile.mkdtemp(prefix="kbert_worker_ckpt_"), 1, inputs)
 
-    def restore_latest(self, after_step: int = -1) -> Optional[str]:
-        """Restores the newest usable checkpoint of a step after `after_step` (a stage's own: those before are
-        another stage's, of another model) (every worker reads the chief's); returns its path, or None when
-        there is none.
+    def restore_latest(self, after_step: int = -1, up_to_step: Optional[int] = None) -> Optional[str]:
+        """Restores the newest usable checkpoint of a step in (`after_step`, `up_to_step`] (a stage's own: the
+        others are other stages', of other models) (every worker reads the chief's); returns its path, or None
+        when there is none.
+
+        A window that starts after step 0 has the checkpoint of its first step to go on from (the last of the
+        stage before), so when none of its own can be read it returns None (the notes say why) instead of raising.
 
         Raises:
           CheckpointMismatchError: the newest readable checkpoint was written for another model or optimizer.
           CorruptCheckpointError: there are checkpoints, but none can be read.
           InputDataError: its input position does not fit `data.train_files` as they are now.
         """
-        candidates = [p for p in checkpoint_files.listed(self.directory)
-                      if checkpoint_files.step_of(p) > after_step]
+        candidates = [p for p in checkpoint_files.listed(self.directory) if after_step < checkpoint_files.step_of(p)
+                      and (up_to_step is None or checkpoint_files.step_of(p) <= up_to_step)]
         unfinished = 0
         for prefix in candidates:
             problem = self._missing_inputs(prefix)
@@ -186,7 +189,7 @@ class TrainingCheckpoints:
                 self._last_step = checkpoint_files.step_of(prefix)
                 return prefix
             self.notes.append(f"Skipped {prefix}: {problem}.")
-        if unfinished == len(candidates):  # only saves killed midway: there is nothing to resume
+        if unfinished == len(candidates) or after_step > 0:  # nothing to resume, or an older stage's to go on from
             return None
         if candidates:
             raise CorruptCheckpointError(

@@ -170,7 +170,7 @@ class PretrainingRun:
         one: the stage is then ready for the loop."""
         model, trainer, build_seconds = self._set_up(stage)
         checkpoints = open_checkpoints(stage.config, self.strategy, trainer, self.model_dir)
-        resumed = checkpoints.restore_latest(after_step=stage.start_step)
+        resumed = checkpoints.restore_latest(after_step=stage.start_step, up_to_step=stage.end_step)
         for note in checkpoints.notes:
             self.print_fn(note, flush=True)
         if resumed:
@@ -292,8 +292,10 @@ class PretrainingRun:
     # -- the run directory ----------------------------------------------------------------------------------
 
     def _newest_step(self) -> int:
-        listed = checkpoint_files.listed(self.directory)
-        return checkpoint_files.step_of(listed[0]) if listed else 0
+        """The step of the newest checkpoint whose files are all there (a rerun cannot go on from the others)."""
+        whole = (checkpoint_files.step_of(p) for p in checkpoint_files.listed(self.directory)
+                 if checkpoint_files.missing_files(p) is None)
+        return next(whole, 0)
 
     def _check_same_stages(self) -> None:
         """A model_dir holds one run: resuming with other stage boundaries would mix stages."""
