@@ -93,9 +93,15 @@ def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strate
     `model_dir/summary.json` (chief only) and returns it."""
     if mode not in MODES:
         raise ConfigError(f"--mode={mode}: choose one of {', '.join(MODES)}.")
-    check_batch_sizes(config, strategy.num_replicas_in_sync)
-    stages = with_layouts(stages_of(config), evaluates=mode != "train" or bool(config.eval.interval(
-        config.train.global_batch_size))) if mode != "eval" else stages_of(config)
+    stages = stages_of(config)
+    for stage in stages:  # each phase's batch splits over the replicas
+        try:
+            check_batch_sizes(stage.config, strategy.num_replicas_in_sync)
+        except ConfigError as error:
+            raise ConfigError(f"{stage.label}: {error}" if len(stages) > 1 else str(error)) from None
+    if mode != "eval":
+        stages = with_layouts(stages, evaluates=mode != "train" or bool(config.eval.interval(
+            config.train.global_batch_size)))
     _set_up_session(config)
     tf.io.gfile.makedirs(model_dir)
     started = time.time()
