@@ -124,8 +124,11 @@ def test_bad_phases_and_plans_are_one_line_before_anything_is_built(tmp_path, da
         load(phases=[{"steps": 4, "seq_len": 32}])
     with pytest.raises(PlanError, match="mslt.init_layers=0 with train.init_checkpoint='x'"):
         load(model=FOUR_LAYERS, mslt={"stages": [{"num_layers": 4, "steps": 2}]}, train={"init_checkpoint": "x"})
-    with pytest.raises(ConfigError, match=r"phases\[0\] \(phase 1\).steps=9: must be unset or the MSLT plan's 2"):
-        load(model=FOUR_LAYERS, mslt={"stages": [{"num_layers": 4, "steps": 2}]}, phases=[{"steps": 9}])
+    # An MSLT plan is phase 1: its steps replace phase 1's, as they replace train.total_steps.
+    planned = load(model=FOUR_LAYERS, mslt={"stages": [{"num_layers": 4, "steps": 2}], "final_stage": {"steps": 0}},
+                   phases=[{"steps": 9}, {"steps": 3}])
+    assert [(s.label, s.start_step, s.end_step) for s in experiment.stages_of(planned)] == [
+        ("MSLT stage 1/1", 0, 2), ("phase 2/2", 2, 5)]
 
 
 def test_a_run_resumed_with_other_phases_is_refused(tmp_path, data):

@@ -2,7 +2,7 @@
 the stage's depth, frozen as the stage says, and grown from the stage before (`kbert.mslt.grow`).
 
 The plan trains on the experiment's first phase (`phase_config(config, 0, ...)`): its records, batch and model;
-each stage has its own schedule. Stage 1 grows from `train.init_checkpoint` when `mslt.init_layers` names that
+each stage has its own schedule, and the plan's steps replace phase 1's. Stage 1 grows from `train.init_checkpoint` when `mslt.init_layers` names that
 model's depth, and starts fresh otherwise.
 
 Example:

@@ -49,13 +49,9 @@ def check_phases(config: PretrainingConfig, first_steps: Optional[int] = None) -
     1 is an MSLT plan of that many steps (the plan's stages have their own schedules)."""
     for index, phase in enumerate(config.phases):
         where = f"phases[{index}] (phase {index + 1})"
-        planned = index == 0 and first_steps is not None
-        if planned:
-            need(phase.steps in (None, first_steps), f"{where}.steps={phase.steps!r}: must be unset or the MSLT "
-                 f"plan's {first_steps} steps: the plan is phase 1.")
-        else:
-            need(isinstance(phase.steps, int) and phase.steps > 0,
-                 f"{where}.steps={phase.steps!r}: must be a positive number of optimizer steps.")
+        planned = index == 0 and first_steps is not None  # the plan's steps replace phase 1's, as train.total_steps
+        need(planned or isinstance(phase.steps, int) and phase.steps > 0,
+             f"{where}.steps={phase.steps!r}: must be a positive number of optimizer steps.")
         steps = first_steps if planned else phase.steps
         resolved = phase_config(config, index, steps)
         s, t, d = resolved.schedule, resolved.train, resolved.data
