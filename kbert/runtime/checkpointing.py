@@ -68,15 +68,24 @@ def _shapes(items: dict) -> dict[str, tuple]:
             for path, v in items.get(group, {}).items()}
 
 
+# How tf.train.Checkpoint keys a variable's value under its item's name.
+_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
 def _stored_shapes(prefix: str, groups: Sequence[str]) -> dict[str, tuple]:
     """The same names for the variables stored in checkpoint `prefix` (TF escapes '/' in a key as '.S')."""
     shapes = {}
     for key, shape in checkpoint_files.reader(prefix).get_variable_to_shape_map().items():
         group, _, rest = key.partition("/")
-        if group in groups and rest.endswith("/.ATTRIBUTES/VARIABLE_VALUE"):
-            path = rest[:-len("/.ATTRIBUTES/VARIABLE_VALUE")].replace(".S", "/").replace("..", ".")
+        if group in groups and rest.endswith(_VALUE):
+            path = rest[:-len(_VALUE)].replace(".S", "/").replace("..", ".")
             shapes[f"{group}/{path}"] = tuple(shape)
     return shapes
+
+
+def saved_counter(prefix: str, name: str) -> int:
+    """The value of counter `name` (e.g. `sequences_trained`) in training checkpoint `prefix`."""
+    return int(checkpoint_files.reader(prefix).get_tensor(name + _VALUE))
 
 
 def _describe(model: keras.Model) -> str:

@@ -41,14 +41,14 @@ from kbert.runtime.preemption import PreemptionWatcher
 from kbert.runtime.stage_layout import has_old_layout
 from kbert.training.build_ahead import BuildAhead, can_build_ahead
 from kbert.training.eval_schedule import EvalSchedule
+from kbert.training.evaluation_history import read_summary
 from kbert.training.loop import build_optimizer, evaluator, make_trainer, open_checkpoints, schedule_for, train
 from kbert.training.reporting import write_summary_json
-from kbert.training.stage import TrainingStage, stage_at, stage_of_checkpoint
+from kbert.training.stage import TrainingStage, stage_at
 from kbert.training.trainer import PretrainingTrainer
 
 STAGES_FILE = "stages.json"
 EXPORT = os.path.join("export", "bert_model.ckpt")
-STAGE_SUMMARY = "summary.json"
 
 
 class _Begun(NamedTuple):
@@ -90,10 +90,6 @@ def _title(label: str) -> str:
     return label[:1].upper() + label[1:]
 
 
-def _saved_counter(path: str, name: str) -> int:
-    return int(checkpoint_files.reader(path).get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE"))
-
-
 class PretrainingRun:
     """The stages of one run in `model_dir`: the strategy, the stage's model, optimizer, trainer and
     checkpoints, the progress lines, the held-out evaluation schedule and the sample count, stage after stage.
@@ -116,6 +112,7 @@ class PretrainingRun:
         self.schedule: Optional[EvalSchedule] = None  # held-out evaluations, carried over the stages
         self._evaluate = None  # the evaluator of the stage training now
         self._ahead: Optional[BuildAhead[_Setup]] = None
+        self._resume_step = 0  # the newest whole checkpoint's step when `train` began
         self._check_old_layout()
 
     # -- the run -------------------------------------------------------------------------------------------
@@ -125,8 +122,8 @@ class PretrainingRun:
         results), and for the whole run `global_step`, `train` (the last loop's metrics), `sequences_trained`,
         `sequences_per_second`, `restored_from` and the schedule's evaluations."""
         self._check_same_stages()
-        newest = self._newest_step()
-        first = stage_at(self.stages, newest)
+        self._resume_step = self._newest_step()
+        first = stage_at(self.stages, self._resume_step)
         results = [self._finished(stage) for stage in self.stages[:first]]
         restored_from = None
         for stage in self.stages[first:]:
@@ -155,7 +152,8 @@ class PretrainingRun:
         if not path:
             raise MissingFileError(f"--mode=eval: no checkpoint in {self.directory} and no train.init_checkpoint "
                                    "to evaluate.")
-        stage = self.stages[stage_of_checkpoint(self.stages, checkpoint_files.step_of(path)) if newest else 0]
+        # checkpoint N was saved by the stage that trained step N - 1
+        stage = self.stages[stage_at(self.stages, checkpoint_files.step_of(path) - 1) if newest else 0]
         if self.model is not None and self.stage is stage:
             return self.model, stage, path
         with self.strategy.scope():
@@ -182,13 +180,13 @@ class PretrainingRun:
             self.print_fn(f"{_title(stage.label)}: {stage.description}, {len(trainer.train_variables)} variables, "
                           f"global steps {stage.start_step}-{stage.end_step}{' (resuming)' if resumed else ''}"
                           f"{built}.", flush=True)
-        self._evaluate = evaluator(stage.config, self.strategy, model) if self._scheduled(stage) else None
-        if self.build_ahead and int(trainer.global_step.numpy()) < stage.end_step:
-            trainer.build_graph()  # traced before the next stage's build competes for the cores
-            self._build_next(stage)
         if self.schedule is None:
             self.schedule = schedule_for(stage.config, self.strategy, self._evaluate_now,
                                          int(trainer.sequences_trained.numpy()), self.print_fn)
+        self._evaluate = evaluator(stage.config, self.strategy, model) if self.schedule is not None else None
+        if self.build_ahead and int(trainer.global_step.numpy()) < stage.end_step:
+            trainer.build_graph()  # traced before the next stage's build competes for the cores
+            self._build_next(stage)
         return _Begun(model, trainer, checkpoints, resumed, build_seconds, time.time())
 
     def _end(self, stage: TrainingStage, begun: _Begun, result: dict[str, Any]) -> dict[str, Any]:
@@ -220,8 +218,7 @@ class PretrainingRun:
         with self.strategy.scope():
             model = stage.build()
             optimizer = build_optimizer(stage.config, model.trainable_variables)
-        start = max(stage.start_step, min(self._newest_step(), stage.end_step)) if not fresh_thread \
-            else stage.start_step
+        start = max(stage.start_step, min(self._resume_step, stage.end_step))  # later stages: their first step
         return _Setup(model, make_trainer(stage.config, self.strategy, model, optimizer, stage.layout, start))
 
     def _build_next(self, stage: TrainingStage) -> None:
@@ -251,7 +248,7 @@ class PretrainingRun:
                 raise MissingFileError(f"{boundary}: {previous.label} ended there, and {stage.label} starts from it, "
                                        "but it is gone. Restore it from a backup, or train into a new --model_dir.")
             self._load(stage, model, boundary)
-            trainer.sequences_trained.assign(_saved_counter(boundary, "sequences_trained"))
+            trainer.sequences_trained.assign(checkpointing.saved_counter(boundary, "sequences_trained"))
             self.print_fn(f"{_title(stage.label)} starts from {boundary}.", flush=True)
         elif stage.init_checkpoint:
             kind = self._load(stage, model, stage.init_checkpoint)
@@ -271,19 +268,15 @@ class PretrainingRun:
 
     def _finished(self, stage: TrainingStage) -> dict[str, Any]:
         """What a stage finished by an earlier process recorded (its summary, if the process got to write it)."""
-        path = os.path.join(self.model_dir, stage.name, STAGE_SUMMARY)
-        if tf.io.gfile.exists(path):
-            with tf.io.gfile.GFile(path) as f:
-                recorded = json.load(f)
+        stage_dir = os.path.join(self.model_dir, stage.name)
+        if tf.io.gfile.exists(os.path.join(stage_dir, "summary.json")):
+            recorded = read_summary(stage_dir)
             self.samples = recorded.get("sequences_trained", self.samples)
             return recorded
         return {"stage": stage.number, "label": stage.label, "start_step": stage.start_step,
                 "end_step": stage.end_step, "restored_from": None}
 
     # -- evaluation during training -------------------------------------------------------------------------
-
-    def _scheduled(self, stage: TrainingStage) -> bool:
-        return bool(stage.config.eval.interval(stage.config.train.global_batch_size))
 
     def _evaluate_now(self) -> dict[str, float]:
         """The held-out metrics of the stage training now (the schedule carries over the stages)."""

@@ -47,6 +47,7 @@ def phase_config(config: PretrainingConfig, index: int, steps: int) -> Pretraini
 def check_phases(config: PretrainingConfig, first_steps: Optional[int] = None) -> None:
     """Each phase's steps, schedule, batch and data make sense, before anything is built; `first_steps`: phase
     1 is an MSLT plan of that many steps (the plan's stages have their own schedules)."""
+    positions = config.model.bert_config().max_position_embeddings
     for index, phase in enumerate(config.phases):
         where = f"phases[{index}] (phase {index + 1})"
         planned = index == 0 and first_steps is not None  # the plan's steps replace phase 1's, as train.total_steps
@@ -64,9 +65,9 @@ def check_phases(config: PretrainingConfig, first_steps: Optional[int] = None) -
              and t.global_batch_size % t.gradient_accumulation_steps == 0,
              f"{where}.global_batch_size={t.global_batch_size} must be a positive multiple of "
              f"gradient_accumulation_steps={t.gradient_accumulation_steps}.")
-        need(0 < d.seq_length <= config.model.bert_config().max_position_embeddings and d.max_predictions > 0,
-             f"{where}.seq_length={d.seq_length}: must be in [1, the model's max_position_embeddings="
-             f"{config.model.bert_config().max_position_embeddings}], with max_predictions > 0.")
+        need(0 < d.seq_length <= positions and d.max_predictions > 0,
+             f"{where}.seq_length={d.seq_length}: must be in [1, the model's max_position_embeddings={positions}], "
+             "with max_predictions > 0.")
     need(not config.phases or config.schedule.step_offset == 0,
          f"schedule.step_offset={config.schedule.step_offset}: a run of phases schedules each phase from its own "
          "first step; remove step_offset (it is for a second phase run as its own command).")
@@ -86,8 +87,7 @@ def phase_stages(config: PretrainingConfig, first: int = 0, number: int = 1,
         stages.append(TrainingStage(
             number=number, label=f"phase {index + 1}/{count}" if config.phases else "training", config=resolved,
             start_step=start_step, end_step=start_step + steps, build=lambda: BertPretrainer(bert),
-            num_layers=bert.num_hidden_layers, previous_layers=bert.num_hidden_layers if number > 1 else 0,
-            seed=config.train.seed + index, init_checkpoint=config.train.init_checkpoint if number == 1 else "",
+            num_layers=bert.num_hidden_layers, seed=config.train.seed + index, init_checkpoint=config.train.init_checkpoint if number == 1 else "",
             description=f"seq {d.seq_length}, batch {t.global_batch_size}, {bert.num_hidden_layers} layers, "
                         "every block trains"))
         number, start_step = number + 1, start_step + steps

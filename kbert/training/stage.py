@@ -109,11 +109,3 @@ def stage_at(stages: Sequence[TrainingStage], step: int) -> int:
         if step < stage.end_step:
             return index
     return len(stages) - 1
-
-
-def stage_of_checkpoint(stages: Sequence[TrainingStage], step: int) -> int:
-    """The index of the stage that saved the checkpoint of global step `step` (its steps end at or after it)."""
-    for index, stage in enumerate(stages):
-        if step <= stage.end_step:
-            return index
-    return len(stages) - 1
