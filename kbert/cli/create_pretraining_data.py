@@ -11,17 +11,16 @@ from typing import Callable
 
 from absl import flags
 
-from kbert.cli import entry
+from kbert.cli import entry, input_flags
 from kbert.cli.status_line import status_line, wrote
-from kbert.data import files
-from kbert.data.create_pretraining_data import Summary, create_pretraining_data
+from kbert.data.create_pretraining_data import create_pretraining_data
+from kbert.data.creation_summary import Summary
 from kbert.data.instances import OBJECTIVES, InstanceConfig
 from kbert.data.outputs import shard_paths
 from kbert.errors import ConfigError
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input_file", None, "Input text files: comma-separated list of globs. One sentence per line, a "
-                    "blank line between documents.")
+input_flags.define_input_flags(sentences=True)
 flags.DEFINE_string("output_file", None, "Output TFRecord files, comma-separated; or one name that "
                     "--num_output_shards expands to NAME-00000-of-0000N.")
 flags.DEFINE_integer("num_output_shards", 1, "Shards to write when --output_file is a single name.")
@@ -46,7 +45,7 @@ flags.DEFINE_bool("sentence_order", False, "ALBERT's sentence-order prediction i
 flags.DEFINE_bool("use_v2_feature_names", False, "Name features input_word_ids / input_type_ids (Model Garden v2).")
 flags.DEFINE_bool("gzip", False, "GZIP-compress the output files.")
 flags.DEFINE_bool("no_masking", False, "Write unmasked sequences (no masked_lm_* features) for dynamic masking.")
-flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+flags.mark_flags_as_required(["output_file", "vocab_file"])
 
 
 def _progress(show: Callable[[str], None], summary: Summary, total_units: int) -> None:
@@ -62,7 +61,7 @@ def main(argv: list[str]) -> None:
                           "--short_seq_prob, or use --objective=nsp.")
     if not FLAGS.work_unit_mb > 0:
         raise ConfigError(f"--work_unit_mb={FLAGS.work_unit_mb} must be positive, e.g. 1 for 1 MiB work units.")
-    inputs = files.expand_patterns(FLAGS.input_file, "--input_file")
+    inputs, input_format = input_flags.input_files_and_format()
     outputs = shard_paths(FLAGS.output_file, FLAGS.num_output_shards)
     config = InstanceConfig(
         max_seq_length=FLAGS.max_seq_length,
@@ -82,7 +81,7 @@ def main(argv: list[str]) -> None:
             use_v2_feature_names=FLAGS.use_v2_feature_names, gzip=FLAGS.gzip,
             unit_bytes=int(FLAGS.work_unit_mb * (1 << 20)), progress=functools.partial(_progress, show),
             # This process has run no TensorFlow op, so workers can fork from it and skip importing TensorFlow again.
-            start_method="fork",
+            start_method="fork", input_format=input_format,
         )
     print(summary.format())
     print(wrote(outputs))

@@ -40,6 +40,20 @@ def io_errors(path: str, flag: str) -> Iterator[None]:
         raise io_error(e, path, flag) from e
 
 
+def raw_lines(path: str, flag: str = "--input_file", chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
+    """The lines of `path` exactly as stored, each with its b"\\n" (the last may lack one), so their lengths add up
+    to byte offsets. A GFile's own line iteration drops the b"\\r" of b"\\r\\n", which would shift every offset
+    after it."""
+    with io_errors(path, flag), tf.io.gfile.GFile(path, "rb") as f:
+        pending = b""
+        while chunk := f.read(chunk_bytes):
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            yield from (line + b"\n" for line in lines)
+        if pending:
+            yield pending
+
+
 def require_text(path: str, flag: str = "--input_file") -> None:
     """Raises `InputDataError` naming `path` unless it holds a non-blank line (reads up to the first one).
 
@@ -52,11 +66,12 @@ def require_text(path: str, flag: str = "--input_file") -> None:
                          f"of {flag}.")
 
 
-def expand_patterns(patterns: str, flag: str) -> list[str]:
-    """Returns the sorted, de-duplicated files matched by a comma list of globs, in pattern order.
+def expand_patterns(patterns: str, flag: str, folders: bool = False) -> list[str]:
+    """Returns the sorted, de-duplicated files matched by a comma list of globs, in pattern order; with `folders`,
+    the folders matched (datasets saved to disk are folders).
 
     Raises `MissingFileError` naming the flag and the pattern when a pattern matches nothing, and
-    `InputDataError` when it matches a directory, so a typo fails before any work starts.
+    `InputDataError` when it matches a directory (with `folders`, a file), so a typo fails before any work starts.
 
     Example:
 
@@ -71,10 +86,13 @@ def expand_patterns(patterns: str, flag: str) -> list[str]:
         matches = sorted(tf.io.gfile.glob(pattern))
         if not matches:
             raise MissingFileError(f"{flag}: no file matches {pattern!r}; check the path or quote the glob.")
-        folders = [m for m in matches if tf.io.gfile.isdir(m)]
-        if folders:
-            raise InputDataError(f"{flag}: {folders[0]} is a directory, not a file; give the files in it, e.g. "
-                                 f"{flag}='{folders[0].rstrip('/')}/*.txt'.")
+        wrong = [m for m in matches if tf.io.gfile.isdir(m) != folders]
+        if wrong and folders:
+            raise InputDataError(f"{flag}: {wrong[0]} is a file; give the folder a dataset was saved to "
+                                 "(Dataset.save_to_disk).")
+        if wrong:
+            raise InputDataError(f"{flag}: {wrong[0]} is a directory, not a file; give the files in it, e.g. "
+                                 f"{flag}='{wrong[0].rstrip('/')}/*.txt'.")
         files.extend(m for m in matches if m not in files)
     if not files:
         raise MissingFileError(f"{flag} is empty; give one or more files or globs, comma-separated.")
