@@ -57,13 +57,16 @@ def _create(data: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("case", ["empty_input", "directory_input", "input_is_output", "output_twice",
                                   "more_shards_than_instances", "work_unit_mb", "blank_vocab_line",
-                                  "only_special_tokens", "output_under_a_file"])
+                                  "only_special_tokens", "output_under_a_file", "no_text_column", "all_records_bad",
+                                  "dataset_not_a_folder", "runner_with_num_workers", "beam_args_without_runner"])
 def test_create_pretraining_data_refuses_and_keeps_every_file(data, case):
     corpus, output = data / "corpus.txt", data / "train.tfrecord"
     (data / "empty.txt").write_text("\n\n")
     (data / "texts").mkdir()
     (data / "blank.txt").write_text("[PAD]\n[UNK]\n[CLS]\n\n[SEP]\n[MASK]\nw0\n")
     (data / "special.txt").write_text("\n".join(reserved_tokens("compact")) + "\n")
+    (data / "corpus.csv").write_text("id,body\n1,w1 w2\n")
+    (data / "corpus.jsonl").write_text('{"text": 1}\n{"text": "w1 w2"\n')
     args, needles = {
         "empty_input": ([f"--input_file={data / 'empty.txt'}", f"--output_file={output}"],
                         ["--input_file", "empty.txt", "no text"]),
@@ -85,6 +88,17 @@ def test_create_pretraining_data_refuses_and_keeps_every_file(data, case):
                                 ["--vocab_file", "special.txt", "only reserved tokens", "kbert-build-vocab"]),
         "output_under_a_file": ([f"--input_file={corpus}", f"--output_file={corpus}/train.tfrecord"],
                                 ["--output_file", "corpus.txt/train.tfrecord", "check the path"]),
+        "no_text_column": ([f"--input_file={data / 'corpus.csv'}", "--input_format=csv", f"--output_file={output}"],
+                           ["--text_column", "corpus.csv has no column 'text' (its columns: 'id', 'body')"]),
+        "all_records_bad": ([f"--input_file={data / 'corpus.jsonl'}", "--input_format=jsonl",
+                             f"--output_file={output}"],
+                            ["all 2 records are bad", "line 1: 'text' is int, not text", "--text_column=text"]),
+        "dataset_not_a_folder": ([f"--input_file={corpus}", "--input_format=hf_dataset", f"--output_file={output}"],
+                                 ["--input_file", "corpus.txt is a file", "save_to_disk"]),
+        "runner_with_num_workers": ([f"--input_file={corpus}", f"--output_file={output}", "--runner=DirectRunner",
+                                     "--num_workers=2"], ["--num_workers", "--beam_pipeline_args=--direct_num_workers"]),
+        "beam_args_without_runner": ([f"--input_file={corpus}", f"--output_file={output}",
+                                      "--beam_pipeline_args=--direct_num_workers=2"], ["add --runner=DirectRunner"]),
     }[case]
     before = _snapshot(data)
     _assert_refused(_create(data, *args), "kbert-create-pretraining-data", *needles)

@@ -1,7 +1,10 @@
-"""Creates BERT pretraining TFRecords from text, with google-research/bert's flags and algorithm.
+"""Creates BERT pretraining TFRecords from text, with google-research/bert's flags and algorithm, on local worker
+processes or on Apache Beam.
 
     python tools/create_pretraining_data.py --input_file='corpus/*.txt' --output_file=out/train.tfrecord \
         --num_output_shards=8 --vocab_file=vocab.txt --do_lower_case --num_workers=4 [--objective=mlm]
+    kbert-create-pretraining-data --input_format=jsonl --input_file='corpus/*.jsonl' --objective=mlm \
+        --output_file=out/train.tfrecord --num_output_shards=8 --vocab_file=vocab.txt --runner=DirectRunner
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Callable
 
 from absl import flags
 
-from kbert.cli import entry, input_flags
+from kbert.cli import beam_flags, entry, input_flags
 from kbert.cli.status_line import status_line, wrote
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.creation_summary import Summary
@@ -45,6 +48,7 @@ flags.DEFINE_bool("sentence_order", False, "ALBERT's sentence-order prediction i
 flags.DEFINE_bool("use_v2_feature_names", False, "Name features input_word_ids / input_type_ids (Model Garden v2).")
 flags.DEFINE_bool("gzip", False, "GZIP-compress the output files.")
 flags.DEFINE_bool("no_masking", False, "Write unmasked sequences (no masked_lm_* features) for dynamic masking.")
+beam_flags.define_beam_flags()
 flags.mark_flags_as_required(["output_file", "vocab_file"])
 
 
@@ -74,15 +78,23 @@ def main(argv: list[str]) -> None:
         no_masking=FLAGS.no_masking,
         objective=FLAGS.objective,
     )
-    with status_line() as show:
-        summary = create_pretraining_data(
-            inputs, outputs, FLAGS.vocab_file, FLAGS.do_lower_case, config,
-            random_seed=FLAGS.random_seed, num_workers=FLAGS.num_workers,
-            use_v2_feature_names=FLAGS.use_v2_feature_names, gzip=FLAGS.gzip,
-            unit_bytes=int(FLAGS.work_unit_mb * (1 << 20)), progress=functools.partial(_progress, show),
-            # This process has run no TensorFlow op, so workers can fork from it and skip importing TensorFlow again.
-            start_method="fork", input_format=input_format,
-        )
+    settings = dict(random_seed=FLAGS.random_seed, use_v2_feature_names=FLAGS.use_v2_feature_names, gzip=FLAGS.gzip,
+                    unit_bytes=int(FLAGS.work_unit_mb * (1 << 20)), input_format=input_format)
+    if FLAGS.runner:
+        args = beam_flags.pipeline_args()
+        from kbert.data.beam_pretraining_data import run_beam
+
+        summary = run_beam(inputs, FLAGS.output_file, FLAGS.num_output_shards, FLAGS.vocab_file, FLAGS.do_lower_case,
+                           config, pipeline_args=args, **settings)
+    else:
+        beam_flags.check_local()
+        with status_line() as show:
+            summary = create_pretraining_data(
+                inputs, outputs, FLAGS.vocab_file, FLAGS.do_lower_case, config, num_workers=FLAGS.num_workers,
+                progress=functools.partial(_progress, show),
+                # This process has run no TensorFlow op, so workers can fork from it and skip importing TensorFlow
+                # again.
+                start_method="fork", **settings)
     print(summary.format())
     print(wrote(outputs))
 

@@ -1,6 +1,6 @@
 """Validates pretraining TFRecords against training settings and prints what they hold.
 
-    python tools/inspect_tfrecords.py --input_file='data/train-*.tfrecord' --max_seq_length=128 \\
+    python tools/inspect_tfrecords.py --input_file='data/train.tfrecord-*' --max_seq_length=128 \\
         --max_predictions_per_seq=20 --vocab_file=vocab.txt
 
 Reads every record (or `--max_records` per file), checks framing/CRC, lengths and token ids, and prints per-file

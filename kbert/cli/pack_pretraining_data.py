@@ -1,6 +1,6 @@
 """Packs unpacked BERT pretraining TFRecords (kbert's, Model Garden's, google-research/bert's) into packed ones.
 
-    python tools/pack_pretraining_data.py --input_file='data/train-*.tfrecord' --output_file=packed/train.tfrecord \
+    python tools/pack_pretraining_data.py --input_file='data/train.tfrecord-*' --output_file=packed/train.tfrecord \
         --num_output_shards=8 --max_sequences_per_pack=3 --num_workers=4
 
 Rows hold up to --max_sequences_per_pack whole sequences, chosen by shortest-pack-first histogram packing (SPFHP)
@@ -15,7 +15,7 @@ from typing import Callable
 
 from absl import flags
 
-from kbert.cli import entry
+from kbert.cli import beam_flags, entry
 from kbert.cli.status_line import status_line, wrote
 from kbert.data import files
 from kbert.data.outputs import shard_paths
@@ -34,6 +34,7 @@ flags.DEFINE_integer("chunk_records", 100_000, "Records packed together (memory 
 flags.DEFINE_integer("num_workers", 1, "Worker processes; the output is the same for any number.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the row order within each chunk.")
 flags.DEFINE_bool("gzip", None, "GZIP-compress the output (--nogzip: plain); default: as the first input file.")
+beam_flags.define_beam_flags()
 flags.mark_flags_as_required(["input_file", "output_file"])
 
 
@@ -46,6 +47,15 @@ def main(argv: list[str]) -> None:
     del argv
     inputs = files.expand_patterns(FLAGS.input_file, "--input_file")
     outputs = shard_paths(FLAGS.output_file, FLAGS.num_output_shards)
+    if FLAGS.runner:
+        args = beam_flags.pipeline_args()
+        from kbert.data.beam_pretraining_data import run_beam_packing
+
+        print(run_beam_packing(inputs, FLAGS.output_file, FLAGS.num_output_shards, FLAGS.max_sequences_per_pack,
+                               FLAGS.random_seed, FLAGS.gzip, FLAGS.chunk_records, args).format())
+        print(wrote(outputs))
+        return
+    beam_flags.check_local()
     with status_line() as show:
         summary = pack_pretraining_data(inputs, outputs, FLAGS.max_sequences_per_pack, FLAGS.random_seed,
                                         FLAGS.num_workers, FLAGS.gzip, FLAGS.chunk_records,

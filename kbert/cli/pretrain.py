@@ -3,7 +3,7 @@
 Example:
 
     kbert-pretrain --config_file=configs/experiments/bert_tiny_cpu.yaml \\
-        --params_override=data.train_files=/data/train-*.tfrecord --model_dir=/tmp/bert_tiny --mode=train
+        --params_override=data.train_files=/data/train.tfrecord-* --model_dir=/tmp/bert_tiny --mode=train
 """
 
 from __future__ import annotations

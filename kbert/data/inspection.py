@@ -7,7 +7,7 @@ Example:
 
 ```python
 from kbert.data.vocab_file import read_vocabulary
-stats = inspect_files("data/train-*.tfrecord", 128, 20, vocab=read_vocabulary("vocab.txt"))
+stats = inspect_files("data/train.tfrecord-*", 128, 20, vocab=read_vocabulary("vocab.txt"))
 stats.records, stats.sequences, stats.nsp_share_random()
 ```
 """

@@ -12,7 +12,7 @@ later leaves every file as it was.
 Example:
 
 ```python
-summary = pack_pretraining_data(["train-*.tfrecord"], ["packed.tfrecord"], sequences_per_row=3, num_workers=4)
+summary = pack_pretraining_data(["train.tfrecord-*"], ["packed.tfrecord"], sequences_per_row=3, num_workers=4)
 print(summary.format())
 ```
 """
@@ -95,6 +95,19 @@ def read_chunks(paths: Sequence[str], chunk_records: int) -> Iterator[Chunk]:
         yield Chunk(index, tuple(pieces))
 
 
+def checked_packing(input_files: Sequence[str], output_files: Sequence[str], sequences_per_row: int,
+                    chunk_records: int) -> validation.RecordLayout:
+    """The input's layout, after the checks that run before any output is touched: settings, output names, and
+    every input file's first record (`check_inputs`)."""
+    if sequences_per_row < 1:
+        raise ConfigError(f"--max_sequences_per_pack={sequences_per_row} must be at least 1 (3 is usual).")
+    if chunk_records < 1:
+        raise ConfigError(f"--chunk_records={chunk_records} must be at least 1 (100000 packs within 0.1% of the "
+                          "whole input).")
+    outputs.check_outputs(output_files, {"--input_file": input_files})
+    return check_inputs(input_files)
+
+
 def pack_pretraining_data(
     input_files: Sequence[str],
     output_files: Sequence[str],
@@ -108,17 +121,12 @@ def pack_pretraining_data(
     """Packs the records of `input_files` (paths, not globs) into `output_files`; returns the totals.
 
     `gzip` None writes the first input file's compression. Settings, names and every input file's first record
-    are checked before any output is touched. `progress(summary_so_far)` is called after each chunk.
+    are checked before any output is touched (`checked_packing`). `progress(summary_so_far)` is called after each
+    chunk.
     """
-    if sequences_per_row < 1:
-        raise ConfigError(f"--max_sequences_per_pack={sequences_per_row} must be at least 1 (3 is usual).")
     if num_workers < 1:
         raise ConfigError(f"--num_workers={num_workers} must be at least 1.")
-    if chunk_records < 1:
-        raise ConfigError(f"--chunk_records={chunk_records} must be at least 1 (100000 packs within 0.1% of the "
-                          "whole input).")
-    outputs.check_outputs(output_files, {"--input_file": input_files})
-    layout = check_inputs(input_files)
+    layout = checked_packing(input_files, output_files, sequences_per_row, chunk_records)
     start = time.time()
     summary = PackSummary(layout.seq_length, sequences_per_row)
     settings = PackSettings(layout, sequences_per_row, random_seed)

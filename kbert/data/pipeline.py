@@ -5,7 +5,7 @@ Example:
 ```python
 strategy = tf.distribute.MirroredStrategy()
 dataset = strategy.distribute_datasets_from_function(
-    lambda ctx: pretraining_dataset("data/train-*.tfrecord", 128, 20, global_batch_size=256, input_context=ctx,
+    lambda ctx: pretraining_dataset("data/train.tfrecord-*", 128, 20, global_batch_size=256, input_context=ctx,
                                     vocab_size=30522))
 batch = next(iter(dataset))  # per replica: input_ids [128, 128] int32, ..., next_sentence_labels [128, 1]
 ```

@@ -9,7 +9,7 @@ or write) fails before training, not hours in.
 Example:
 
 ```python
-paths = match_files("data/train-*.tfrecord")
+paths = match_files("data/train.tfrecord-*")
 layout = validate_files(paths, seq_length=128, max_predictions=20, vocab_size=30522)
 layout.use_v2_feature_names, layout.compression
 ```

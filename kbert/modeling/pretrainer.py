@@ -23,7 +23,7 @@ class BertPretrainer(keras.Model):
     ```python
     model = BertPretrainer(BertConfig.load("bert_tiny"))
     model.compile(optimizer=kbert.optimizers.LAMB(1e-3))
-    model.fit(kbert.data.pretraining_dataset("train-*.tfrecord", 128, 20, 32), steps_per_epoch=100)
+    model.fit(kbert.data.pretraining_dataset("train.tfrecord-*", 128, 20, 32), steps_per_epoch=100)
     model(batch)["mlm_logits"].shape  # [B, max_predictions, vocab_size]
     ```
     """
