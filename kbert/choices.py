@@ -6,6 +6,8 @@ OPTIMIZERS = ("lamb", "lars", "adamw")
 PRECISION_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 ALL_REDUCE = ("auto", "nccl", "ring")
 DEVICES = ("auto", "cpu")  # --device: cpu trains on the CPU even beside a GPU or TPU
+# kbert-export --hf_architecture: the Hugging Face BERT layouts kbert writes (and reads).
+HF_ARCHITECTURES = ("BertForPreTraining", "BertForMaskedLM", "BertModel")
 # train.jit_compile -> what XLA compiles; "step" makes the whole replica step one cluster, optimizer update fused in.
 WHOLE_STEP = "step"
 JIT_COMPILE = {False: "nothing", True: "the forward and backward pass",

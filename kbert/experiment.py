@@ -46,6 +46,9 @@ class ExperimentConfig(PretrainingConfig):
     # Multi-stage layerwise training (kbert.mslt); None trains the whole model at once.
     mslt: Optional[MsltConfig] = None
 
+    def grows_init_checkpoint(self) -> bool:
+        return self.mslt is not None
+
     def check(self) -> None:
         super().check()
         plan = plan_for(self) if self.mslt is not None else None  # a bad plan fails here, before anything is built

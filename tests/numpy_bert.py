@@ -23,7 +23,10 @@ def _dense(x, w, prefix):
     return x @ w[prefix + "/kernel"] + w[prefix + "/bias"]
 
 
-def _gelu(x):
+def _gelu(x, form="gelu"):
+    """The exact erf GELU (`gelu`), or the tanh approximation (`gelu_approximate`, `gelu_new`)."""
+    if form in ("gelu_approximate", "gelu_new"):
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
     erf = np.vectorize(math.erf)
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
@@ -34,7 +37,7 @@ def _softmax(x):
 
 
 def encode(w, config, input_ids, input_mask, segment_ids):
-    """Returns (per-layer outputs, pooled output)."""
+    """Returns (per-layer outputs, pooled output); the pooled output is None without pooler weights."""
     seq = input_ids.shape[1]
     x = (w["bert/embeddings/word_embeddings"][input_ids] + w["bert/embeddings/token_type_embeddings"][segment_ids]
          + w["bert/embeddings/position_embeddings"][:seq][None])
@@ -50,20 +53,27 @@ def encode(w, config, input_ids, input_mask, segment_ids):
         ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(x.shape)
         x = _layer_norm(x + _dense(ctx, w, f"{p}/attention/output/dense"), w, f"{p}/attention/output/LayerNorm",
                         config.layer_norm_eps)
-        ffn = _dense(_gelu(_dense(x, w, f"{p}/intermediate/dense")), w, f"{p}/output/dense")
+        ffn = _dense(_gelu(_dense(x, w, f"{p}/intermediate/dense"), config.hidden_act), w, f"{p}/output/dense")
         x = _layer_norm(x + ffn, w, f"{p}/output/LayerNorm", config.layer_norm_eps)
         outputs.append(x)
-    pooled = np.tanh(_dense(x[:, 0], w, "bert/pooler/dense"))
+    pooled = np.tanh(_dense(x[:, 0], w, "bert/pooler/dense")) if "bert/pooler/dense/kernel" in w else None
     return outputs, pooled
 
 
-def pretrain_logits(w, config, batch):
+def mlm_logits(w, config, batch):
+    """The masked-LM logits [B, P, V] of `batch`."""
+    return pretrain_logits(w, config, batch, with_nsp=False)[0]
+
+
+def pretrain_logits(w, config, batch, with_nsp=True):
     outputs, pooled = encode(w, config, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
     seq_out = outputs[-1]
     gathered = np.take_along_axis(seq_out, batch["masked_lm_positions"][:, :, None].astype(np.int64), axis=1)
-    h = _gelu(_dense(gathered, w, "cls/predictions/transform/dense"))
-    h = _layer_norm(h, w, "cls/predictions/transform/LayerNorm", config.layer_norm_eps)
+    h = _gelu(_dense(gathered, w, "cls/predictions/transform/dense"), config.head_act)
+    h = _layer_norm(h, w, "cls/predictions/transform/LayerNorm", config.head_layer_norm_eps)
     mlm = h @ w["bert/embeddings/word_embeddings"].T + w["cls/predictions/output_bias"]
+    if not with_nsp:
+        return mlm, None
     nsp = pooled @ w["cls/seq_relationship/output_weights"].T + w["cls/seq_relationship/output_bias"]
     return mlm, nsp
 

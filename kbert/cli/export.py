@@ -1,18 +1,22 @@
-"""`kbert-export`: a kbert or Google BERT checkpoint as a keras-hub preset, a Google TF1 checkpoint or TF Hub-style
-SavedModels; a fine-tuning run as one serving SavedModel.
+"""`kbert-export`: a kbert, Google, Hugging Face or keras-hub BERT checkpoint as a keras-hub preset, a Google TF1
+checkpoint, a Hugging Face BERT directory or TF Hub-style SavedModels; a fine-tuning run as one serving SavedModel.
 
 `--format=keras_hub` writes a directory that `keras_hub.models.BertBackbone.from_preset(DIR)` and
 `keras_hub.models.BertTextClassifier.from_preset(DIR, num_classes=N)` load, tokenizer included (needs the
 `kbert[hub]` extra). keras-hub computes only the tanh GELU: an erf-GELU model (`hidden_act: gelu`) is refused
-unless `--allow_gelu_approximation`. `--format=google` writes `bert_model.ckpt`, `bert_config.json` and `vocab.txt`,
-the input of Hugging Face's converter. `--format=tf_hub` writes `preprocess/` and `encoder/`, Model Garden's TF Hub
-interface. `--format=saved_model` takes a kbert-finetune model_dir and writes a SavedModel that takes strings and
-returns labels (or scores). See docs/finetuning.md.
+unless `--allow_gelu_approximation`; a masked-LM head that computes keras-hub's (a model imported from a keras-hub
+BertMaskedLM) goes with it as the BertMaskedLM task. `--format=google` writes `bert_model.ckpt`, `bert_config.json`
+and `vocab.txt`, the input of Hugging Face's converter. `--format=hf` writes `config.json`, `model.safetensors`,
+`vocab.txt` and `tokenizer_config.json` in the layout of `--hf_architecture` (BertForPreTraining: everything;
+BertForMaskedLM; BertModel), which `transformers` loads directly. `--format=tf_hub` writes `preprocess/` and
+`encoder/`, Model Garden's TF Hub interface. `--format=saved_model` takes a kbert-finetune model_dir and writes a
+SavedModel that takes strings and returns labels (or scores). See docs/finetuning.md.
 
 Example:
 
     kbert-export --checkpoint=runs/bert_tiny --bert_config=configs/models/bert_tiny.json --vocab_file=vocab.txt \\
         --format=keras_hub --output_dir=export/bert_tiny_en
+    kbert-export --checkpoint=runs/continued --format=hf --hf_architecture=BertForMaskedLM --output_dir=export/hf
     kbert-export --checkpoint=runs/sst2 --format=saved_model --output_dir=export/sst2/1
 """
 
@@ -20,22 +24,29 @@ from __future__ import annotations
 
 from absl import app, flags
 
+from kbert.choices import HF_ARCHITECTURES
 from kbert.cli import entry
 
 PROGRAM = "kbert-export"
-FORMATS = ("keras_hub", "google", "tf_hub", "saved_model")
+FORMATS = ("keras_hub", "google", "hf", "tf_hub", "saved_model")
 # What a fine-tuning run fixes for --format=saved_model.
 RUN_FLAGS = ("bert_config", "lower_case", "seq_length")
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "A kbert pretraining model_dir or checkpoint, an MSLT run or stage export, "
-                                        "or a Google TF1 checkpoint (bert_model.ckpt); for --format=saved_model a "
-                                        "kbert-finetune model_dir.")
+                                        "a Google TF1 checkpoint (bert_model.ckpt), a Hugging Face BERT directory "
+                                        "or a keras-hub preset; for --format=saved_model a kbert-finetune "
+                                        "model_dir.")
 flags.DEFINE_string("bert_config", "", "A bert_config.json or preset name, where none comes with the checkpoint.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary the model was pretrained with; for --format=saved_model "
-                                        "only where the run's own has moved.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary the model was pretrained with (a Hugging Face or keras-hub "
+                                        "checkpoint brings its own); for --format=saved_model only where the run's "
+                                        "own has moved.")
 flags.DEFINE_enum("format", "keras_hub", list(FORMATS),
-                  "keras_hub: a keras-hub preset; google: a TF1 checkpoint; tf_hub: preprocess/ and encoder/ "
-                  "SavedModels; saved_model: a fine-tuned classifier taking strings.")
+                  "keras_hub: a keras-hub preset; google: a TF1 checkpoint; hf: a Hugging Face BERT directory; "
+                  "tf_hub: preprocess/ and encoder/ SavedModels; saved_model: a fine-tuned classifier taking "
+                  "strings.")
+flags.DEFINE_enum("hf_architecture", "BertForPreTraining", list(HF_ARCHITECTURES),
+                  "--format=hf: the weights written: BertForPreTraining (encoder, pooler, both heads; every BERT "
+                  "class loads it), BertForMaskedLM (no pooler, no next-sentence head) or BertModel (no heads).")
 flags.DEFINE_string("output_dir", None, "Where to write the export: a new or empty folder (see --overwrite).")
 flags.DEFINE_bool("overwrite", False, "Write into a folder that holds files, over the export's files of the same "
                                       "names; nothing else there is deleted.")
@@ -58,32 +69,38 @@ def _check_flags() -> None:
         if given:
             raise ConfigError(f"--format=saved_model takes the model, its lower-casing and seq_length from the "
                               f"fine-tuning run; drop {', '.join(given)}.")
-    elif not FLAGS.vocab_file:
-        raise ConfigError(f"--format={FLAGS.format} needs --vocab_file, the vocabulary the model was pretrained "
-                          "with.")
 
 
 def _encoder_export() -> str:
-    """keras_hub, google or tf_hub: the line to print."""
+    """keras_hub, google, hf or tf_hub: the line to print."""
     from kbert.finetuning import hub_export
-    from kbert.finetuning.exporting import checkpoint_pretrainer, export_google
+    from kbert.finetuning.exporting import checkpoint_pretrainer, checkpoint_vocab, export_google, export_hf
     from kbert.finetuning.serving.tf_hub_export import export_tf_hub
+    from kbert.modeling.keras_hub_checkpoint import computes_keras_hub_head
 
-    pretrainer, has_mlm = checkpoint_pretrainer(FLAGS.checkpoint, FLAGS.bert_config, FLAGS.vocab_file)
+    vocab = checkpoint_vocab(FLAGS.checkpoint, FLAGS.vocab_file)
+    pretrainer, has_mlm = checkpoint_pretrainer(FLAGS.checkpoint, FLAGS.bert_config, vocab)
     encoder = pretrainer.encoder
     if FLAGS.format == "google":
-        path = export_google(encoder, FLAGS.vocab_file, FLAGS.output_dir)
+        path = export_google(encoder, vocab, FLAGS.output_dir)
         return f"Wrote {path} (the encoder, Google's names), bert_config.json and vocab.txt."
+    if FLAGS.format == "hf":
+        path = export_hf(pretrainer, vocab, FLAGS.output_dir, FLAGS.hf_architecture, FLAGS.lower_case)
+        head = "" if has_mlm or FLAGS.hf_architecture == "BertModel" else \
+            " (the checkpoint has no masked-LM head: the one written is untrained)"
+        return f"Wrote {path} ({FLAGS.hf_architecture}), config.json, vocab.txt and tokenizer_config.json{head}."
     if FLAGS.format == "tf_hub":
-        difference = export_tf_hub(pretrainer, has_mlm, FLAGS.vocab_file, FLAGS.output_dir, FLAGS.lower_case,
+        difference = export_tf_hub(pretrainer, has_mlm, vocab, FLAGS.output_dir, FLAGS.lower_case,
                                    FLAGS.seq_length)
         mlm = "encoder.mlm included" if has_mlm else "no masked-LM head in the checkpoint, so no encoder.mlm"
         return (f"Wrote {FLAGS.output_dir}/preprocess and {FLAGS.output_dir}/encoder ({mlm}); largest |kbert - "
                 f"SavedModel| output difference on sample texts: {difference:.3g}.")
-    backbone = hub_export.export_preset(encoder, FLAGS.vocab_file, FLAGS.output_dir, FLAGS.lower_case,
-                                        FLAGS.allow_gelu_approximation)
+    task = has_mlm and computes_keras_hub_head(pretrainer.config)
+    backbone = hub_export.export_preset(encoder, vocab, FLAGS.output_dir, FLAGS.lower_case,
+                                        FLAGS.allow_gelu_approximation, masked_lm=pretrainer if task else None)
     difference = hub_export.max_difference(encoder, backbone)
     note = " (erf GELU exported as tanh GELU)" if encoder.config.hidden_act == "gelu" else ""
+    note += ", with its BertMaskedLM task" if task else ""
     return (f"Wrote the keras-hub preset {FLAGS.output_dir}; largest |kbert - keras-hub| output difference on a "
             f"sample batch: {difference:.3g}{note}.")
 

@@ -1,9 +1,10 @@
 """The ends of `kbert-export`: the model a checkpoint holds, the folder an export may write to, and the Google TF1
-export.
+and Hugging Face exports.
 
 Invariant: `checkpoint_pretrainer` (and `checkpoint_encoder`, its encoder) returns a model only after the checkpoint
 was found, its config resolved and its vocabulary, width and depth checked against the vocabulary file (each
-failure one line naming the flag); the masked-LM head is loaded where the checkpoint holds one. An export writes
+failure one line naming the flag); the masked-LM head is loaded where the checkpoint holds one. A Hugging Face or
+keras-hub checkpoint brings its own vocabulary where `--vocab_file` is not given. An export writes
 into a new or empty folder, or with `overwrite` over its own files of the same names: nothing else is deleted.
 
 Example:
@@ -12,11 +13,14 @@ Example:
 encoder = checkpoint_encoder("runs/bert_tiny", "configs/models/bert_tiny.json", "vocab.txt")
 export_google(encoder, "vocab.txt", "export/bert_tiny")  # bert_model.ckpt, bert_config.json, vocab.txt
 pretrainer, has_mlm = checkpoint_pretrainer("runs/bert_tiny", "", "vocab.txt")  # the TF Hub export's model
+pretrainer, has_mlm = checkpoint_pretrainer("bert-base-uncased", "", "")      # a Hugging Face BERT, its vocab.txt
+export_hf(pretrainer, checkpoint_vocab("bert-base-uncased", ""), "export/hf", "BertForMaskedLM")
 ```
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 import tensorflow as tf
@@ -25,23 +29,40 @@ from kbert.data.tokenization import load_vocabulary
 from kbert.errors import ConfigError
 from kbert.finetuning import pretrained
 from kbert.modeling import BertEncoder, BertPretrainer, export_google_checkpoint
+from kbert.modeling.hf_checkpoint import export_hf_checkpoint
+from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.runtime import checkpointing
 from kbert.runtime.sections import ModelConfig
 
 FLAG_KEYS = pretrained.Keys(checkpoint="--checkpoint", bert="--bert_config", vocab="--vocab_file")
 
 
+def checkpoint_vocab(checkpoint: str, vocab_file: str) -> str:
+    """`vocab_file`, or the vocabulary a Hugging Face or keras-hub `checkpoint` comes with.
+
+    Raises:
+      ConfigError: neither.
+    """
+    source = imported_checkpoint(checkpoint)
+    found = vocab_file or (source.vocab_file if source is not None else None)
+    if not found:
+        raise ConfigError("--vocab_file is not set and the checkpoint brings none: give the vocabulary the model "
+                          "was pretrained with.")
+    return found
+
+
 def checkpoint_pretrainer(checkpoint: str, bert_config: str, vocab_file: str) -> tuple[BertPretrainer, bool]:
-    """The BERT of a kbert or Google checkpoint, and whether its masked-LM head came with it (a Google export of
-    the encoder alone has none: the heads keep their initial values); `bert_config` (a path or preset) where
-    none comes with the checkpoint."""
+    """The BERT of a kbert, Google, Hugging Face or keras-hub checkpoint, and whether its masked-LM head came with
+    it (a Google export of the encoder alone, a BertModel, have none: the heads keep their initial values);
+    `bert_config` (a path or preset) where none comes with the checkpoint; `vocab_file` where none does."""
     prefix = pretrained.resolve_checkpoint(checkpoint, FLAG_KEYS)
     bert = pretrained.bert_config_for(ModelConfig(bert=bert_config), prefix, FLAG_KEYS)
+    vocab_file = checkpoint_vocab(prefix, vocab_file)
     vocab_size = len(load_vocabulary(vocab_file))
     pretrained.check_checkpoint_fits(prefix, bert, vocab_size, vocab_file, FLAG_KEYS)
     model = BertPretrainer(bert.replace(vocab_size=vocab_size))
     has_mlm = pretrained.has_masked_lm_head(prefix)
-    if has_mlm:
+    if has_mlm or imported_checkpoint(prefix) is not None:
         checkpointing.load_init_checkpoint(model, prefix)
     else:
         pretrained.load_encoder(model.encoder, prefix)
@@ -76,4 +97,18 @@ def export_google(encoder: BertEncoder, vocab_file: str, output_dir: str) -> str
     `vocab.txt`; returns the checkpoint prefix."""
     path = export_google_checkpoint(encoder, os.path.join(output_dir, "bert_model.ckpt"))
     tf.io.gfile.copy(vocab_file, os.path.join(output_dir, "vocab.txt"), overwrite=True)
+    return path
+
+
+def export_hf(pretrainer: BertPretrainer, vocab_file: str, output_dir: str, architecture: str,
+              lower_case: bool = True) -> str:
+    """Writes `output_dir/config.json` and `model.safetensors` (Hugging Face's `architecture` layout), `vocab.txt`
+    and the `tokenizer_config.json` of its lower-casing; returns the weights' path."""
+    path = export_hf_checkpoint(pretrainer, output_dir, architecture)
+    tf.io.gfile.copy(vocab_file, os.path.join(output_dir, "vocab.txt"), overwrite=True)
+    tokenizer = {"tokenizer_class": "BertTokenizer", "do_lower_case": lower_case,
+                 "model_max_length": pretrainer.config.max_position_embeddings}
+    with tf.io.gfile.GFile(os.path.join(output_dir, "tokenizer_config.json"), "w") as f:
+        json.dump(tokenizer, f, indent=2)
+        f.write("\n")
     return path

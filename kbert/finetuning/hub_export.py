@@ -1,4 +1,5 @@
-"""A kbert encoder as a keras-hub preset: `keras_hub.models.BertBackbone` with the same weights, and its tokenizer.
+"""A kbert encoder as a keras-hub preset: `keras_hub.models.BertBackbone` with the same weights (and the
+`BertMaskedLM` task where the masked-LM head computes keras-hub's), and its tokenizer.
 
 Invariant: keras-hub's BertBackbone computes the tanh GELU, LayerNorm epsilon 1e-12 and a tanh pooler, so an encoder
 with `hidden_act` gelu_approximate (or its alias gelu_new) is exported exactly: same sequence and pooled outputs up
@@ -17,14 +18,18 @@ keras_hub.models.BertTextClassifier.from_preset("export/bert_tiny_en", num_class
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from kbert.errors import ConfigError
-from kbert.modeling import BertEncoder
+from kbert.modeling import BertEncoder, BertPretrainer
+from kbert.modeling.keras_hub_checkpoint import (BACKBONE_EPSILON, backbone_pairs, computes_keras_hub_head,
+                                                 copy_pairs, head_pairs, keras_hub)
 
 # keras-hub's BertBackbone: `gelu_approximate` in every TransformerEncoder, LayerNorm epsilon 1e-12.
 EXACT_ACTIVATIONS = ("gelu_approximate", "gelu_new")
-KERAS_HUB_EPSILON = 1e-12
+KERAS_HUB_EPSILON = BACKBONE_EPSILON
 
 
 def check_exportable(encoder: BertEncoder, allow_gelu_approximation: bool) -> None:
@@ -44,61 +49,28 @@ def check_exportable(encoder: BertEncoder, allow_gelu_approximation: bool) -> No
                           f"fixes it at {KERAS_HUB_EPSILON}; use --format=google.")
 
 
-def _keras_hub():
-    try:
-        import keras_hub
-    except ImportError:
-        raise ConfigError("--format=keras_hub needs keras-hub: pip install 'kbert[hub]' (or keras-hub~=0.32).") \
-            from None
-    return keras_hub
-
-
 def _backbone(encoder: BertEncoder):
     c = encoder.config
-    return _keras_hub().models.BertBackbone(
+    return keras_hub().models.BertBackbone(
         vocabulary_size=c.vocab_size, num_layers=c.num_hidden_layers, num_heads=c.num_attention_heads,
         hidden_dim=c.hidden_size, intermediate_dim=c.intermediate_size, dropout=c.hidden_dropout_prob,
         max_sequence_length=c.max_position_embeddings, num_segments=c.type_vocab_size, dtype="float32")
 
 
-def _copy(target, source, shape=None) -> None:
-    value = np.asarray(source.numpy(), np.float32)
-    target.assign(value if shape is None else value.reshape(shape))
-
-
-def _copy_dense(target, source) -> None:
-    """A kbert Dense into a keras-hub EinsumDense or Dense: same values, the kernel reshaped to the target's."""
-    _copy(target.kernel, source.kernel, tuple(target.kernel.shape))
-    _copy(target.bias, source.bias, tuple(target.bias.shape))
-
-
-def _copy_norm(target, source) -> None:
-    _copy(target.gamma, source.gamma)
-    _copy(target.beta, source.beta)
-
-
 def to_backbone(encoder: BertEncoder):
-    """A `keras_hub.models.BertBackbone` holding `encoder`'s weights (the mapping of keras-hub's own BERT
-    converter: query/key/value kernels [H, H] become [H, heads, head_size], the attention output [heads,
-    head_size, H])."""
+    """A `keras_hub.models.BertBackbone` holding `encoder`'s weights (`backbone_pairs`: the mapping of keras-hub's
+    own BERT converter, query/key/value kernels [H, H] reshaped to [H, heads, head_size], the attention output to
+    [heads, head_size, H])."""
     backbone = _backbone(encoder)
-    emb = encoder.embeddings
-    _copy(backbone.get_layer("token_embedding").embeddings, emb.word_embeddings.embeddings)
-    _copy(backbone.get_layer("position_embedding").position_embeddings, emb.position_embeddings.embeddings)
-    _copy(backbone.get_layer("segment_embedding").embeddings, emb.token_type_embeddings.embeddings)
-    _copy_norm(backbone.get_layer("embeddings_layer_norm"), emb.layer_norm)
-    for i, block in enumerate(encoder.blocks):
-        layer = backbone.get_layer(f"transformer_layer_{i}")
-        attention = layer._self_attention_layer
-        for part in ("query", "key", "value"):
-            _copy_dense(getattr(attention, f"{part}_dense"), getattr(block.attention, part))
-        _copy_dense(attention.output_dense, block.attention_output)
-        _copy_norm(layer._self_attention_layer_norm, block.attention_layer_norm)
-        _copy_dense(layer._feedforward_intermediate_dense, block.intermediate)
-        _copy_dense(layer._feedforward_output_dense, block.output_dense)
-        _copy_norm(layer._feedforward_layer_norm, block.output_layer_norm)
-    _copy_dense(backbone.get_layer("pooled_dense"), encoder.pooler)
+    copy_pairs(backbone_pairs(encoder, backbone), to_keras_hub=True)
     return backbone
+
+
+def to_masked_lm(pretrainer: BertPretrainer):
+    """A `keras_hub.models.BertMaskedLM` (no preprocessor) holding `pretrainer`'s encoder and masked-LM head."""
+    task = keras_hub().models.BertMaskedLM(to_backbone(pretrainer.encoder), preprocessor=None)
+    copy_pairs(head_pairs(pretrainer, task), to_keras_hub=True)
+    return task
 
 
 def sample_batch(encoder: BertEncoder, batch_size: int = 4, seq_length: int = 64, seed: int = 0) -> dict:
@@ -130,22 +102,33 @@ def output_difference(batch: dict, ours: dict, theirs: dict) -> float:
 
 
 def export_preset(encoder: BertEncoder, vocab_file: str, output_dir: str, lower_case: bool = True,
-                  allow_gelu_approximation: bool = False):
+                  allow_gelu_approximation: bool = False, masked_lm: Optional[BertPretrainer] = None):
     """Writes the keras-hub preset (backbone config and weights, tokenizer, vocabulary and a classifier
-    preprocessor packing to the model's positions) to `output_dir`;
-    returns the backbone.
+    preprocessor packing to the model's positions) to `output_dir`, and with `masked_lm` (the pretrainer of
+    `encoder`) its BertMaskedLM task too; returns the backbone.
 
     Raises:
-      ConfigError: the encoder is not exportable (see `check_exportable`).
+      ConfigError: the encoder is not exportable (see `check_exportable`), or `masked_lm`'s head does not compute
+        keras-hub's (`computes_keras_hub_head`); nothing is written then.
     """
     check_exportable(encoder, allow_gelu_approximation)
-    keras_hub = _keras_hub()
-    backbone = to_backbone(encoder)
-    tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=lower_case)
+    if masked_lm is not None and not computes_keras_hub_head(masked_lm.config):
+        c = masked_lm.config
+        raise ConfigError(f"--format=keras_hub: the masked-LM head computes {c.head_act} with epsilon "
+                          f"{c.head_layer_norm_eps}, and keras-hub's BertMaskedLM head erf GELU with 1e-5: export "
+                          "the backbone alone.")
+    hub = keras_hub()
+    tokenizer = hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=lower_case)
     # keras-hub's preprocessors pack to 512 by default; a model with fewer positions must say so in the preset.
-    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
+    preprocessor = hub.models.BertTextClassifierPreprocessor(
         tokenizer, sequence_length=min(512, encoder.config.max_position_embeddings))
-    backbone.save_to_preset(output_dir)
+    if masked_lm is not None:
+        task = to_masked_lm(masked_lm)
+        backbone = task.backbone
+        task.save_to_preset(output_dir)  # task.json, task.weights.h5 and the backbone's files
+    else:
+        backbone = to_backbone(encoder)
+        backbone.save_to_preset(output_dir)
     tokenizer.save_to_preset(output_dir)
     preprocessor.save_to_preset(output_dir)
     return backbone

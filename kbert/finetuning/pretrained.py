@@ -7,7 +7,8 @@ naming the checkpoint.
 
 Accepted checkpoints: a kbert pretraining `model_dir` (its newest `checkpoints/ckpt-N`) or checkpoint prefix; an
 MSLT run (its last `stage_N/export`) or one stage's `export/` (Google format); a Google TF1 download
-(`bert_model.ckpt` with `bert_config.json` beside it).
+(`bert_model.ckpt` with `bert_config.json` beside it); a Hugging Face BERT directory or a keras-hub BERT preset
+(`kbert.modeling.imported_checkpoint`: the directory stands for itself, its config.json is the model's).
 
 Example:
 
@@ -25,13 +26,15 @@ import dataclasses
 import json
 import os
 import re
-from typing import Optional
+from typing import Callable, Optional
 
 import tensorflow as tf
 
 from kbert.errors import CheckpointMismatchError, ConfigError, MissingFileError, VocabularyError
 from kbert.modeling import BertConfig, BertEncoder, BertPretrainer
+from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.runtime import checkpointing
+from kbert.runtime.checkpoint_model import checkpoint_bert_config
 from kbert.runtime.sections import ModelConfig
 
 BERT_CONFIG = "bert_config.json"
@@ -67,6 +70,9 @@ def resolve_checkpoint(path: str, keys: Keys = FINETUNE_KEYS) -> str:
     Raises:
       MissingFileError: nothing loadable there.
     """
+    source = imported_checkpoint(path)
+    if source is not None:
+        return source.path
     resolved = path
     if tf.io.gfile.isdir(path):
         resolved = (checkpointing.latest_checkpoint(path) or tf.train.latest_checkpoint(path)
@@ -74,8 +80,8 @@ def resolve_checkpoint(path: str, keys: Keys = FINETUNE_KEYS) -> str:
     if not resolved or not tf.io.gfile.exists(resolved + ".index"):
         raise MissingFileError(
             f"{keys.checkpoint}={path!r}: no checkpoint there; give a kbert model_dir, an MSLT run or stage "
-            "export, a checkpoint prefix (.../ckpt-1000, .../bert_model.ckpt), or a directory with a 'checkpoint' "
-            "file.")
+            "export, a checkpoint prefix (.../ckpt-1000, .../bert_model.ckpt), a directory with a 'checkpoint' "
+            "file, a Hugging Face BERT directory or a keras-hub preset.")
     return resolved
 
 
@@ -87,7 +93,12 @@ class CheckpointSize:
 
 
 def checkpoint_size(prefix: str) -> CheckpointSize:
-    """Vocabulary, width and depth of the BERT in a kbert or Google checkpoint, read from its variable shapes."""
+    """Vocabulary, width and depth of the BERT in a kbert or Google checkpoint, read from its variable shapes (an
+    imported one's from its config.json)."""
+    source = imported_checkpoint(prefix)
+    if source is not None:
+        c = source.config
+        return CheckpointSize(vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_layers=c.num_hidden_layers)
     shapes = dict(tf.train.list_variables(prefix))
     # kbert keys model weights "model/<variable.path>" (slashes escaped as ".S"); Google names them "bert/...".
     weights = {n.replace(".S", "/"): s for n, s in shapes.items() if n.startswith(("model/", "bert/"))}
@@ -115,11 +126,16 @@ def _summary_model(prefix: str, model_config: ModelConfig) -> Optional[BertConfi
 
 
 def bert_config_for(model_config: ModelConfig, prefix: Optional[str], keys: Keys = FINETUNE_KEYS) -> BertConfig:
-    """`model.bert` (with `model.overrides`) if set, else what the checkpoint `prefix` comes with.
+    """`model.bert` (with `model.overrides`) if set, else what the checkpoint `prefix` comes with; an imported
+    checkpoint's own, with the model fields set checked against it (`checkpoint_bert_config`).
 
     Raises:
-      ConfigError: neither `model.bert` nor a config beside the checkpoint.
+      ConfigError: neither `model.bert` nor a config beside the checkpoint, or a model field that disagrees with
+        an imported checkpoint.
     """
+    source = imported_checkpoint(prefix) if prefix else None
+    if source is not None:
+        return checkpoint_bert_config(model_config, source, keys.checkpoint)
     if model_config.bert:
         try:
             return model_config.bert_config()
@@ -154,8 +170,11 @@ def check_checkpoint_fits(prefix: str, bert: BertConfig, vocab_size: int, vocab_
 
 
 def has_masked_lm_head(prefix: str) -> bool:
-    """Whether a kbert or Google checkpoint holds the masked-LM head (kbert's `model/predictions/...`, Google's
-    `cls/predictions/...`; optimizer slots aside)."""
+    """Whether a checkpoint holds the masked-LM head (kbert's `model/predictions/...`, Google's
+    `cls/predictions/...`, an imported one's; optimizer slots aside)."""
+    source = imported_checkpoint(prefix)
+    if source is not None:
+        return source.has_masked_lm_head
     return any(name.startswith(("model/", "cls/")) and "predictions/output_bias" in name.replace(".S", "/")
                for name, _ in tf.train.list_variables(prefix))
 
@@ -164,13 +183,16 @@ def _is_google(prefix: str) -> bool:
     return any(name.startswith("bert/embeddings/") for name, _ in tf.train.list_variables(prefix))
 
 
-def load_encoder(encoder: BertEncoder, prefix: str) -> str:
-    """Loads the encoder's weights from a kbert or Google checkpoint (heads and optimizer slots ignored);
-    returns 'kbert' or 'google'.
+def load_encoder(encoder: BertEncoder, prefix: str, print_fn: Optional[Callable[..., None]] = None) -> str:
+    """Loads the encoder's weights from a kbert, Google, Hugging Face or keras-hub checkpoint (heads and optimizer
+    slots ignored); returns its kind ('kbert', 'google', 'Hugging Face', 'keras-hub'). `print_fn` gets the line
+    that says what an imported checkpoint lacks (a BertForMaskedLM's pooler).
 
     Raises:
       CheckpointMismatchError: some weight is missing, unexpected or of another shape (listed).
     """
+    if imported_checkpoint(prefix) is not None:
+        return checkpointing.load_init_checkpoint(encoder, prefix, print_fn)
     if _is_google(prefix):
         return checkpointing.load_init_checkpoint(encoder, prefix)  # a Google load into an encoder skips cls/
     # A kbert checkpoint holds a whole pretrainer, and load_init_checkpoint loads a model's exact weights: load it

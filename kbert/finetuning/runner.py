@@ -151,7 +151,7 @@ def _start_weights(checkpoints: TrainingCheckpoints, model: BertClassifier, epoc
     if restored:
         print_fn(f"Resumed from {restored} after epoch {int(epoch.numpy())}.", flush=True)
     elif prepared.init_checkpoint:
-        kind = pretrained.load_encoder(model.encoder, prepared.init_checkpoint)
+        kind = pretrained.load_encoder(model.encoder, prepared.init_checkpoint, print_fn)
         print_fn(f"Initialised the encoder from {kind} checkpoint {prepared.init_checkpoint}.", flush=True)
     return restored
 

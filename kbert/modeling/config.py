@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any
+from typing import Any, Optional
 
 from kbert.errors import MissingFileError
 
@@ -59,6 +59,11 @@ class BertConfig:
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
+    # The masked-LM head's transform activation and LayerNorm epsilon where they differ from the encoder's
+    # (keras-hub's BertMaskedLM: erf GELU and 1e-5 over a tanh-GELU, 1e-12 backbone); None: the encoder's, as in
+    # Google's and Hugging Face's BERT. `to_dict` leaves them out while None, so bert_config.json stays Google's.
+    mlm_hidden_act: Optional[str] = None
+    mlm_layer_norm_eps: Optional[float] = None
 
     def __post_init__(self):
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -71,24 +76,38 @@ class BertConfig:
                 f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
                 f"({self.num_attention_heads}); BERT uses heads of size 64, e.g. "
                 f"num_attention_heads={max(1, self.hidden_size // 64)}.")
-        if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(f"BertConfig.hidden_act={self.hidden_act!r} is not supported; use one of {ACTIVATIONS}.")
+        for name in ("hidden_act", "mlm_hidden_act"):
+            if getattr(self, name) not in ACTIVATIONS + ((None,) if name == "mlm_hidden_act" else ()):
+                raise ValueError(f"BertConfig.{name}={getattr(self, name)!r} is not supported; use one of "
+                                 f"{ACTIVATIONS}.")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {getattr(self, name)!r}.")
-        if self.initializer_range <= 0 or self.layer_norm_eps <= 0:
-            raise ValueError("BertConfig.initializer_range and layer_norm_eps must be positive.")
+        if self.initializer_range <= 0 or self.layer_norm_eps <= 0 or (self.mlm_layer_norm_eps or 1) <= 0:
+            raise ValueError("BertConfig.initializer_range and layer_norm_eps (and mlm_layer_norm_eps) must be "
+                             "positive.")
 
     @property
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def head_act(self) -> str:
+        """The masked-LM head's transform activation."""
+        return self.mlm_hidden_act or self.hidden_act
+
+    @property
+    def head_layer_norm_eps(self) -> float:
+        """The masked-LM head's LayerNorm epsilon."""
+        return self.mlm_layer_norm_eps or self.layer_norm_eps
 
     def replace(self, **changes: Any) -> "BertConfig":
         """A copy with some fields changed (e.g. another depth for MSLT)."""
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields, without the masked-LM head's own activation and epsilon while they are the encoder's."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None or not k.startswith("mlm_")}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], source: str = "config") -> "BertConfig":

@@ -11,7 +11,8 @@ from kbert.modeling.embeddings import truncated_normal
 
 
 class MaskedLMHead(keras.layers.Layer):
-    """Dense + activation + LayerNorm, then logits against the tied word-embedding table plus `output_bias`.
+    """Dense + activation + LayerNorm (the config's `head_act`, `head_layer_norm_eps`), then logits against the
+    tied word-embedding table plus `output_bias`.
 
     Only the hidden states at `masked_lm_positions` are transformed, so the vocabulary matmul costs
     [B, P, V] instead of [B, S, V].
@@ -31,10 +32,10 @@ class MaskedLMHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.config = config
         self.transform = keras.layers.Dense(
-            config.hidden_size, activation=get_activation(config.hidden_act),
+            config.hidden_size, activation=get_activation(config.head_act),
             kernel_initializer=truncated_normal(config), dtype=self.dtype_policy, name="transform")
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=config.layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
+            epsilon=config.head_layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
         self.build()
 
     def build(self, input_shape=None):

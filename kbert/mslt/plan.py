@@ -233,9 +233,9 @@ class _StageResolver:
         self.need(layers <= depth, where, "num_layers", layers,
                   f"the model has only {depth} layers (model.overrides.num_hidden_layers); lower it or deepen "
                   "the model.")
+        grown = "train.init_checkpoint's" if number == 1 else "the previous stage's"
         self.need(layers > previous_layers or (is_final and layers == previous_layers), where, "num_layers",
-                  layers, f"must be greater than the previous stage's {previous_layers}: each stage grows the "
-                  "model.")
+                  layers, f"must be greater than {grown} {previous_layers}: each stage grows the model.")
         trains_all = is_final or self.mslt.mode == "stacking"
         default_layers = list(range(layers)) if trains_all else list(range(previous_layers, layers))
         trainable = cfg.trainable_layers if cfg.trainable_layers is not None else default_layers

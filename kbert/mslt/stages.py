@@ -2,8 +2,9 @@
 the stage's depth, frozen as the stage says, and grown from the stage before (`kbert.mslt.grow`).
 
 The plan trains on the experiment's first phase (`phase_config(config, 0, ...)`): its records, batch and model;
-each stage has its own schedule, and the plan's steps replace phase 1's. Stage 1 grows from `train.init_checkpoint` when `mslt.init_layers` names that
-model's depth, and starts fresh otherwise.
+each stage has its own schedule, and the plan's steps replace phase 1's. Stage 1 grows from `train.init_checkpoint`
+when `mslt.init_layers` names that model's depth (a Hugging Face or keras-hub checkpoint names its own), and starts
+fresh otherwise.
 
 Example:
 
@@ -17,6 +18,7 @@ stages = mslt_stages(config, plan)         # then the later phases, if any: phas
 from __future__ import annotations
 
 from kbert.errors import PlanError
+from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.mslt.grow import build_stage_model, carry_over
 from kbert.mslt.plan import Stage, StagePlan, build_plan
 from kbert.training.config import PretrainingConfig
@@ -24,18 +26,36 @@ from kbert.training.phases import phase_config
 from kbert.training.stage import TrainingStage
 
 
+def _init_layers(config: PretrainingConfig) -> int:
+    """The depth stage 1 grows from: `mslt.init_layers`, which an imported `train.init_checkpoint` (Hugging Face,
+    keras-hub) supplies itself."""
+    init, layers = config.train.init_checkpoint, config.mslt.init_layers
+    source = imported_checkpoint(init) if init else None
+    if source is None:
+        if bool(init) != bool(layers):
+            raise PlanError(f"mslt.init_layers={layers} with train.init_checkpoint={init!r}: to grow a pretrained "
+                            "model, set both (init_layers is that checkpoint's number of layers); to grow from "
+                            "scratch, neither.")
+        return layers
+    depth, target = source.config.num_hidden_layers, config.model.bert_config().num_hidden_layers
+    if layers not in (0, depth):
+        raise PlanError(f"mslt.init_layers={layers}, but train.init_checkpoint={init} has {depth} layers: unset "
+                        "mslt.init_layers (it comes from the checkpoint).")
+    if depth >= target:
+        raise PlanError(f"train.init_checkpoint={init} has {depth} layers and the model {target}: an MSLT plan grows "
+                        "the checkpoint, so set model.overrides.num_hidden_layers to the depth it grows to (more "
+                        f"than {depth}), or drop the mslt section to continue the model as it is.")
+    return depth
+
+
 def plan_for(config: PretrainingConfig) -> StagePlan:
     """The validated stage plan of a config with an `mslt` section; `schedule` gives the stages' default rates."""
     if config.mslt is None:
         raise PlanError("The experiment has no `mslt` section.")
-    init, layers = config.train.init_checkpoint, config.mslt.init_layers
-    if bool(init) != bool(layers):
-        raise PlanError(f"mslt.init_layers={layers} with train.init_checkpoint={init!r}: to grow a pretrained model, "
-                        "set both (init_layers is that checkpoint's number of layers); to grow from scratch, "
-                        "neither.")
     s = config.schedule
-    return build_plan(config.mslt, config.model.bert_config(), peak_learning_rate=s.peak_learning_rate,
-                      decay_power=s.power, end_learning_rate=s.end_learning_rate)
+    return build_plan(config.mslt.replace(init_layers=_init_layers(config)), config.model.bert_config(),
+                      peak_learning_rate=s.peak_learning_rate, decay_power=s.power,
+                      end_learning_rate=s.end_learning_rate)
 
 
 def _stage_config(config: PretrainingConfig, stage: Stage) -> PretrainingConfig:

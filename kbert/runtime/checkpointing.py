@@ -1,4 +1,5 @@
-"""Training checkpoints (model, optimizer, step, input position), chief-only writing, and `init_checkpoint`.
+"""Training checkpoints (model, optimizer, step, input position), chief-only writing, and `init_checkpoint` (kbert,
+Google, Hugging Face or keras-hub).
 
 Keras 3 models keep sub-layers in tracked lists that `tf.train.Checkpoint(model=model)` does not follow (a
 `BertPretrainer`'s transformer blocks and dropout seed states would be silently left out), so the checkpoint
@@ -24,7 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 import keras
 import tensorflow as tf
@@ -32,6 +33,7 @@ import tensorflow as tf
 from kbert.errors import CorruptCheckpointError, InputDataError, MissingFileError
 from kbert.modeling.checkpoint_fit import mismatch
 from kbert.modeling.google_checkpoint import load_google_checkpoint
+from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.runtime import checkpoint_files
 from kbert.runtime.strategy import worker_index_and_count
 
@@ -291,17 +293,26 @@ def _is_google_checkpoint(path: str) -> bool:
     return any(name.startswith("bert/embeddings/") for name in names)
 
 
-def load_init_checkpoint(model: keras.Model, path: str) -> str:
-    """Loads weights only (no optimizer slots, step or input position) from a kbert or Google TF1 checkpoint.
+def load_init_checkpoint(model: keras.Model, path: str, print_fn: Optional[Callable[..., None]] = None) -> str:
+    """Loads weights only (no optimizer slots, step or input position) from a kbert, Google TF1, Hugging Face or
+    keras-hub checkpoint.
 
-    `path` is a checkpoint prefix or a directory (a kbert `model_dir`, its `checkpoints/`, or a Google
-    download with a `checkpoint` file). Returns 'google' or 'kbert'.
+    `path` is a checkpoint prefix or a directory (a kbert `model_dir`, its `checkpoints/`, a Google download with
+    a `checkpoint` file, a Hugging Face BERT directory or a keras-hub preset). Returns 'google', 'kbert',
+    'Hugging Face' or 'keras-hub'. The parts an imported checkpoint lacks (a BertModel's heads) keep their built
+    weights, and `print_fn` gets the one line that says so.
 
     Raises:
       MissingFileError: nothing loadable at `path`.
       CheckpointMismatchError: the checkpoint's weights are not exactly the model's (another size or depth),
         listing every missing, unexpected and wrong-shape one; nothing is assigned then.
     """
+    source = imported_checkpoint(path)
+    if source is not None:
+        line = source.fresh_line(source.load(model))
+        if line and print_fn is not None:
+            print_fn(line, flush=True)
+        return source.kind
     resolved = path
     if tf.io.gfile.isdir(path) and not tf.io.gfile.exists(path + ".index"):  # on ram:// a prefix is a folder too
         resolved = latest_checkpoint(path) or tf.train.latest_checkpoint(path)

@@ -22,6 +22,7 @@ from kbert.choices import OPTIMIZERS
 from kbert.config import Section, need
 from kbert.errors import ConfigError
 from kbert.modeling.config import BertConfig
+from kbert.modeling.imported_checkpoint import imported_checkpoint
 
 # One optional override field per `bert_config.json` key, so typos in `model.overrides` are caught like any other.
 BertOverrides = dataclasses.make_dataclass(
@@ -34,7 +35,8 @@ BertOverrides.__doc__ = "Fields of `bert_config.json` to change; `None` keeps th
 
 @dataclasses.dataclass
 class ModelConfig(Section):
-    """`bert`: a `configs/models` entry (`bert_base`) or a `bert_config.json` path; `overrides` change fields."""
+    """`bert`: a `configs/models` entry (`bert_base`), a `bert_config.json` path, or a Hugging Face or keras-hub
+    BERT directory (its config.json); `overrides` change fields."""
 
     bert: str = "bert_tiny"
     overrides: BertOverrides = dataclasses.field(default_factory=BertOverrides)
@@ -43,7 +45,14 @@ class ModelConfig(Section):
         """The named config with the overrides applied (ValueError, FileNotFoundError or TypeError if they do not
         make one)."""
         changes = {k: v for k, v in self.overrides.as_dict().items() if v is not None}
-        return BertConfig.load(self.bert).replace(**changes)
+        imported = imported_checkpoint(self.bert)
+        return (imported.config if imported else BertConfig.load(self.bert)).replace(**changes)
+
+    def set_fields(self) -> dict[str, Any]:
+        """The BERT fields this section sets: the named config's (all of them, when `bert` is set), then the
+        overrides."""
+        named = self.bert_config().to_dict() if self.bert else {}
+        return {**named, **{k: v for k, v in self.overrides.as_dict().items() if v is not None}}
 
 
 @dataclasses.dataclass

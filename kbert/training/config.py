@@ -16,13 +16,31 @@ from typing import List, Optional, Union
 from kbert.choices import JIT_COMPILE, PRECISION_POLICIES, is_jit_compile_choice
 from kbert.config import MAX_STEPS, Section, load_config, need
 from kbert.errors import ConfigError
+from kbert.modeling import BertConfig
+from kbert.modeling.imported_checkpoint import imported_checkpoint
+from kbert.runtime.checkpoint_model import checkpoint_bert_config, checkpoint_vocab_file
 from kbert.runtime.sections import ModelConfig, OptimizerConfig, ScheduleConfig
 from kbert.training.eval_schedule import MLPERF_TARGET, mlperf_interval
 
 EVAL_PROTOCOLS = ("", "mlperf")
+# The model of a run that names none and starts from no imported checkpoint.
+DEFAULT_BERT = "bert_tiny"
 
 __all__ = ["DataConfig", "EvalConfig", "ModelConfig", "OptimizerConfig", "PhaseConfig", "PretrainingConfig",
-           "ScheduleConfig", "TrainConfig", "check_batch_sizes", "load_config"]
+           "PretrainingModelConfig", "ScheduleConfig", "TrainConfig", "check_batch_sizes", "load_config"]
+
+
+@dataclasses.dataclass
+class PretrainingModelConfig(ModelConfig):
+    """`bert` empty: the model of `train.init_checkpoint` when that is a Hugging Face or keras-hub BERT, else
+    bert_tiny (`PretrainingConfig.check` writes which); set, it and `overrides` must agree with such a checkpoint
+    (`kbert.runtime.checkpoint_model`)."""
+
+    bert: str = ""
+
+    def bert_config(self) -> BertConfig:
+        """The named model with the overrides applied; bert_tiny's while `bert` is empty."""
+        return super().bert_config() if self.bert else self.replace(bert=DEFAULT_BERT).bert_config()
 
 
 @dataclasses.dataclass
@@ -35,7 +53,8 @@ class DataConfig(Section):
     max_predictions: int = 20
     dynamic_masking: bool = False
     # The vocabulary the records were written with: dynamic masking takes the special-token ids and the `##`
-    # pieces (whole-word masking) from it. Required with dynamic_masking.
+    # pieces (whole-word masking) from it. Required with dynamic_masking; a Hugging Face or keras-hub
+    # train.init_checkpoint sets it to its own (another file of other tokens is refused).
     vocab_file: str = ""
     whole_word_masking: bool = False
     # Reject token ids >= the model's vocab_size before training (reads the first records of each file).
@@ -64,7 +83,9 @@ class TrainConfig(Section):
     mixed_precision: str = "float32"
     # false, true (XLA-compile the forward and backward pass) or step (the whole replica step, update included).
     jit_compile: Union[bool, str] = False
-    # A kbert checkpoint (directory or prefix) or a Google TF1 BERT checkpoint; weights only, no optimizer slots.
+    # Weights only, no optimizer slots: a kbert checkpoint (directory or prefix), a Google TF1 BERT checkpoint, a
+    # Hugging Face BERT directory (config.json, model.safetensors, vocab.txt) or a keras-hub BERT preset; the last
+    # two bring the model section and the vocabulary.
     init_checkpoint: str = ""
     seed: int = 12345
     # tf.config.experimental.enable_op_determinism(): bit-identical reruns and resumes, somewhat slower.
@@ -144,7 +165,7 @@ class PhaseConfig(Section):
 class PretrainingConfig(Section):
     """The sections the pretraining loop reads (`kbert.experiment.ExperimentConfig` adds `mslt`)."""
 
-    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    model: PretrainingModelConfig = dataclasses.field(default_factory=PretrainingModelConfig)
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
@@ -153,8 +174,32 @@ class PretrainingConfig(Section):
     # Pretraining phases (kbert.training.phases): BERT's seq 128 then seq 512 in one run; empty: one phase.
     phases: List[PhaseConfig] = dataclasses.field(default_factory=list)
 
+    def grows_init_checkpoint(self) -> bool:
+        """Whether the run deepens `train.init_checkpoint`'s model (an MSLT plan does: `ExperimentConfig`), so the
+        model's depth may differ from the checkpoint's."""
+        return False
+
+    def adopt_init_checkpoint(self) -> None:
+        """Sets `model.bert` (and an unset `data.vocab_file`) to those of an imported `train.init_checkpoint`, after
+        checking the user's model fields and vocabulary against it; `model.bert` to bert_tiny where neither names a
+        model.
+
+        Raises:
+          ConfigError: a model field set to another value than the checkpoint's (naming it and both values).
+          VocabularyError: `data.vocab_file` is not the checkpoint's vocabulary.
+        """
+        source = imported_checkpoint(self.train.init_checkpoint) if self.train.init_checkpoint else None
+        if source is None:
+            self.model.bert = self.model.bert or DEFAULT_BERT
+            return
+        checkpoint_bert_config(self.model, source, free=("num_hidden_layers",) if self.grows_init_checkpoint() else ())
+        self.model.bert = source.path
+        self.data.vocab_file = checkpoint_vocab_file(source, self.data.vocab_file)
+
     def check(self) -> None:
-        """What relates the sections: the schedule fits the steps, the batches split, the length fits the model."""
+        """What relates the sections: the model is the checkpoint's, the schedule fits the steps, the batches
+        split, the length fits the model."""
+        self.adopt_init_checkpoint()
         t, s, d = self.train, self.schedule, self.data
         need(s.step_offset < t.total_steps,
              f"schedule.step_offset={s.step_offset} must be in [0, train.total_steps={t.total_steps}).")

@@ -158,7 +158,10 @@ class PretrainingRun:
             return self.model, stage, path
         with self.strategy.scope():
             model = stage.build()
-        checkpointing.load_init_checkpoint(model, path)
+        if newest:
+            checkpointing.load_init_checkpoint(model, path)
+        else:  # the init checkpoint, as the first stage starts from it (grown, for an MSLT plan that deepens it)
+            self._load(stage, model, path)
         return model, stage, path
 
     # -- one stage ------------------------------------------------------------------------------------------
@@ -259,10 +262,10 @@ class PretrainingRun:
     def _load(self, stage: TrainingStage, model: BertPretrainer, path: str) -> str:
         """Sets `model` from checkpoint `path`: whole, or grown from a model of `stage.previous_layers` layers."""
         if stage.grow is None:
-            return checkpointing.load_init_checkpoint(model, path)
+            return checkpointing.load_init_checkpoint(model, path, self.print_fn)
         with self.strategy.scope():
             previous = BertPretrainer(model.config.replace(num_hidden_layers=stage.previous_layers))
-        kind = checkpointing.load_init_checkpoint(previous, path)
+        kind = checkpointing.load_init_checkpoint(previous, path, self.print_fn)
         stage.grow(model, previous)
         return kind
 

@@ -1,0 +1,103 @@
+"""Checkpoints kbert imports: a Hugging Face BERT directory (`config.json`, `model.safetensors`, `vocab.txt`) or a
+keras-hub BERT preset (`config.json` of a BertBackbone, `model.weights.h5`, `assets/tokenizer/vocabulary.txt`),
+told apart by their `config.json`; each with the model it holds, its vocabulary and its load.
+
+Example:
+
+```python
+source = imported_checkpoint("bert-base-uncased")      # None for anything else (a kbert run, a Google download)
+source.kind, source.architecture, source.config.num_hidden_layers, source.vocab_file
+fresh = source.load(BertPretrainer(source.config))     # [] or the parts that start fresh: ['masked-LM head', ...]
+print(source.fresh_line(fresh))
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Optional, Union
+
+import tensorflow as tf
+
+from kbert.errors import ConfigError
+from kbert.modeling import hf_checkpoint, keras_hub_checkpoint
+from kbert.modeling.config import BertConfig
+from kbert.modeling.encoder import BertEncoder
+from kbert.modeling.hf_config import bert_config_from_hf
+from kbert.modeling.pretrainer import BertPretrainer
+
+HUGGING_FACE = "Hugging Face"
+KERAS_HUB = "keras-hub"
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportedCheckpoint:
+    """A Hugging Face or keras-hub BERT directory: `kind` (HUGGING_FACE or KERAS_HUB), the model it holds
+    (`config`), `architecture` (BertForPreTraining, BertForMaskedLM or BertModel by the weights stored; BertMaskedLM
+    or BertBackbone), its vocabulary file (None where it has none) and whether it holds the masked-LM head."""
+
+    path: str
+    kind: str
+    config: BertConfig
+    architecture: str
+    vocab_file: Optional[str]
+    has_masked_lm_head: bool
+
+    def load(self, model: Union[BertPretrainer, BertEncoder]) -> list[str]:
+        """Loads the weights into `model` (an encoder takes no heads); returns the parts that keep their built
+        weights because the checkpoint has none ('masked-LM head', 'next-sentence head', 'pooler')."""
+        if self.kind == HUGGING_FACE:
+            return hf_checkpoint.load_hf_checkpoint(model, self.path)
+        return keras_hub_checkpoint.load_keras_hub_preset(model, self.path)
+
+    def fresh_line(self, parts: list[str]) -> str:
+        """The one line that says which parts start fresh ('' for none)."""
+        if not parts:
+            return ""
+        listed = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+        return (f"{self.path} ({self.kind} {self.architecture}) has no {listed}: "
+                f"{'they start' if len(parts) > 1 else 'it starts'} fresh.")
+
+
+def _directory(path: str) -> str:
+    return os.path.dirname(path) if os.path.basename(path) == hf_checkpoint.CONFIG else path.rstrip("/")
+
+
+def _existing(path: str) -> Optional[str]:
+    return path if tf.io.gfile.exists(path) else None
+
+
+def imported_checkpoint(path: str) -> Optional[ImportedCheckpoint]:
+    """The Hugging Face or keras-hub BERT at `path` (its directory or its `config.json`), or None when `path`
+    holds no `config.json` (a kbert run, a Google checkpoint, a preset name).
+
+    Raises:
+      ConfigError: a `config.json` that is not JSON, or of a model kbert cannot compute (one line, naming it).
+      MissingFileError: a Hugging Face config without safetensors weights.
+    """
+    directory = _directory(path)
+    config_path = os.path.join(directory, hf_checkpoint.CONFIG)
+    if "://" not in path and not os.path.exists(config_path):
+        return None  # a local path without one, or a preset name such as bert_base
+    if not tf.io.gfile.exists(config_path):
+        return None
+    try:
+        with tf.io.gfile.GFile(config_path) as f:
+            values = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{config_path} is not valid JSON: {e}") from None
+    if "class_name" in values:  # a Keras object: a keras-hub preset
+        task = keras_hub_checkpoint.has_masked_lm_task(directory)
+        return ImportedCheckpoint(
+            directory, KERAS_HUB, keras_hub_checkpoint.keras_hub_bert_config(values, config_path),
+            keras_hub_checkpoint.MASKED_LM if task else keras_hub_checkpoint.BACKBONE,
+            _existing(os.path.join(directory, keras_hub_checkpoint.VOCABULARY)), task)
+    config = bert_config_from_hf(values, config_path)
+    stored = hf_checkpoint.stored_shapes(directory)
+    heads = {part for part, prefix in hf_checkpoint.OPTIONAL_PARTS.items() if any(n.startswith(prefix) for n in stored)}
+    architecture = ("BertForPreTraining" if "next-sentence head" in heads else
+                    "BertForMaskedLM" if "masked-LM head" in heads else "BertModel")
+    return ImportedCheckpoint(directory, HUGGING_FACE, config, architecture,
+                              _existing(os.path.join(directory, "vocab.txt")), "masked-LM head" in heads)
