@@ -2,6 +2,8 @@
 named, never fatal unless all are bad; whole-file problems are one line before anything is written."""
 
 import csv
+import re
+import sys
 import json
 
 import numpy as np
@@ -160,3 +162,26 @@ def test_crlf_text_is_cut_at_document_ends(tmp_path):
     for unit_bytes in (1, 300):
         units, _ = documents.plan_work_units([str(source)], unit_bytes)
         assert [doc for unit in units for doc in documents.read_documents(unit)[0]] == docs
+
+
+def test_a_vocabulary_learns_the_same_from_every_format(tmp_path):
+    from kbert.data.vocab import learn_vocabulary
+    docs = corpus_documents(num_docs=12)
+    learned = {}
+    for input_format in FORMATS:
+        source = write_corpus(tmp_path, docs, input_format)
+        learned[input_format], stats = learn_vocabulary([source], 120, layout="compact",
+                                                        input_format=documents.InputFormat(input_format))
+        assert stats.lines == sum(map(len, docs))
+    assert all(learned[f] == learned["text"] for f in FORMATS)
+
+
+@pytest.mark.parametrize("input_format,module,extra", [("parquet", "pyarrow.parquet", "kbert[parquet]"),
+                                                       ("hf_dataset", "datasets", "kbert[hf]")])
+def test_a_missing_extra_is_named(tmp_path, monkeypatch, input_format, module, extra):
+    from kbert.errors import ConfigError
+    source = write_corpus(tmp_path, corpus_documents(num_docs=2), input_format)
+    monkeypatch.setitem(sys.modules, module, None)  # what `import` meets where the package is not installed
+    with pytest.raises(ConfigError, match=re.escape(f"--input_format={input_format} needs") + ".*" +
+                       re.escape(f"pip install '{extra}'")):
+        documents.plan_work_units([source], 1 << 20, documents.InputFormat(input_format))

@@ -1,4 +1,10 @@
-"""Benchmark: kbert's create_pretraining_data against Model Garden's, same corpus and settings, two corpus sizes.
+"""Benchmarks of data preparation, in three sections (`--sections`):
+
+* data: kbert's create_pretraining_data against Model Garden's, same corpus and settings, two corpus sizes.
+* vocab: kbert-build-vocab's two learners (Hugging Face `tokenizers`, tensorflow-text) on the same text.
+* beam: kbert-create-pretraining-data on Apache Beam's DirectRunner against the local tool, same corpus.
+
+Data section:
 
 Runs each tool as a subprocess (end to end: interpreter and TensorFlow start-up included) and samples its process
 tree every 0.2 s for peak memory: PSS summed over the tree (pages shared by forked workers counted once) and the
@@ -9,15 +15,34 @@ their wall times), in which every fixed cost cancels. Prints the speed ratios la
 
     python tools/bench_data.py --corpus=runs/demo-.../data/train.txt --vocab_file=vocab.txt --dupe_factor=3 \\
         --scales=1,8
+
+Vocab section: every `--heldout_every`-th document of `--vocab_text` (default: `--corpus`) is held out, each
+learner learns a `--vocab_size` vocabulary from the rest in its own subprocess (so peak memories do not mix), and
+kbert's tokenizer splits the held-out text with each vocabulary. Also learns one with `tokenizers` at the size
+tensorflow-text returned, to compare pieces per word at equal size. Prints, per run, the learning time (imports
+excluded) and the subprocess's wall time, peak RSS and what learning added to it, the size returned against the
+size asked, pieces per held-out word and the share of [UNK] pieces; then the speed and memory ratios.
+
+    python tools/bench_data.py --sections=vocab --vocab_text='corpus/*.txt' --vocab_size=30522
+
+Beam section: the local tool with `--num_workers` processes, and the Beam pipeline on DirectRunner in its
+multi-processing mode with as many workers and in its single-process in-memory mode, on `--corpus` at the largest
+of `--scales`; each end to end in a subprocess, its record set checked against the local tool's. Prints
+instances per second and the ratio to the local tool.
+
+    python tools/bench_data.py --sections=beam --corpus=corpus.txt --vocab_file=vocab.txt --scales=4
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import NamedTuple
 
@@ -26,13 +51,35 @@ import bench_flags
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-bench_flags.define("seq_length", "max_predictions", "work_dir", required=("corpus", "vocab_file"),
-                   notes={"work_dir": "Default: a temporary one."})
+bench_flags.define("corpus", "vocab_file", "seq_length", "max_predictions", "work_dir",
+                   notes={"work_dir": "Default: a temporary one.", "corpus": "Required by the data section.",
+                          "vocab_file": "Required by the data section."})
+flags.DEFINE_list("sections", ["data", "vocab", "beam"], "What to benchmark: data (create_pretraining_data, kbert "
+                  "against Model Garden), vocab (kbert-build-vocab's learners, tokenizers against tensorflow_text), "
+                  "beam (the Beam pipeline against the local tool).")
 flags.DEFINE_integer("dupe_factor", 3, "Passes over the data (both tools).")
 flags.DEFINE_integer("num_workers", 2, "kbert worker processes.")
 flags.DEFINE_float("work_unit_mb", 1.0, "kbert work-unit size.")
 flags.DEFINE_list("scales", ["1", "8"], "Corpus sizes, in copies of --corpus: the smallest and the largest give "
                   "the steady rates.")
+flags.DEFINE_string("vocab_text", None, "Vocab section: text files, comma-separated globs. Default: --corpus.")
+flags.DEFINE_integer("vocab_size", 8000, "Vocab section: the vocabulary size asked of both learners.")
+flags.DEFINE_integer("heldout_every", 20, "Vocab section: every N-th document is held out to count pieces per word.")
+flags.DEFINE_string("vocab_job", None, "Internal: one learner's run (JSON), done in a subprocess of the vocab section.")
+
+LEARNERS = ("tensorflow_text", "tokenizers")
+
+
+class VocabRun(NamedTuple):
+    learner: str
+    asked: int
+    returned: int
+    learn_seconds: float
+    wall_seconds: float
+    peak_rss_mb: float
+    learning_mb: float
+    pieces_per_word: float
+    unk_percent: float
 
 
 class Run(NamedTuple):
@@ -92,10 +139,8 @@ def _count(path: str) -> int:
     return sum(1 for _ in tf.data.TFRecordDataset(path))
 
 
-def main(argv: list[str]) -> None:
-    del argv
-    work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_data_")
-    os.makedirs(work, exist_ok=True)
+def _data_section(work: str) -> None:
+    """kbert's and Model Garden's create_pretraining_data on `--corpus` at each of `--scales`."""
     scales = sorted(int(k) for k in FLAGS.scales)
     corpora = {}
     for copies in scales:
@@ -145,6 +190,173 @@ def main(argv: list[str]) -> None:
     for label in corpora:
         ratio = by[(label, "kbert")].rate / by[(label, "model_garden")].rate
         print(f"speed ratio kbert / model_garden, end to end ({label} corpus): {ratio:.1f}x")
+
+
+
+def _vocab_section(work: str) -> None:
+    """Both vocabulary learners on the same training text, then their vocabularies on the same held-out text."""
+    from kbert.data import files, text_documents
+
+    inputs = files.expand_patterns(FLAGS.vocab_text or FLAGS.corpus, "--vocab_text")
+    train, heldout = os.path.join(work, "vocab_train.txt"), os.path.join(work, "vocab_heldout.txt")
+    split = text_documents.write_split(text_documents.read_documents(inputs), train, heldout, FLAGS.heldout_every)
+    with open(heldout, encoding="utf-8") as f:
+        heldout_lines = [line.strip() for line in f if line.strip()]
+    words = _count_words(heldout_lines)
+    runs = [_vocab_run(learner, FLAGS.vocab_size, train, heldout_lines, words, work) for learner in LEARNERS]
+    if runs[0].returned != FLAGS.vocab_size:
+        runs.append(_vocab_run("tokenizers", runs[0].returned, train, heldout_lines, words, work))
+    print(f"\n{_machine()}")
+    print(f"vocabulary: trained on {os.path.getsize(train) / 1e6:.1f} MB ({split.train_documents:,} documents), "
+          f"held out {os.path.getsize(heldout) / 1e6:.1f} MB (every {FLAGS.heldout_every}th document, "
+          f"{words:,} words); lower_case, bert layout (104 reserved)")
+    print(f"{'learner':>15} {'asked':>7} {'returned':>8} {'learn s':>8} {'wall s':>7} {'peak RSS MB':>11} "
+          f"{'learning MB':>11} {'pieces/word':>11} {'[UNK] %':>7}")
+    for r in runs:
+        print(f"{r.learner:>15} {r.asked:7,} {r.returned:8,} {r.learn_seconds:8.1f} {r.wall_seconds:7.1f} "
+              f"{r.peak_rss_mb:11,.0f} {r.learning_mb:11,.0f} {r.pieces_per_word:11.3f} {r.unk_percent:7.2f}")
+    tf_text, hf = runs[0], runs[1]
+    print(f"tokenizers against tensorflow_text at --vocab_size={FLAGS.vocab_size:,}: "
+          f"{tf_text.learn_seconds / hf.learn_seconds:.1f}x faster learning "
+          f"({tf_text.wall_seconds / hf.wall_seconds:.1f}x end to end); "
+          f"peak RSS {hf.peak_rss_mb / tf_text.peak_rss_mb:.2f}x, "
+          f"memory added by learning {hf.learning_mb / max(tf_text.learning_mb, 1):.2f}x")
+    equal = runs[-1]
+    print(f"pieces per held-out word at {equal.returned:,} tokens (tensorflow_text's size): tensorflow_text "
+          f"{tf_text.pieces_per_word:.3f}, tokenizers {equal.pieces_per_word:.3f}")
+
+
+def _vocab_run(learner: str, size: int, train: str, heldout_lines: list[str], words: int, work: str) -> VocabRun:
+    """One learner in a subprocess (this script with --vocab_job), then its vocabulary on the held-out lines."""
+    from kbert.data.tokenization import WordpieceTokenizer
+
+    vocab_path = os.path.join(work, f"vocab_{learner}_{size}.txt")
+    job = {"learner": learner, "size": size, "train": train, "vocab": vocab_path, "result": vocab_path + ".json"}
+    wall, _, _ = _measure([sys.executable, os.path.abspath(__file__), f"--vocab_job={json.dumps(job)}"])
+    with open(job["result"]) as f:
+        result = json.load(f)
+    tokenizer = WordpieceTokenizer(vocab_path, lower_case=True)
+    ids, _ = tokenizer.tokenize(heldout_lines)
+    unk = float((ids == tokenizer.vocab.index("[UNK]")).mean()) * 100
+    print(f"vocab {learner} {size:,}: {result['returned']:,} tokens in {result['seconds']:.1f} s", flush=True)
+    return VocabRun(learner, size, result["returned"], result["seconds"], wall, result["peak_rss_mb"],
+                    result["learning_mb"], len(ids) / words, unk)
+
+
+def _vocab_job(spec: str) -> None:
+    """Learns one vocabulary (`spec` from `_vocab_run`) and writes its figures. The learner's imports come before
+    the clock starts and before the RSS the learning is measured against."""
+    from kbert.data import vocab
+
+    job = json.loads(spec)
+    if job["learner"] == "tensorflow_text":
+        importlib.import_module("tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset")
+    process = psutil.Process()
+    before = process.memory_info().rss
+    peak = [before]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            peak[0] = max(peak[0], process.memory_info().rss)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    start = time.time()
+    tokens, _ = vocab.learn_vocabulary([job["train"]], job["size"], learner=job["learner"])
+    seconds = time.time() - start
+    done.set()
+    sampler.join()
+    vocab.write_vocabulary(tokens, job["vocab"])
+    with open(job["result"], "w") as f:
+        json.dump({"returned": len(tokens), "seconds": seconds, "learning_mb": (peak[0] - before) / 2**20,
+                   "peak_rss_mb": _peak_rss_mb()}, f)
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak RSS since it started. Not getrusage's ru_maxrss: that counts the RSS of the process
+    it was forked from (this benchmark, TensorFlow imported) before the exec."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024  # kB
+
+
+def _count_words(lines: list[str]) -> int:
+    """Words as BERT's basic tokenizer splits them (punctuation marks are words), lower-cased."""
+    from tokenizers import normalizers, pre_tokenizers
+
+    normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return sum(len(pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(line))) for line in lines)
+
+
+def _records(pattern: str) -> list[bytes]:
+    import tensorflow as tf
+
+    return sorted(bytes(r) for r in tf.data.TFRecordDataset(sorted(tf.io.gfile.glob(pattern))).as_numpy_iterator())
+
+
+def _beam_section(work: str) -> None:
+    """The local tool against the Beam pipeline on DirectRunner, on `--corpus` at the largest of `--scales`."""
+    copies = max(int(k) for k in FLAGS.scales)
+    corpus = FLAGS.corpus if copies == 1 else os.path.join(work, f"corpus_{copies}x.txt")
+    if copies > 1 and not os.path.exists(corpus):
+        _scaled_corpus(FLAGS.corpus, copies, corpus)
+    common = [sys.executable, "-m", "kbert.cli.create_pretraining_data", f"--input_file={corpus}",
+              f"--vocab_file={FLAGS.vocab_file}", f"--max_seq_length={FLAGS.seq_length}",
+              f"--max_predictions_per_seq={FLAGS.max_predictions}", f"--dupe_factor={FLAGS.dupe_factor}",
+              f"--work_unit_mb={FLAGS.work_unit_mb}", "--num_output_shards=4"]
+    workers = FLAGS.num_workers
+    runs = {"local": [f"--num_workers={workers}"],
+            f"beam DirectRunner, {workers} processes": [
+                "--runner=DirectRunner", f"--beam_pipeline_args=--direct_num_workers={workers}",
+                "--beam_pipeline_args=--direct_running_mode=multi_processing"],
+            "beam DirectRunner, in memory": ["--runner=DirectRunner"]}
+    rows, local = [], None
+    for name, extra in runs.items():
+        out = os.path.join(work, f"beam_{len(rows)}", "train.tfrecord")
+        seconds, pss, _ = _measure(common + [f"--output_file={out}"] + extra)
+        records = _records(out + "-*")
+        local = local if local is not None else records
+        rows.append((name, len(records), seconds, pss, records == local))
+        print(f"{name}: {len(records):,} instances in {seconds:.1f} s", flush=True)
+    print(f"\n{_machine()}; corpus {os.path.getsize(corpus) / 1e6:.1f} MB, dupe_factor={FLAGS.dupe_factor}")
+    print(f"{'run':>34} {'instances':>10} {'wall s':>7} {'inst/s':>8} {'peak PSS MB':>11} {'same records':>12}")
+    for name, instances, seconds, pss, same in rows:
+        print(f"{name:>34} {instances:10,} {seconds:7.1f} {instances / seconds:8,.0f} {pss:11,.0f} {str(same):>12}")
+    for name, instances, seconds, _, _ in rows[1:]:
+        print(f"speed ratio {name} / local tool, end to end: {rows[0][2] / seconds:.2f}x")
+
+
+def _machine() -> str:
+    """CPU model, widest vector ISA, cores and load: what the figures depend on."""
+    with open("/proc/cpuinfo") as f:
+        info = f.read()
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    cpu_flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    isa = "AVX-512" if "avx512f" in cpu_flags else "AVX2" if "avx2" in cpu_flags else "no AVX2"
+    return f"cpu: {model}, {isa}, {os.cpu_count()} cores, load average at end: {os.getloadavg()[0]:.1f}"
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    if FLAGS.vocab_job:
+        _vocab_job(FLAGS.vocab_job)
+        return
+    unknown = set(FLAGS.sections) - {"data", "vocab", "beam"}
+    if unknown:
+        raise app.UsageError(f"--sections: unknown {sorted(unknown)}; use data, vocab, beam.")
+    if {"data", "beam"} & set(FLAGS.sections) and not (FLAGS.corpus and FLAGS.vocab_file):
+        raise app.UsageError("The data and beam sections need --corpus and --vocab_file (or use --sections=vocab).")
+    if "vocab" in FLAGS.sections and not (FLAGS.vocab_text or FLAGS.corpus):
+        raise app.UsageError("The vocab section needs --vocab_text or --corpus.")
+    work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_data_")
+    os.makedirs(work, exist_ok=True)
+    if "data" in FLAGS.sections:
+        _data_section(work)
+    if "vocab" in FLAGS.sections:
+        _vocab_section(work)
+    if "beam" in FLAGS.sections:
+        _beam_section(work)
 
 
 if __name__ == "__main__":

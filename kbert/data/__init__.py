@@ -1,6 +1,19 @@
-"""Pretraining data: TFRecord schema, validation, dynamic masking and the tf.data input pipeline."""
+"""Pretraining data: TFRecord schema, validation, dynamic masking and the tf.data input pipeline.
 
-from kbert.data.pipeline import pretraining_dataset
-from kbert.data.validation import RecordLayout, first_layout
+The names below are imported on first use, so that the data tools that need no TensorFlow (kbert-build-vocab
+on local files) can import their modules of this package without it.
+"""
 
-__all__ = ["RecordLayout", "first_layout", "pretraining_dataset"]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {"pretraining_dataset": "kbert.data.pipeline", "RecordLayout": "kbert.data.validation",
+            "first_layout": "kbert.data.validation"}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

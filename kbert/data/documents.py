@@ -21,11 +21,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterator, Sequence
 
-import tensorflow as tf
-
-from kbert.data import sentences
-from kbert.data.files import io_errors, raw_lines, require_text
+from kbert.data import sentences, storage
+from kbert.data.files import raw_lines, require_text
 from kbert.data.record_files import RECORD_FORMATS, RecordFormat
+from kbert.data.storage import io_errors
 from kbert.errors import ConfigError, InputDataError
 
 FORMATS = ("text",) + RECORD_FORMATS
@@ -188,7 +187,7 @@ def _read_records(unit: WorkUnit, split_sentences: bool) -> tuple[list[list[str]
 
 def _read_text(unit: WorkUnit) -> tuple[list[list[str]], ReadStats]:
     stats = ReadStats()
-    with io_errors(unit.path, "--input_file"), tf.io.gfile.GFile(unit.path, "rb") as f:
+    with io_errors(unit.path, "--input_file"), storage.open(unit.path, "rb") as f:
         f.seek(unit.start)
         block = f.read(unit.end - unit.start)
     try:

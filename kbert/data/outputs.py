@@ -2,7 +2,7 @@
 
 Two rules. Checks that can fail run before anything is written (`check_outputs`). And a file is written at its
 staging path, `PARENT/.DIR.kbert-incomplete/NAME` for the output `PARENT/DIR/NAME`, and moved into place only when
-it is complete (`staged`). The staging folder is outside DIR, so no glob over the outputs (`DIR/*`: TensorFlow's
+it is complete (`staged`). The staging folder is outside DIR, so no glob over the outputs (`DIR/*`: kbert's
 glob matches dotfiles and folders) ever matches a partial file, and beside it, so on the same file system. A
 killed run's staged file is removed by the next run that writes the same output.
 
@@ -22,9 +22,8 @@ import os
 import posixpath
 from typing import Iterator, Mapping, Sequence
 
-import tensorflow as tf
-
-from kbert.data.files import io_errors
+from kbert.data import storage
+from kbert.data.storage import io_errors
 from kbert.errors import ConfigError
 
 STAGING_SUFFIX = ".kbert-incomplete"
@@ -32,7 +31,7 @@ STAGING_SUFFIX = ".kbert-incomplete"
 
 def _same_file_key(path: str) -> str:
     """One spelling per file: local paths resolved (links, `..`, relative), URLs as given."""
-    return path if "://" in path else os.path.realpath(path)
+    return path if storage.is_url(path) else os.path.realpath(path)
 
 
 def check_outputs(outputs: Sequence[str], reads: Mapping[str, Sequence[str]], flag: str = "--output_file") -> None:
@@ -42,7 +41,7 @@ def check_outputs(outputs: Sequence[str], reads: Mapping[str, Sequence[str]], fl
     for path in outputs:
         if _same_file_key(path) in seen:
             raise ConfigError(f"{flag}: {path} is named twice; give every output file its own name.")
-        if tf.io.gfile.isdir(path):
+        if storage.isdir(path):
             raise ConfigError(f"{flag}: {path} is a directory; give a file name, e.g. {path.rstrip('/')}/out.")
         seen.add(_same_file_key(path))
     for read_flag, paths in reads.items():
@@ -90,45 +89,37 @@ def staging_path(path: str, flag: str = "--output_file") -> str:
 
 
 def _remove(path: str) -> None:
-    if tf.io.gfile.exists(path):
-        tf.io.gfile.remove(path)
+    if storage.exists(path):
+        storage.remove(path)
 
 
 def _remove_folder_if_empty(folder: str) -> None:
     # Only local folders exist apart from their files; os.rmdir leaves a folder another run is writing into.
-    if "://" not in folder:
+    if not storage.is_url(folder):
         with contextlib.suppress(OSError):
             os.rmdir(folder)
-
-
-def _move(temp: str, path: str) -> None:
-    try:
-        tf.io.gfile.rename(temp, path, overwrite=True)
-    except tf.errors.OpError:
-        # DIR is a mount point, so its parent is another file system: copy, then drop the staged file.
-        tf.io.gfile.copy(temp, path, overwrite=True)
-        tf.io.gfile.remove(temp)
 
 
 @contextlib.contextmanager
 def staged(path: str, flag: str = "--output_file") -> Iterator[str]:
     """Yields the staging path to write `path` at; moves it to `path` if the block returns, removes it if it raises.
 
-    The output's folder is created if absent; a staged file left by a killed run is removed first. TensorFlow's
-    I/O errors become `KbertError`s naming `flag`.
+    The output's folder is created if absent; a staged file left by a killed run is removed first. I/O errors
+    become `KbertError`s naming `flag`. Where DIR is a mount point, the staged file is on another file system and
+    is copied into place.
     """
     temp = staging_path(path, flag)
     folder = posixpath.dirname(temp)
     with io_errors(path, flag):
-        tf.io.gfile.makedirs(output_folder(path))
+        storage.makedirs(output_folder(path))
     with io_errors(temp, flag):
-        tf.io.gfile.makedirs(folder)
+        storage.makedirs(folder)
         _remove(temp)
     try:
         yield temp
         with io_errors(path, flag):
-            _move(temp, path)
+            storage.move(temp, path)
     finally:  # after a move there is nothing left to remove
-        with contextlib.suppress(tf.errors.OpError):
+        with contextlib.suppress(*storage.error_types()):
             _remove(temp)
         _remove_folder_if_empty(folder)

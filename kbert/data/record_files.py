@@ -30,9 +30,9 @@ import os
 import sys
 from typing import Any, Iterator
 
-import tensorflow as tf
-
-from kbert.data.files import io_errors, raw_lines
+from kbert.data import storage
+from kbert.data.files import raw_lines
+from kbert.data.storage import io_errors
 from kbert.errors import ConfigError, InputDataError
 
 RECORD_FORMATS = ("jsonl", "csv", "parquet", "hf_dataset")
@@ -121,7 +121,7 @@ class RecordFormat:
                 yield record
 
     def _read_jsonl(self, path: str, start: int, end: int) -> Iterator[Record]:
-        with tf.io.gfile.GFile(path, "rb") as f:
+        with storage.open(path, "rb") as f:
             f.seek(start)
             block = f.read(end - start)
         for raw in block.split(b"\n"):
@@ -167,7 +167,7 @@ class RecordFormat:
 
     def _read_csv(self, path: str, start: int, end: int) -> Iterator[Record]:
         column = self._csv_column(path, next(csv.reader(_decode(raw) for raw in raw_lines(path)), None))
-        with tf.io.gfile.GFile(path, "rb") as f:
+        with storage.open(path, "rb") as f:
             f.seek(start)
             block = _decode(f.read(end - start))
         reader = csv.reader(io.StringIO(block, newline=""))
@@ -195,7 +195,7 @@ class RecordFormat:
         import pyarrow.fs
 
         # pyarrow's own file systems (local, gs://, s3://, hdfs://): a GFile is not the file object it needs.
-        file_system, location = pyarrow.fs.FileSystem.from_uri(path if "://" in path else os.path.abspath(path))
+        file_system, location = pyarrow.fs.FileSystem.from_uri(path if storage.is_url(path) else os.path.abspath(path))
         parquet = pq.ParquetFile(file_system.open_input_file(location))
         schema = parquet.schema_arrow
         if self.text_column not in schema.names:

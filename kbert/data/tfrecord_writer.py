@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.data import outputs, schema
-from kbert.data.files import io_error, io_errors
+from kbert.data.storage import io_error, io_errors
 from kbert.errors import InputDataError
 
 

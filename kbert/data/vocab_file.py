@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import tensorflow as tf
-
-from kbert.data.files import io_errors
+from kbert.data import storage
+from kbert.data.storage import io_errors
 from kbert.errors import VocabularyError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -55,7 +54,7 @@ def read_vocabulary(path: str, required: Sequence[str] = SPECIAL_TOKENS, flag: s
     and, for a bad line, its number.
     """
     with io_errors(path, flag):
-        with tf.io.gfile.GFile(path, "rb") as f:
+        with storage.open(path, "rb") as f:
             raw = f.read()
     try:
         tokens = raw.decode("utf-8").split("\n")
