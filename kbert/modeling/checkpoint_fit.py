@@ -29,6 +29,11 @@ def _listing(title: str, items: list[str]) -> str:
     return f"  {title} ({len(items)}):\n{shown}{more}"
 
 
+def describe_model(config) -> str:
+    """'the model (2 layers, hidden 32, vocab 64)': what `mismatch` names as the model a checkpoint must fit."""
+    return f"the model ({config.num_hidden_layers} layers, hidden {config.hidden_size}, vocab {config.vocab_size})"
+
+
 def mismatch(path: str, expected: Mapping[str, Sequence[int]], stored: Mapping[str, Sequence[int]], model: str,
              fix: str) -> Optional[CheckpointMismatchError]:
     """The error naming every missing, unexpected and wrong-shape variable of `stored` against `expected`

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from kbert.checkpoint_index import write_checkpoint_index
 from kbert.errors import CheckpointMismatchError, MissingFileError
-from kbert.modeling.checkpoint_fit import mismatch
+from kbert.modeling.checkpoint_fit import describe_model, mismatch
 from kbert.modeling.encoder import BertEncoder
 from kbert.modeling.pretrainer import BertPretrainer
 
@@ -114,8 +114,7 @@ def load_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str,
         shapes = {n: shape for n, shape in shapes.items() if n in weights}
         weights = {n: shape for n, shape in weights.items() if n in shapes}
     c = model.config
-    error = mismatch(path, shapes, weights, f"the model ({c.num_hidden_layers} layers, hidden {c.hidden_size}, "
-                     f"vocab {c.vocab_size})", "check that bert_config.json matches the checkpoint (strict=False "
+    error = mismatch(path, shapes, weights, describe_model(c), "check that bert_config.json matches the checkpoint (strict=False "
                      "loads a partial match).")
     if error:
         raise error

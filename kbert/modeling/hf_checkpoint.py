@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from kbert.choices import HF_ARCHITECTURES
 from kbert.errors import CheckpointMismatchError, ConfigError, MissingFileError
-from kbert.modeling.checkpoint_fit import mismatch
+from kbert.modeling.checkpoint_fit import describe_model, mismatch
 from kbert.modeling.encoder import BertEncoder
 from kbert.modeling.google_checkpoint import google_variable_map
 from kbert.modeling.hf_config import hf_config_of
@@ -177,8 +177,7 @@ def load_hf_checkpoint(model: Union[BertPretrainer, BertEncoder], directory: str
     expected = {n: pair for n, pair in hf_variable_map(model).items() if not n.startswith(skipped)}
     shapes = {n: tuple(v.shape)[::-1] if transposed else tuple(v.shape) for n, (v, transposed) in expected.items()}
     c = model.config
-    error = mismatch(directory, shapes, stored, f"the model ({c.num_hidden_layers} layers, hidden {c.hidden_size}, "
-                     f"vocab {c.vocab_size})", "leave the model section unset (it comes from the checkpoint's "
+    error = mismatch(directory, shapes, stored, describe_model(c), "leave the model section unset (it comes from the checkpoint's "
                      "config.json), or give a BERT checkpoint of this model's sizes.")
     if error:
         raise error

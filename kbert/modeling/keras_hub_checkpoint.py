@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.errors import CheckpointMismatchError, ConfigError, MissingFileError
-from kbert.modeling.checkpoint_fit import mismatch
+from kbert.modeling.checkpoint_fit import describe_model, mismatch
 from kbert.modeling.config import BertConfig
 from kbert.modeling.encoder import BertEncoder
 from kbert.modeling.pretrainer import BertPretrainer
@@ -162,7 +162,7 @@ def load_keras_hub_preset(model: Union[BertPretrainer, BertEncoder], directory: 
     shapes = [(ours.path, int(np.prod(ours.shape)), int(np.prod(theirs.shape))) for ours, theirs in pairs]
     error = mismatch(directory, {path: (size,) for path, size, _ in shapes},
                      {path: (size,) for path, _, size in shapes},
-                     f"the model ({c.num_hidden_layers} layers, hidden {c.hidden_size}, vocab {c.vocab_size})",
+                     describe_model(c),
                      "leave the model section unset (it comes from the preset's config.json).")
     if error:
         raise error

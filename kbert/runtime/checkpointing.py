@@ -31,7 +31,7 @@ import keras
 import tensorflow as tf
 
 from kbert.errors import CorruptCheckpointError, InputDataError, MissingFileError
-from kbert.modeling.checkpoint_fit import mismatch
+from kbert.modeling.checkpoint_fit import describe_model, mismatch
 from kbert.modeling.google_checkpoint import load_google_checkpoint
 from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.runtime import checkpoint_files
@@ -92,8 +92,7 @@ def saved_counter(prefix: str, name: str) -> int:
 
 def _describe(model: keras.Model) -> str:
     c = getattr(model, "config", None)
-    return f"the model ({c.num_hidden_layers} layers, hidden {c.hidden_size}, vocab {c.vocab_size})" if c \
-        else "the model"
+    return describe_model(c) if c else "the model"
 
 
 def latest_checkpoint(model_dir: str) -> Optional[str]:
