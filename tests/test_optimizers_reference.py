@@ -1,12 +1,16 @@
-"""kbert LAMB and LARS against float64 NumPy references (tests/optimizer_reference.py), every flag, 12 steps."""
+"""kbert LAMB and LARS against float64 NumPy references (tests/optimizer_reference.py), every flag, 12 steps.
+
+Runs on the Keras backend KERAS_BACKEND selects (tools/test.sh runs it under TensorFlow and JAX): under TensorFlow
+the embedding gradients are IndexedSlices with a repeated row, under JAX the same gradients dense.
+"""
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import optimizer_reference
 from kbert.optimizers import LAMB, LARS, PolynomialWarmup
+from optimizer_steps import BACKEND, traced_step
 
 STEPS = 12
 SHAPES = {
@@ -40,19 +44,24 @@ def _dense(name, grad):
     return dense
 
 
+def _gradients(grads):
+    """One step's gradients as the backend gives them (TensorFlow: the embedding's as IndexedSlices)."""
+    if BACKEND != "tensorflow":
+        return [keras.ops.convert_to_tensor(_dense(n, g).astype("float32")) for n, g in grads.items()]
+    import tensorflow as tf
+
+    tensors = [tf.constant(g, tf.float32) for g in grads.values()]
+    index = list(grads).index("embeddings")
+    tensors[index] = tf.IndexedSlices(tensors[index], tf.constant(EMBEDDING_ROWS), tf.constant(SHAPES["embeddings"]))
+    return tensors
+
+
 def _run_kbert(optimizer, weights, steps):
     variables = [keras.Variable(w.astype("float32"), name=n) for n, w in weights.items()]
-
-    @tf.function
-    def apply(grads):
-        optimizer.apply_gradients(zip(grads, variables))
-
+    apply = traced_step(optimizer, variables)
     for grads in steps:
-        tensors = [tf.constant(grads[n], tf.float32) for n in weights]
-        index = list(weights).index("embeddings")
-        tensors[index] = tf.IndexedSlices(tensors[index], tf.constant(EMBEDDING_ROWS), tf.constant(SHAPES["embeddings"]))
-        apply(tensors)
-    return [v.numpy() for v in variables]
+        apply(_gradients({n: grads[n] for n in weights}))
+    return [keras.ops.convert_to_numpy(v) for v in variables]
 
 
 def _compare(optimizer, reference, **reference_kwargs):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs kbert's test suite on a fresh machine: makes .venv if absent, installs kbert[test], runs pytest.
-# Idempotent; extra arguments go to pytest (e.g. `bash tools/test.sh -k lamb`).
+# Idempotent; extra arguments go to the first pytest run, under TensorFlow (e.g. `bash tools/test.sh -k lamb`); a
+# second run tests kbert's optimizers under KERAS_BACKEND=jax, unless the arguments pick tests (files or -k).
 # Two pytest workers (KBERT_TEST_WORKERS): many tests start kbert-pretrain processes, whose single-threaded start
 # (importing TensorFlow, tracing) leaves a core idle; two workers use it.
 set -euo pipefail
@@ -8,4 +9,15 @@ cd "$(dirname "$0")/.."
 source tools/_venv.sh
 kbert_venv test
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
-exec .venv/bin/python -m pytest -n "${KBERT_TEST_WORKERS:-2}" "$@"
+status=0
+.venv/bin/python -m pytest -n "${KBERT_TEST_WORKERS:-2}" "$@" || status=$?
+picked=0
+for arg in "$@"; do
+  case "$arg" in -k|-k*|[!-]*) picked=1 ;; esac
+done
+if [ "$picked" -eq 0 ]; then
+  # The optimizer tests written for every Keras backend, again under JAX (docs/optimizers.md, "Backends").
+  KERAS_BACKEND=jax JAX_PLATFORMS=cpu .venv/bin/python -m pytest -n "${KBERT_TEST_WORKERS:-2}" -q \
+    tests/test_optimizers_reference.py tests/test_optimizers_backends.py || status=$?
+fi
+exit "$status"

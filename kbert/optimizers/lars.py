@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from kbert.optimizers.layerwise import (
     DEFAULT_EXCLUDE,
@@ -96,20 +96,20 @@ class LARS(LayerwiseOptimizer):
         super().build(var_list)
         self._momentums = self._add_float32_slots(var_list, "momentum")
 
-    def _trust_ratio(self, index: int, adapt: bool, weights, direction, lr) -> tf.Tensor:
-        ratio = tf.constant(1.0)
+    def _trust_ratio(self, index: int, adapt: bool, weights, direction, lr):
+        ratio = ops.ones((), "float32")
         if adapt:
             ratio = self.eeta * self._safe_ratio(self._norm(weights), self._norm(direction) + self.epsilon, 1.0)
             if self.larc_clip:
-                ratio = tf.minimum(tf.math.divide_no_nan(ratio, lr), 1.0)
+                ratio = ops.minimum(ops.divide_no_nan(ratio, lr), 1.0)
         self._record_trust_ratio(index, ratio)
         return ratio
 
     def update_step(self, gradient, variable, learning_rate):
         index, decay, adapt = self._variable_flags(variable)
         g = self._float32(gradient)
-        w = tf.cast(variable, tf.float32)
-        lr = tf.cast(learning_rate, tf.float32)
+        w = ops.cast(variable, "float32")
+        lr = ops.cast(learning_rate, "float32")
         u = self._momentums[index]
         if decay:
             g = g + self.weight_decay * w
@@ -123,7 +123,7 @@ class LARS(LayerwiseOptimizer):
             direction = self.momentum * u_t + g if self.nesterov else u_t
             step = lr * self._trust_ratio(index, adapt, w, direction, lr) * direction
         self.assign(u, u_t)
-        self.assign(variable, tf.cast(w - step, variable.dtype))
+        self.assign(variable, ops.cast(w - step, variable.dtype))
 
     def get_config(self):
         config = super().get_config()

@@ -9,16 +9,19 @@ What LAMB and LARS have in common and Keras 3 lacks:
 * schedules and bias correction that count optimizer steps, not gradient-accumulation micro-steps;
 * the last step's trust ratio of every variable, kept in non-trainable float32 variables (`trust_ratios`).
 
-This module targets the TensorFlow backend, the only one kbert supports.
+The math is `keras.ops` and runs on every Keras backend. What only the TensorFlow backend has (replicas under
+`tf.distribute`, slot colocation, `_all_reduce_sum_gradients`, `IndexedSlices`) is used only under it, through
+Keras's own strategy attribute and hooks; TensorFlow is imported only there, never with this module.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 DEFAULT_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
 
@@ -61,6 +64,38 @@ def compile_patterns(name: str, patterns: Iterable[str] | None) -> tuple[str, ..
 def path_matches(patterns: Sequence[str], path: str) -> bool:
     """Whether any of the regexes is found in a `variable.path`: how every kbert exclusion list is matched."""
     return any(re.search(pattern, path) for pattern in patterns)
+
+
+def on_tensorflow() -> bool:
+    """Whether Keras runs on the TensorFlow backend (replicas, `tf.distribute`), where the TF-only paths run."""
+    return keras.backend.backend() == "tensorflow"
+
+
+def to_dense(tensor) -> Any:
+    """A gradient as a dense tensor: TF's IndexedSlices summed into their rows (repeated rows added)."""
+    if on_tensorflow():
+        import tensorflow as tf  # IndexedSlices are TF's; keras.ops.convert_to_tensor keeps them sparse
+
+        return tf.convert_to_tensor(tensor)
+    return ops.convert_to_tensor(tensor, sparse=False)
+
+
+def sum_of_squares(tensor) -> Any:
+    """Σ x²: bit-identical to TF's fused `2·tf.nn.l2_loss` (eager, graph and XLA, checked on BERT shapes)."""
+    return ops.sum(ops.square(tensor))
+
+
+def global_norm(tensors) -> Any:
+    """‖G‖ over a list of dense tensors, summed as `tf.linalg.global_norm` sums (bit-identical under TF)."""
+    return ops.sqrt(ops.sum(ops.stack([sum_of_squares(t) for t in tensors])))
+
+
+def clip_by_global_norm(tensors, clip_norm: float) -> list:
+    """Divides dense tensors by max(‖G‖ / clip_norm, 1); NaN everywhere when ‖G‖ is not finite, as TF's."""
+    norm = global_norm(tensors)
+    clip = ops.convert_to_tensor(clip_norm, norm.dtype)
+    scale = clip * ops.minimum(1.0 / norm, 1.0 / clip) + (norm - norm)
+    return [t * scale for t in tensors]
 
 
 def _learning_rate_argument(learning_rate):
@@ -126,8 +161,7 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
         """One float32 optimizer variable per model variable (of its shape, or a scalar)."""
         slots = []
         for variable in var_list:
-            colocate = variable.value if isinstance(variable, keras.Variable) else variable
-            with self._distribution_strategy.extended.colocate_vars_with(colocate):
+            with self._colocated_with(variable):
                 slots.append(
                     self.add_variable(
                         shape=() if scalar else variable.shape,
@@ -138,8 +172,16 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
                 )
         return slots
 
+    def _colocated_with(self, variable):
+        """Under TF, places a slot with its variable under the strategy in scope, as Keras's own slots are."""
+        if not on_tensorflow():
+            return contextlib.nullcontext()
+        colocate = variable.value if isinstance(variable, keras.Variable) else variable
+        # `_distribution_strategy` is set by Keras's TensorFlow optimizer only (tests/test_keras_contract.py).
+        return self._distribution_strategy.extended.colocate_vars_with(colocate)
+
     @property
-    def trust_ratios(self) -> dict[str, tf.Tensor]:
+    def trust_ratios(self) -> dict[str, Any]:
         """The trust ratio each variable's last update used, keyed by `variable.path`.
 
         1.0 for variables excluded from layer adaptation and before the first step.
@@ -147,7 +189,7 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
         if not self.built:
             return {}
         return {
-            path: tf.convert_to_tensor(variable)
+            path: ops.copy(variable)  # a tensor read now, not the variable
             for path, variable in zip(self._variable_paths, self._trust_ratio_variables)
         }
 
@@ -157,26 +199,25 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
         return index, self._decay_flags[index], self._adapt_flags[index]
 
     def _record_trust_ratio(self, index: int, ratio) -> None:
-        self.assign(self._trust_ratio_variables[index], tf.cast(ratio, tf.float32))
+        self.assign(self._trust_ratio_variables[index], ops.cast(ratio, "float32"))
 
     @staticmethod
-    def _float32(tensor) -> tf.Tensor:
-        # IndexedSlices become dense here (duplicate rows summed): the layer-wise update and its norms are dense.
-        return tf.cast(tf.convert_to_tensor(tensor), tf.float32)
+    def _float32(tensor) -> Any:
+        # Sparse gradients become dense here: the layer-wise update and its norms are dense.
+        return ops.cast(to_dense(tensor), "float32")
 
     @staticmethod
-    def _norm(tensor) -> tf.Tensor:
-        # l2_loss is one fused pass (sum of squares / 2); tf.norm is two.
-        return tf.sqrt(2.0 * tf.nn.l2_loss(tensor))
+    def _norm(tensor) -> Any:
+        return ops.sqrt(sum_of_squares(tensor))
 
     @staticmethod
-    def _safe_ratio(numerator, denominator, fallback, low: float = 0.0, high: float | None = None) -> tf.Tensor:
+    def _safe_ratio(numerator, denominator, fallback, low: float = 0.0, high: float | None = None) -> Any:
         """clip(numerator / denominator, low, high) where both are > 0, else `fallback` (no inf or NaN leaks)."""
-        valid = tf.logical_and(numerator > 0, denominator > 0)
-        ratio = tf.maximum(numerator / tf.where(valid, denominator, 1.0), low)
+        valid = ops.logical_and(numerator > 0, denominator > 0)
+        ratio = ops.maximum(numerator / ops.where(valid, denominator, 1.0), low)
         if high is not None:
-            ratio = tf.minimum(ratio, high)
-        return tf.where(valid, ratio, fallback)
+            ratio = ops.minimum(ratio, high)
+        return ops.where(valid, ratio, fallback)
 
     def _get_current_learning_rate(self):
         # Kept private hook: Keras calls a schedule with its micro-step counter and no public hook picks the step;
@@ -193,23 +234,32 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
         # the user's (build honours it).
 
     def _clip_gradients(self, grads):
-        # Kept private hook: Keras's global_clipnorm clips each replica's gradients before the all-reduce (two
-        # replicas would take twice the single-device step), and keeping `global_clipnorm` as the public name means
-        # Keras must be told not to; the clipping happens in _all_reduce_sum_gradients.
-        if self.global_clipnorm:
+        # Kept private hook, every backend: Keras's `_backend_apply_gradients` (base, JAX and TF alike) calls it on
+        # each step's gradients, after averaging accumulated ones, before `_backend_update_step`. Under TF those are
+        # one replica's gradients: Keras's global_clipnorm would clip them before the all-reduce (two replicas would
+        # take twice the single-device step), so TF clips in _all_reduce_sum_gradients instead. On the other
+        # backends gradients are already global (no replicas; JAX shards arrays, it does not split the sum), and
+        # this is the last hook that sees them all before any variable is updated: they are clipped here.
+        if not self.global_clipnorm:
+            return super()._clip_gradients(grads)
+        if on_tensorflow():
             return grads
-        return super()._clip_gradients(grads)
+        return self._clip_by_global_norm(grads)
+
+    def _clip_by_global_norm(self, grads) -> list:
+        """Dense `grads` divided by max(‖G‖ / global_clipnorm, 1): the NVLAMB pre-normalisation, every backend."""
+        return clip_by_global_norm([to_dense(g) for g in grads], self.global_clipnorm)
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         """Sums gradients over replicas, then divides them by max(global_norm / global_clipnorm, 1)."""
-        # Kept private hook (TF backend): the only code that sees the all-reduced gradients, in replica context,
-        # before any variable is updated.
+        # Kept private hook (TF backend only, which alone calls it): the only code that sees the all-reduced
+        # gradients, in replica context, before any variable is updated.
         grads_and_vars = super()._all_reduce_sum_gradients(grads_and_vars)
         if not self.global_clipnorm:
             return grads_and_vars
-        grads = [None if g is None else tf.convert_to_tensor(g) for g, _ in grads_and_vars]
-        clipped, _ = tf.clip_by_global_norm(grads, self.global_clipnorm)
-        return [(g, v) for g, (_, v) in zip(clipped, grads_and_vars)]
+        kept = [(g, v) for g, v in grads_and_vars if g is not None]
+        clipped = iter(self._clip_by_global_norm([g for g, _ in kept]))
+        return [(g if g is None else next(clipped), v) for g, v in grads_and_vars]
 
     def get_config(self):
         config = super().get_config()

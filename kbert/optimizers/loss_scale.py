@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+
+from kbert.optimizers.layerwise import on_tensorflow
 
 
 @keras.saving.register_keras_serializable(package="kbert")
 class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     """`keras.optimizers.LossScaleOptimizer` that skips a step on every replica when any replica overflowed.
 
-    Keras checks the *per-replica* gradients for inf/NaN and keeps replica 0's answer, so an overflow on
-    another replica alone is summed into every replica's update. Here the check is all-reduced first.
-    Same arguments and behaviour otherwise.
+    Under TensorFlow, Keras checks the *per-replica* gradients for inf/NaN and keeps replica 0's answer, so an
+    overflow on another replica alone is summed into every replica's update. Here the check is all-reduced first.
+    On the other backends gradients are global (no replicas) and Keras's check is used as is. Same arguments and
+    behaviour otherwise.
 
     Example:
 
@@ -27,6 +29,10 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     def check_finite(self, grads):
         # Undocumented Keras method, kept: the only hook between the per-replica finiteness check and the step's cond.
         finite = super().check_finite(grads)
+        if not on_tensorflow():
+            return finite
+        import tensorflow as tf  # the TF backend's replicas only
+
         replica = tf.distribute.get_replica_context()
         if replica is None:
             return finite

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from kbert.optimizers.layerwise import check_non_negative
 
@@ -60,14 +60,14 @@ class PolynomialWarmup(keras.optimizers.schedules.LearningRateSchedule):
         self.name = name
 
     def __call__(self, step):
-        with tf.name_scope(self.name):
-            s = tf.maximum(tf.cast(step, tf.float32) - self.step_offset, 0.0)
+        with keras.name_scope(self.name):
+            s = ops.maximum(ops.cast(step, "float32") - self.step_offset, 0.0)
             warmup = self.peak_learning_rate * s / max(self.warmup_steps, 1)
-            progress = tf.minimum((s - self.warmup_steps) / self.decay_steps, 1.0)
-            decay = (self.peak_learning_rate - self.end_learning_rate) * tf.pow(
-                1.0 - tf.maximum(progress, 0.0), self.power
+            progress = ops.minimum((s - self.warmup_steps) / self.decay_steps, 1.0)
+            decay = (self.peak_learning_rate - self.end_learning_rate) * ops.power(
+                1.0 - ops.maximum(progress, 0.0), self.power
             ) + self.end_learning_rate
-            return tf.where(s < self.warmup_steps, warmup, decay)
+            return ops.where(s < self.warmup_steps, warmup, decay)
 
     def get_config(self):
         return {

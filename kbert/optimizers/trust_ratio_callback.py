@@ -1,9 +1,19 @@
-"""TensorBoard telemetry of LAMB/LARS trust ratios, for `model.fit` and custom loops."""
+"""TensorBoard telemetry of LAMB/LARS trust ratios, for `model.fit` and custom loops.
+
+Summaries are written with `tf.summary` (as Keras's own TensorBoard callback does on every backend): TensorFlow is
+imported when summaries are written or a writer is made, not with this module.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import keras
-import tensorflow as tf
+
+from kbert.optimizers.layerwise import on_tensorflow
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 def _layerwise(optimizer):
@@ -19,8 +29,9 @@ def _layerwise(optimizer):
 def write_trust_ratio_summaries(optimizer, step, writer: tf.summary.SummaryWriter | None = None) -> None:
     """Writes the last step's trust ratios: one histogram `trust_ratio/all` and one scalar per variable path.
 
-    Call it from a custom training loop (eagerly, or inside a `tf.function` in cross-replica context) after
-    `apply_gradients`; `writer` defaults to the current default summary writer.
+    Call it from a custom training loop after `apply_gradients`: under TensorFlow eagerly, or inside a
+    `tf.function` in cross-replica context; on other backends outside jit (the ratios are read as NumPy).
+    `writer` defaults to the current default summary writer.
 
     Example:
 
@@ -29,9 +40,14 @@ def write_trust_ratio_summaries(optimizer, step, writer: tf.summary.SummaryWrite
     write_trust_ratio_summaries(optimizer, optimizer.iterations, writer)
     ```
     """
+    import tensorflow as tf
+
     ratios = _layerwise(optimizer).trust_ratios
     if not ratios:
         return
+    if not on_tensorflow():
+        ratios = {path: keras.ops.convert_to_numpy(ratio) for path, ratio in ratios.items()}
+        step = keras.ops.convert_to_numpy(step)
     writer = writer or tf.summary.experimental.get_default_writer()
     if writer is None:
         raise ValueError("No summary writer: pass `writer=` or enter `writer.as_default()`.")
@@ -65,6 +81,8 @@ class TrustRatioCallback(keras.callbacks.Callback):
         self._last_written = 0
 
     def on_train_begin(self, logs=None):
+        import tensorflow as tf
+
         _layerwise(self.model.optimizer)
         self._writer = self._writer or tf.summary.create_file_writer(self.log_dir)
 

@@ -1,0 +1,138 @@
+"""kbert's optimizers on the Keras backend KERAS_BACKEND selects (tools/test.sh runs this file under TensorFlow and
+JAX): global_clipnorm, gradient accumulation, loss scaling, model.fit with .keras save/load, trust-ratio summaries,
+and that importing kbert.optimizers under JAX leaves TensorFlow unimported."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, PolynomialWarmup, TrustRatioCallback
+from optimizer_steps import traced_step
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _variables(seed=0):
+    rng = np.random.default_rng(seed)
+    return [keras.Variable(rng.normal(size=(4, 3)).astype("float32"), name="kernel"),
+            keras.Variable(rng.normal(size=(3,)).astype("float32"), name="bias")]
+
+
+def _numpy(variables):
+    return [keras.ops.convert_to_numpy(v) for v in variables]
+
+
+def test_global_clipnorm_clips_the_gradients():
+    """Plain SGD (LARS, no momentum, no adaptation): the step is lr·g/max(‖G‖/c, 1), ‖G‖ over all variables."""
+    variables = _variables()
+    before = _numpy(variables)
+    grads = [np.full((4, 3), 2.0, "float32"), np.full((3,), -1.0, "float32")]
+    norm = np.sqrt(sum(np.sum(g * g) for g in grads))  # 7.14: clipped to 0.5
+    optimizer = LARS(0.1, momentum=0.0, exclude_from_layer_adaptation=[".*"], global_clipnorm=0.5)
+    traced_step(optimizer, variables)([keras.ops.convert_to_tensor(g) for g in grads])
+    for b, a, g in zip(before, _numpy(variables), grads):
+        np.testing.assert_allclose(b - a, 0.1 * g * 0.5 / norm, rtol=1e-5)
+
+
+@pytest.mark.parametrize("make", [lambda **k: LAMB(PolynomialWarmup(0.02, 2, 4), **k),
+                                  lambda **k: LARS(PolynomialWarmup(0.5, 2, 4), eeta=0.01, **k)],
+                         ids=["lamb", "lars"])
+def test_gradient_accumulation_equals_one_step_on_the_mean_gradient(make):
+    """k micro-steps make one optimizer step (schedule and bias correction count it once), clipped after the mean."""
+    k, rng = 3, np.random.default_rng(1)
+    micro = [[rng.normal(size=(4, 3)) * 4, rng.normal(size=(3,)) * 4] for _ in range(3 * k)]
+    accumulated, reference = _variables(), _variables()
+    step = traced_step(make(gradient_accumulation_steps=k, global_clipnorm=1.0), accumulated)
+    for grads in micro:
+        step([keras.ops.convert_to_tensor(g.astype("float32")) for g in grads])
+    step = traced_step(make(global_clipnorm=1.0), reference)
+    for i in range(0, len(micro), k):
+        mean = [np.mean([m[j] for m in micro[i:i + k]], axis=0).astype("float32") for j in range(2)]
+        step([keras.ops.convert_to_tensor(g) for g in mean])
+    for a, b in zip(_numpy(accumulated), _numpy(reference)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_loss_scale_optimizer_skips_a_non_finite_step_and_halves_the_scale():
+    variables = _variables()
+    before = _numpy(variables)
+    optimizer = LossScaleOptimizer(LAMB(0.01), initial_scale=1024.0)
+    step = traced_step(optimizer, variables)
+    step([keras.ops.convert_to_tensor(np.full((4, 3), np.inf, "float32")), keras.ops.ones((3,))])
+    for a, b in zip(_numpy(variables), before):
+        np.testing.assert_array_equal(a, b)
+    assert float(optimizer.dynamic_scale) == 512.0 and int(optimizer.iterations) == 0
+    step([keras.ops.ones((4, 3)), keras.ops.ones((3,))])
+    assert int(optimizer.iterations) == 1 and not np.allclose(_numpy(variables)[0], before[0])
+
+
+def _model(seed=0):
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                             keras.layers.LayerNormalization(), keras.layers.Dense(1)])
+
+
+def _data(n=32):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(n, 8)).astype("float32"), rng.normal(size=(n, 1)).astype("float32")
+
+
+SAVED = {
+    "lamb": lambda: LAMB(PolynomialWarmup(0.02, 2, 6, power=0.5), exclude_from_weight_decay=["gamma$", "bias"],
+                         exclude_from_layer_adaptation=["beta"], max_trust_ratio=10.0, global_clipnorm=1.0),
+    "lars": lambda: LARS(PolynomialWarmup(0.02, 2, 6), exclude_from_weight_decay=["bias"], larc_clip=True,
+                         weight_decay=1e-4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAVED))
+def test_fit_then_keras_save_load_keeps_config_state_and_training(tmp_path, name):
+    x, y = _data()
+    model = _model()
+    model.compile(SAVED[name](), "mse", jit_compile=True)
+    model.fit(x, y, batch_size=8, shuffle=False, verbose=0)
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    restored = keras.models.load_model(path)
+
+    assert type(restored.optimizer) is type(model.optimizer)
+    assert restored.optimizer.get_config() == model.optimizer.get_config()
+    assert restored.optimizer.exclude_from_weight_decay_patterns == model.optimizer.exclude_from_weight_decay_patterns
+    assert len(restored.optimizer.variables) == len(model.optimizer.variables) > 2
+    for a, b in zip(restored.optimizer.variables, model.optimizer.variables):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
+    model.train_on_batch(x[:8], y[:8])
+    restored.train_on_batch(x[:8], y[:8])
+    for a, b in zip(restored.get_weights(), model.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_trust_ratio_callback_writes_per_variable_scalars(tmp_path):
+    x, y = _data()
+    model = _model()
+    model.compile(LAMB(0.01), "mse", steps_per_execution=3)
+    model.fit(x, y, batch_size=4, verbose=0, callbacks=[TrustRatioCallback(str(tmp_path), every_n_steps=2)])
+    import tensorflow as tf  # reading the event files
+
+    tags = {}
+    for path in glob.glob(f"{tmp_path}/**/events.out.tfevents.*", recursive=True):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                tags.setdefault(value.tag, []).append(event.step)
+    assert tags["trust_ratio/all"] == [3, 6, 8]
+    assert len([t for t in tags if t.startswith("trust_ratio/")]) == 1 + len(model.trainable_variables)
+
+
+def test_importing_kbert_optimizers_under_jax_leaves_tensorflow_unimported():
+    code = ("import json, sys, keras, kbert.optimizers; "
+            "print(json.dumps([keras.backend.backend(), 'tensorflow' in sys.modules]))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, JAX_PLATFORMS="cpu"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.splitlines()[-1]) == ["jax", False]
