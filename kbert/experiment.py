@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import keras
 import tensorflow as tf
@@ -33,6 +33,7 @@ from kbert.training.config import PretrainingConfig, check_batch_sizes
 from kbert.training.engine import PretrainingRun
 from kbert.training.phases import check_phases, phase_stages
 from kbert.training.stage import TrainingStage, with_layouts
+from kbert.runtime.cpu_isa import bfloat16_note
 from kbert.runtime.lease import Lease
 from kbert.training.loop import evaluate
 from kbert.runtime.preemption import PreemptionWatcher
@@ -90,6 +91,14 @@ def stages_of(config: ExperimentConfig) -> list[TrainingStage]:
     return growth + phase_stages(config, first=1, number=len(growth) + 1, start_step=growth[-1].end_step)
 
 
+def _say_if_bfloat16_is_slow(stages: Sequence[TrainingStage], strategy: tf.distribute.Strategy, print_fn: Callable) -> None:
+    """One line where a stage trains in mixed_bfloat16 on a CPU without bfloat16 units (cpu_isa.bfloat16_note)."""
+    device_type = tf.DeviceSpec.from_string(strategy.extended.worker_devices[0]).device_type
+    notes = {bfloat16_note(stage.config.train.mixed_precision, device_type) for stage in stages} - {None}
+    for note in sorted(notes):
+        print_fn(note, flush=True)
+
+
 def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strategy, mode: str = "train",
         print_fn=print) -> dict[str, Any]:
     """Trains the stages not finished yet and/or evaluates the newest checkpoint, as `mode` says; writes
@@ -106,6 +115,8 @@ def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strate
         stages = with_layouts(stages, evaluates=mode != "train" or bool(config.eval.interval(
             config.train.global_batch_size)))
     _set_up_session(config)
+    if mode != "eval":
+        _say_if_bfloat16_is_slow(stages, strategy, print_fn)
     tf.io.gfile.makedirs(model_dir)
     started = time.time()
     summary: dict[str, Any] = {"mode": mode, "strategy": type(strategy).__name__,

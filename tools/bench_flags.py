@@ -18,6 +18,8 @@ from typing import Any, Callable, Sequence
 
 from absl import flags
 
+from kbert.runtime import cpu_isa as _isa
+
 # name -> (definer, default, help). The default is a benchmark's unless it passes its own to `define`.
 _SHARED: dict[str, tuple[Callable[..., Any], Any, str]] = {
     "corpus": (flags.DEFINE_string, None, "Text in BERT's pretraining format: one sentence a line, a blank line "
@@ -43,3 +45,9 @@ def define(*names: str, required: Sequence[str] = (), notes: dict[str, str] | No
         definer, default, help_text = _SHARED[name]
         definer(name, defaults.get(name, default), " ".join(filter(None, [help_text, notes.get(name)])))
     flags.mark_flags_as_required(list(required))
+
+
+def cpu_isa() -> str:
+    """'cpu: <model>, <vector features> (ONEDNN_MAX_CPU_ISA=<cap>)': what a CPU benchmark's figures depend on, for
+    its header (oneDNN's kernels differ between AVX2, AVX-512, AVX-512 BF16 and AMX)."""
+    return f"cpu: {_isa.cpu_model()}, {_isa.isa_summary()}"

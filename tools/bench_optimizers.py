@@ -1,8 +1,10 @@
 """Time of one optimizer step over BERT-base parameter shapes: kbert LAMB/LARS vs Keras Lamb/AdamW and Model
-Garden's LAMB, with and without XLA, in one run.
+Garden's LAMB, with and without XLA, in one run; or, with `--backend=jax`, kbert LAMB/LARS vs Keras AdamW/Lamb
+under JAX (`stateless_apply` in `jax.jit`, buffers donated, as `model.fit` steps).
 
-    python tools/bench_optimizers.py                 # BERT-base, ~110M parameters
+    python tools/bench_optimizers.py                 # BERT-base, ~110M parameters, TensorFlow
     python tools/bench_optimizers.py --num_layers=4  # smaller, for a busy machine
+    python tools/bench_optimizers.py --backend=jax   # the same shapes under JAX (re-runs itself with KERAS_BACKEND)
 
 Every contestant updates its own copy of the same variables with the same fixed gradients (the backward pass is
 not timed). Rounds alternate between contestants so machine noise hits all of them; the median round is kept.
@@ -13,13 +15,14 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 import bench_flags  # noqa: E402
 from absl import app, flags  # noqa: E402
 
@@ -29,7 +32,10 @@ flags.DEFINE_integer("num_layers", 12, "Transformer layers (BERT-base: 12).")
 flags.DEFINE_integer("hidden_size", 768, "Hidden size (BERT-base: 768).")
 flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size.")
 bench_flags.define(steps=3, rounds=5)
-flags.DEFINE_list("jit_compile", ["false", "true"], "jit_compile settings to time (XLA on CPU compiles slowly).")
+flags.DEFINE_list("jit_compile", ["false", "true"], "jit_compile settings to time (XLA on CPU compiles slowly); "
+                  "TensorFlow only: JAX always compiles.")
+flags.DEFINE_enum("backend", "tensorflow", ["tensorflow", "jax"],
+                  "Keras backend to time on; another than this process's re-runs the script with KERAS_BACKEND set.")
 FLAGS = flags.FLAGS
 
 
@@ -52,24 +58,31 @@ def bert_parameter_shapes(num_layers: int, hidden: int, vocab: int) -> dict[str,
 
 
 def contestants():
-    """name -> (optimizer factory, variable factory)."""
-    from official.modeling.optimization import lamb as model_garden_lamb
-
-    exclude = ["LayerNorm", "layer_norm", "bias"]
+    """name -> (optimizer factory, variable factory); Model Garden's tf_keras LAMB under TensorFlow only."""
     keras_variable = lambda value, name: keras.Variable(value, name=name)  # noqa: E731
-    return {
+    keras_3 = {
         "Keras AdamW": (lambda: keras.optimizers.AdamW(1e-4, weight_decay=0.01), keras_variable),
         "kbert LAMB": (lambda: LAMB(1e-4), keras_variable),
         "kbert LARS": (lambda: LARS(1e-4), keras_variable),
         "Keras Lamb": (lambda: keras.optimizers.Lamb(1e-4, weight_decay=0.01), keras_variable),
-        "Model Garden LAMB": (
-            lambda: model_garden_lamb.LAMB(1e-4, weight_decay_rate=0.01, exclude_from_weight_decay=exclude),
-            lambda value, name: tf.Variable(value, name=name),
-        ),
     }
+    if keras.backend.backend() != "tensorflow":
+        return keras_3
+    import tensorflow as tf
+    from official.modeling.optimization import lamb as model_garden_lamb
+
+    exclude = ["LayerNorm", "layer_norm", "bias"]
+    model_garden = (
+        lambda: model_garden_lamb.LAMB(1e-4, weight_decay_rate=0.01, exclude_from_weight_decay=exclude),
+        lambda value, name: tf.Variable(value, name=name),
+    )
+    return {**keras_3, "Model Garden LAMB": model_garden}
 
 
 def make_step(make_optimizer, make_variable, values, jit_compile):
+    """A function grads -> a value to block on: one `apply_gradients` in a `tf.function`."""
+    import tensorflow as tf
+
     variables = [make_variable(value, name) for name, value in values.items()]
     optimizer = make_optimizer()
 
@@ -81,27 +94,60 @@ def make_step(make_optimizer, make_variable, values, jit_compile):
     return step
 
 
+def make_jax_step(make_optimizer, make_variable, values, jit_compile=True):
+    """A function grads -> a value to block on: `stateless_apply` under `jax.jit`, state buffers donated."""
+    import jax
+
+    variables = [make_variable(value, name) for name, value in values.items()]
+    optimizer = make_optimizer()
+    optimizer.build(variables)
+    apply = jax.jit(optimizer.stateless_apply, donate_argnums=(0, 2))
+    state = {"weights": [v.value for v in variables], "slots": [v.value for v in optimizer.variables]}
+    del variables  # the donated buffers live in `state` only
+
+    def step(grads):
+        state["weights"], state["slots"] = apply(state["slots"], grads, state["weights"])
+        return state["slots"][0]  # the iteration counter, ready when the whole step is
+
+    return step
+
+
 def timed_round(step, grads, steps: int) -> float:
     start = time.perf_counter()
     for _ in range(steps):
-        iterations = step(grads)
-    int(iterations)
+        result = step(grads)
+    keras.ops.convert_to_numpy(result)  # waits for the last step
     return (time.perf_counter() - start) / steps
 
 
+def _rerun_under(backend: str) -> None:
+    """Runs this script again with KERAS_BACKEND=backend (Keras reads it once, at import)."""
+    env = dict(os.environ, KERAS_BACKEND=backend)
+    if backend == "jax":
+        env.setdefault("JAX_PLATFORMS", "cpu")
+    sys.exit(subprocess.run([sys.executable, *sys.argv], env=env).returncode)
+
+
 def main(_):
+    if FLAGS.backend != keras.backend.backend():
+        _rerun_under(FLAGS.backend)
+    on_jax = keras.backend.backend() == "jax"
     shapes = bert_parameter_shapes(FLAGS.num_layers, FLAGS.hidden_size, FLAGS.vocab_size)
     rng = np.random.default_rng(0)
     values = {name: rng.normal(0, 0.02, size=shape).astype("float32") for name, shape in shapes.items()}
-    grads = [tf.constant(rng.normal(0, 1e-3, size=shape).astype("float32")) for shape in shapes.values()]
+    grads = [keras.ops.convert_to_tensor(rng.normal(0, 1e-3, size=shape).astype("float32"))
+             for shape in shapes.values()]
     print(f"{sum(v.size for v in values.values()) / 1e6:.1f}M parameters in {len(values)} variables; "
-          f"{FLAGS.rounds} rounds x {FLAGS.steps} steps; {os.cpu_count()} CPUs")
+          f"{FLAGS.rounds} rounds x {FLAGS.steps} steps; {os.cpu_count()} CPUs; "
+          f"Keras {keras.__version__} on {keras.backend.backend()}; load {os.getloadavg()[0]:.2f}")
+    print(bench_flags.cpu_isa())
     print(f"{'optimizer':<20}{'jit_compile':>12}{'ms/step':>10}{'vs AdamW':>10}")
-    for jit_compile in [value.lower() == "true" for value in FLAGS.jit_compile]:
+    for jit_compile in [True] if on_jax else [value.lower() == "true" for value in FLAGS.jit_compile]:
         steps, times = {}, {}
         for name, (make_optimizer, make_variable) in contestants().items():
             try:
-                steps[name] = make_step(make_optimizer, make_variable, values, jit_compile)
+                steps[name] = (make_jax_step if on_jax else make_step)(make_optimizer, make_variable, values,
+                                                                       jit_compile)
                 timed_round(steps[name], grads, 1)  # trace, compile, build slots
                 times[name] = []
             except Exception as error:  # a peer that cannot run in this mode gets a row saying why

@@ -166,6 +166,7 @@ def main(argv):
     print(f"\n{FLAGS.model}, seq {FLAGS.seq_length}, global batch {FLAGS.batch_size}, float32, "
           f"{type(strategy).__name__} x{strategy.num_replicas_in_sync}, {FLAGS.steps} steps x {FLAGS.rounds} "
           f"rounds; float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
+    print(bench_flags.cpu_isa())
     print(f"{'contestant':44s} {'seq/s':>8s} {'MFU':>7s}")
     rates = {name.split(" (")[0]: FLAGS.batch_size * FLAGS.steps / statistics.median(ts) for name, ts in times.items()}
     for name, rate in zip(times, rates.values()):

@@ -8,6 +8,7 @@ from keras import ops
 from kbert.modeling.config import BertConfig
 from kbert.modeling.dropout import ReplicaDropout
 from kbert.modeling.embeddings import truncated_normal
+from kbert.modeling.rows import token_rows
 
 # Google adds -10000 to masked scores; in float32 exp() of it is exactly 0 after max-subtraction.
 _MASK_VALUE = -10000.0
@@ -37,20 +38,19 @@ class BertSelfAttention(keras.layers.Layer):
         for dense in (self.query, self.key, self.value):
             dense.build((None, None, self.config.hidden_size))
 
-    def _split_heads(self, x):
-        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
-        return ops.reshape(x, (batch, seq, self.config.num_attention_heads, self.config.head_size))
+    def _heads(self, dense: keras.layers.Dense, rows, batch, seq):
+        """`dense` of the [B*S, H] `rows`, split into heads: [B, S, heads, head_size]."""
+        return ops.reshape(dense(rows), (batch, seq, self.config.num_attention_heads, self.config.head_size))
 
     def call(self, hidden, attention_mask, training=None):
         """`attention_mask`: [B, 1 or S, S], 1 where a query may attend to a key (`kbert.modeling.packing`)."""
-        q = self._split_heads(self.query(hidden))
-        k = self._split_heads(self.key(hidden))
-        v = self._split_heads(self.value(hidden))
+        batch, seq = ops.shape(hidden)[0], ops.shape(hidden)[1]
+        rows = token_rows(hidden)
+        q, k, v = (self._heads(dense, rows, batch, seq) for dense in (self.query, self.key, self.value))
         scores = ops.einsum("bqhd,bkhd->bhqk", q, k)
         scores = ops.cast(scores, "float32") * (1.0 / float(self.config.head_size) ** 0.5)
         mask = ops.cast(attention_mask, "float32")[:, None, :, :]
         probs = ops.softmax(scores + (1.0 - mask) * _MASK_VALUE, axis=-1)
         probs = self.dropout(ops.cast(probs, self.compute_dtype), training=training)
         context = ops.einsum("bhqk,bkhd->bqhd", probs, v)
-        batch, seq = ops.shape(hidden)[0], ops.shape(hidden)[1]
         return ops.reshape(context, (batch, seq, self.config.hidden_size))

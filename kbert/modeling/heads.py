@@ -8,6 +8,7 @@ from keras import ops
 from kbert.modeling.activations import get_activation
 from kbert.modeling.config import BertConfig
 from kbert.modeling.embeddings import truncated_normal
+from kbert.modeling.rows import tied_logits, token_rows
 
 
 class MaskedLMHead(keras.layers.Layer):
@@ -48,10 +49,10 @@ class MaskedLMHead(keras.layers.Layer):
     def call(self, sequence_output, masked_lm_positions, embedding_table):
         gathered = ops.take_along_axis(
             sequence_output, ops.cast(masked_lm_positions, "int32")[:, :, None], axis=1)
-        hidden = self.layer_norm(self.transform(gathered))
-        table = ops.cast(embedding_table, self.compute_dtype)
-        logits = ops.einsum("bph,vh->bpv", hidden, table)
-        return ops.cast(logits, "float32") + self.output_bias
+        # On token rows, as the blocks' Dense layers (rows.py: what the CPU graph fuses).
+        hidden = self.layer_norm(self.transform(token_rows(gathered)))
+        logits = tied_logits(hidden, ops.cast(embedding_table, self.compute_dtype), self.output_bias)
+        return ops.reshape(logits, (*ops.shape(gathered)[:2], self.config.vocab_size))
 
 
 class NextSentenceHead(keras.layers.Layer):

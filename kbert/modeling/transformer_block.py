@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import keras
+from keras import ops
 
 from kbert.modeling.activations import get_activation
 from kbert.modeling.attention import BertSelfAttention
 from kbert.modeling.config import BertConfig
 from kbert.modeling.dropout import ReplicaDropout
 from kbert.modeling.embeddings import truncated_normal
+from kbert.modeling.rows import token_rows
 
 
 class TransformerBlock(keras.layers.Layer):
@@ -45,7 +47,11 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm.build(hidden)
 
     def call(self, hidden, attention_mask, training=None):
-        attended = self.attention_output(self.attention(hidden, attention_mask, training=training))
-        hidden = self.attention_layer_norm(hidden + self.dropout(attended, training=training))
-        ffn = self.output_dense(self.intermediate(hidden))
-        return self.output_layer_norm(hidden + self.dropout(ffn, training=training))
+        # Dense sublayers on [B*S, H] token rows fuse with their bias and GELU (kbert.modeling.rows); the rest is
+        # per token.
+        rows = token_rows(hidden)
+        attended = self.attention_output(token_rows(self.attention(hidden, attention_mask, training=training)))
+        rows = self.attention_layer_norm(rows + self.dropout(attended, training=training))
+        ffn = self.output_dense(self.intermediate(rows))
+        rows = self.output_layer_norm(rows + self.dropout(ffn, training=training))
+        return ops.reshape(rows, ops.shape(hidden))
