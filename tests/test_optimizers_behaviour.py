@@ -48,7 +48,9 @@ def test_all_zero_gradients_leave_weights_unchanged(make):
 
 
 def test_exclusion_regexes_match_variable_paths():
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, name="pooler"), keras.layers.Dense(4, name="head")])
+    # Named: an unnamed Sequential is `sequential_N` after other tests in the same worker built one.
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, name="pooler"),
+                              keras.layers.Dense(4, name="head")], name="sequential")
     optimizer = LAMB(0.1, weight_decay=0.5, exclude_from_weight_decay=[r"^sequential/pooler/"],
                      exclude_from_layer_adaptation=[r"head/bias$"])
     before = {v.path: v.numpy().copy() for v in model.trainable_variables}
