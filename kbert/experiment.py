@@ -91,7 +91,8 @@ def stages_of(config: ExperimentConfig) -> list[TrainingStage]:
     return growth + phase_stages(config, first=1, number=len(growth) + 1, start_step=growth[-1].end_step)
 
 
-def _say_if_bfloat16_is_slow(stages: Sequence[TrainingStage], strategy: tf.distribute.Strategy, print_fn: Callable) -> None:
+def _say_if_bfloat16_is_slow(stages: Sequence[TrainingStage], strategy: tf.distribute.Strategy,
+                             print_fn: Callable) -> None:
     """One line where a stage trains in mixed_bfloat16 on a CPU without bfloat16 units (cpu_isa.bfloat16_note)."""
     device_type = tf.DeviceSpec.from_string(strategy.extended.worker_devices[0]).device_type
     notes = {bfloat16_note(stage.config.train.mixed_precision, device_type) for stage in stages} - {None}

@@ -96,7 +96,8 @@ def test_create_pretraining_data_refuses_and_keeps_every_file(data, case):
         "dataset_not_a_folder": ([f"--input_file={corpus}", "--input_format=hf_dataset", f"--output_file={output}"],
                                  ["--input_file", "corpus.txt is a file", "save_to_disk"]),
         "runner_with_num_workers": ([f"--input_file={corpus}", f"--output_file={output}", "--runner=DirectRunner",
-                                     "--num_workers=2"], ["--num_workers", "--beam_pipeline_args=--direct_num_workers"]),
+                                     "--num_workers=2"],
+                                    ["--num_workers", "--beam_pipeline_args=--direct_num_workers"]),
         "beam_args_without_runner": ([f"--input_file={corpus}", f"--output_file={output}",
                                       "--beam_pipeline_args=--direct_num_workers=2"], ["add --runner=DirectRunner"]),
     }[case]

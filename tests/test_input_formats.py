@@ -98,7 +98,8 @@ def test_a_short_csv_row_is_a_bad_record(tmp_path, vocab_file):
     docs = corpus_documents(num_docs=3)
     source = write_corpus(tmp_path, docs, "csv", extra_rows=[["9"]])  # on the line after the header and docs
     _, summary = create(tmp_path, vocab_file, source, "csv", "mlm", "out")
-    assert summary.bad_records == 1 and summary.problems == (f"{source} line {sum(map(len, docs)) + 2}: 1 field(s), no 'text'",)
+    line = sum(map(len, docs)) + 2
+    assert summary.bad_records == 1 and summary.problems == (f"{source} line {line}: 1 field(s), no 'text'",)
 
 
 def test_all_bad_records_fail_before_writing(tmp_path, vocab_file):

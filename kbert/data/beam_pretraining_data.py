@@ -1,6 +1,7 @@
 """Pretraining TFRecords on Apache Beam: the local tools' work units and chunks, spread over a runner's workers.
 
-`run_beam` creates records. The pipeline runs the same per-unit code as the local tool (unit_processing.py), so for a seed it writes the
+`run_beam` creates records. The pipeline runs the same per-unit code as the local tool (unit_processing.py), so
+for a seed it writes the
 same set of records: files are planned into work units one file per task and numbered in input order; each unit
 becomes its records on some worker; the units' leftovers ("mlm") meet in one task that joins them in unit order
 into the rows the local tool's parent writes. Only the order of records within the output shards differs. The

@@ -114,7 +114,8 @@ def load_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str,
         shapes = {n: shape for n, shape in shapes.items() if n in weights}
         weights = {n: shape for n, shape in weights.items() if n in shapes}
     c = model.config
-    error = mismatch(path, shapes, weights, describe_model(c), "check that bert_config.json matches the checkpoint (strict=False "
+    error = mismatch(path, shapes, weights, describe_model(c),
+                     "check that bert_config.json matches the checkpoint (strict=False "
                      "loads a partial match).")
     if error:
         raise error

@@ -177,7 +177,8 @@ def load_hf_checkpoint(model: Union[BertPretrainer, BertEncoder], directory: str
     expected = {n: pair for n, pair in hf_variable_map(model).items() if not n.startswith(skipped)}
     shapes = {n: tuple(v.shape)[::-1] if transposed else tuple(v.shape) for n, (v, transposed) in expected.items()}
     c = model.config
-    error = mismatch(directory, shapes, stored, describe_model(c), "leave the model section unset (it comes from the checkpoint's "
+    error = mismatch(directory, shapes, stored, describe_model(c),
+                     "leave the model section unset (it comes from the checkpoint's "
                      "config.json), or give a BERT checkpoint of this model's sizes.")
     if error:
         raise error
