@@ -128,8 +128,7 @@ def _preflight(input_files: Sequence[str], input_format: documents_lib.InputForm
         return
     report = documents_lib.ScanReport()
     for record, _ in zip(records.scan(input_files[0]), range(_PREFLIGHT_RECORDS)):
-        report.add(documents_lib.ScanReport(1, int(record.text is None),
-                                            [f"{input_files[0]} {record.problem}"] if record.problem else []))
+        report.count(input_files[0], record)
     report.check(input_files[:1], input_format)
 
 

@@ -23,7 +23,7 @@ from typing import Iterator, Sequence
 
 from kbert.data import sentences, storage
 from kbert.data.files import raw_lines, require_text
-from kbert.data.record_files import RECORD_FORMATS, RecordFormat
+from kbert.data.record_files import RECORD_FORMATS, Record, RecordFormat
 from kbert.data.storage import io_errors
 from kbert.errors import ConfigError, InputDataError
 
@@ -91,6 +91,14 @@ class ScanReport:
         self.bad += other.bad
         self.problems = (self.problems + other.problems)[:_SHOWN_PROBLEMS]
 
+    def count(self, path: str, record: Record) -> None:
+        """Counts one record of `path`, naming its problem while fewer than the shown few are named."""
+        self.records += 1
+        if record.text is None:
+            self.bad += 1
+            if len(self.problems) < _SHOWN_PROBLEMS:
+                self.problems.append(f"{path} {record.problem}")
+
     def check(self, files: Sequence[str], input_format: InputFormat) -> None:
         """Raises `InputDataError` when no record has text: every record is bad, or there is none."""
         if input_format.records is None or self.records > self.bad:
@@ -128,11 +136,9 @@ def _plan_records(path: str, unit_bytes: int, records: RecordFormat) -> tuple[li
     spans, report = [], ScanReport()
     start = end = size = 0
     for record in records.scan(path):
-        report.records += 1
+        report.count(path, record)
         end = record.end
         if record.text is None:
-            report.bad += 1
-            report.problems = (report.problems + [f"{path} {record.problem}"])[:_SHOWN_PROBLEMS]
             continue
         size += sum(len(line.encode("utf-8")) + 1 for line in sentences.lines(record.text)) + 1
         if size >= unit_bytes:
@@ -230,7 +236,6 @@ def corpus_lines(files: Sequence[str], input_format: InputFormat = TEXT,
             continue
         for record in records.scan(path):
             if report is not None:
-                report.add(ScanReport(1, int(record.text is None), [f"{path} {record.problem}"] if record.problem
-                                      else []))
+                report.count(path, record)
             if record.text is not None:
                 yield from sentences.lines(record.text)
