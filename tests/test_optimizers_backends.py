@@ -86,16 +86,17 @@ def _data(n=32):
 SAVED = {
     "lamb": lambda: LAMB(PolynomialWarmup(0.02, 2, 6, power=0.5), exclude_from_weight_decay=["gamma$", "bias"],
                          exclude_from_layer_adaptation=["beta"], max_trust_ratio=10.0, global_clipnorm=1.0),
-    "lars": lambda: LARS(PolynomialWarmup(0.02, 2, 6), exclude_from_weight_decay=["bias"], larc_clip=True,
+    "lars": lambda: LARS(PolynomialWarmup(0.02, 2, 6, power=0.5), exclude_from_weight_decay=["bias"], larc_clip=True,
                          weight_decay=1e-4),
 }
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
 @pytest.mark.parametrize("name", sorted(SAVED))
-def test_fit_then_keras_save_load_keeps_config_state_and_training(tmp_path, name):
+def test_fit_then_keras_save_load_keeps_config_state_and_training(tmp_path, name, jit_compile):
     x, y = _data()
     model = _model()
-    model.compile(SAVED[name](), "mse", jit_compile=True)
+    model.compile(SAVED[name](), "mse", jit_compile=jit_compile)
     model.fit(x, y, batch_size=8, shuffle=False, verbose=0)
     path = str(tmp_path / "model.keras")
     model.save(path)
@@ -104,11 +105,16 @@ def test_fit_then_keras_save_load_keeps_config_state_and_training(tmp_path, name
     assert type(restored.optimizer) is type(model.optimizer)
     assert restored.optimizer.get_config() == model.optimizer.get_config()
     assert restored.optimizer.exclude_from_weight_decay_patterns == model.optimizer.exclude_from_weight_decay_patterns
-    assert len(restored.optimizer.variables) == len(model.optimizer.variables) > 2
+    # The schedule came back as a schedule, not frozen at the saved step's rate: the rate moves on with the step.
+    steps = [0, 3, 50]
+    np.testing.assert_allclose([float(restored.optimizer._learning_rate(s)) for s in steps],
+                               [float(SAVED[name]()._learning_rate(s)) for s in steps], rtol=1e-7)
+    assert len(restored.optimizer.variables) == len(model.optimizer.variables) > 2  # iterations, rate, slots
     for a, b in zip(restored.optimizer.variables, model.optimizer.variables):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
     model.train_on_batch(x[:8], y[:8])
     restored.train_on_batch(x[:8], y[:8])
+    assert len(restored.get_weights()) == len(model.get_weights()) > 0
     for a, b in zip(restored.get_weights(), model.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-6)
 
