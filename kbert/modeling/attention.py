@@ -1,4 +1,10 @@
-"""Multi-head self-attention with Google's variable layout (`attention/self/{query,key,value}`)."""
+"""Multi-head self-attention with Google's variable layout (`attention/self/{query,key,value}`).
+
+Without dropout on the probabilities (inference, or `attention_probs_dropout_prob=0`) it runs through
+`keras.ops.dot_product_attention`, which picks cuDNN's flash attention on JAX GPUs; the fused kernels take no
+dropout, so training with attention dropout keeps the explicit softmax. Both give the same float32 numbers:
+scores scaled in float32, Google's additive -10000 mask, softmax in float32.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,18 @@ from kbert.modeling.rows import token_rows
 
 # Google adds -10000 to masked scores; in float32 exp() of it is exactly 0 after max-subtraction.
 _MASK_VALUE = -10000.0
+
+
+def _flash_attention():
+    """None lets Keras choose (cuDNN flash attention on JAX GPUs, its own setting elsewhere); False on TPUs:
+    Keras 3.15's Splash path drops `bias` and reads only the first example's mask, so a padded batch would attend
+    to its padding."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        if jax.devices()[0].platform == "tpu":
+            return False
+    return None
 
 
 class BertSelfAttention(keras.layers.Layer):
@@ -47,10 +65,13 @@ class BertSelfAttention(keras.layers.Layer):
         batch, seq = ops.shape(hidden)[0], ops.shape(hidden)[1]
         rows = token_rows(hidden)
         q, k, v = (self._heads(dense, rows, batch, seq) for dense in (self.query, self.key, self.value))
-        scores = ops.einsum("bqhd,bkhd->bhqk", q, k)
-        scores = ops.cast(scores, "float32") * (1.0 / float(self.config.head_size) ** 0.5)
-        mask = ops.cast(attention_mask, "float32")[:, None, :, :]
-        probs = ops.softmax(scores + (1.0 - mask) * _MASK_VALUE, axis=-1)
-        probs = self.dropout(ops.cast(probs, self.compute_dtype), training=training)
-        context = ops.einsum("bhqk,bkhd->bqhd", probs, v)
+        scale = 1.0 / float(self.config.head_size) ** 0.5
+        bias = (1.0 - ops.cast(attention_mask, "float32"))[:, None, :, :] * _MASK_VALUE
+        if training and self.dropout.rate > 0:
+            scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32") * scale
+            probs = ops.softmax(scores + bias, axis=-1)
+            probs = self.dropout(ops.cast(probs, self.compute_dtype), training=training)
+            context = ops.einsum("bhqk,bkhd->bqhd", probs, v)
+        else:
+            context = ops.dot_product_attention(q, k, v, bias=bias, scale=scale, flash_attention=_flash_attention())
         return ops.reshape(context, (batch, seq, self.config.hidden_size))

@@ -1,9 +1,11 @@
-"""Dropout whose mask differs on every replica of a `tf.distribute` strategy.
+"""Dropout whose mask differs on every replica of a `tf.distribute` strategy, and is Keras's elsewhere.
 
 Keras's `Dropout` draws its seed from one `SeedGenerator`, whose state is mirrored, so every replica drops the
 same units: with N replicas the dropout noise is one replica's, repeated. `ReplicaDropout` folds the replica's
 index into the seed's second word. On one device (replica 0) its masks are exactly Keras's, and a run stays
-reproducible: the seed still comes from the generator's checkpointed state.
+reproducible: the seed still comes from the generator's checkpointed state. Other backends have no replica
+context (`keras.distribution` shards one global batch, whose mask already differs across devices), so there it is
+Keras's `Dropout`, and TensorFlow is not imported.
 
 Example:
 
@@ -17,13 +19,6 @@ y = dropout(x, training=True)
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
-
-
-def _replica_index() -> tf.Tensor:
-    context = tf.distribute.get_replica_context()
-    index = context.replica_id_in_sync_group if context is not None else 0
-    return tf.cast(index, tf.int32)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -39,8 +34,14 @@ class ReplicaDropout(keras.layers.Dropout):
     def call(self, inputs, training=False):
         if not training or self.rate == 0:
             return inputs
+        if keras.backend.backend() != "tensorflow":
+            return super().call(inputs, training=training)
+        import tensorflow as tf  # the replica context is tf.distribute's
+
+        context = tf.distribute.get_replica_context()
+        replica = tf.cast(context.replica_id_in_sync_group if context is not None else 0, tf.int32)
         seed = self.seed_generator.next()
         if seed.dtype != tf.int32:  # as Keras's TF backend does: stateless ops take int32 seeds (and run in XLA)
             seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
-        seed = seed + tf.stack([0, _replica_index()])
+        seed = seed + tf.stack([0, replica])
         return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed)

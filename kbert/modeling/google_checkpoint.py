@@ -1,4 +1,7 @@
-"""Read and write google-research/bert TF1 checkpoints (`bert/encoder/layer_0/attention/self/query/kernel`, ...)."""
+"""Read and write google-research/bert TF1 checkpoints (`bert/encoder/layer_0/attention/self/query/kernel`, ...).
+
+The files are TensorFlow's format: reading and writing them imports TensorFlow, the name map does not.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,7 @@ from typing import Union
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from kbert.checkpoint_index import write_checkpoint_index
 from kbert.errors import CheckpointMismatchError, MissingFileError
 from kbert.modeling.checkpoint_fit import describe_model, mismatch
 from kbert.modeling.encoder import BertEncoder
@@ -93,6 +94,8 @@ def load_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str,
     load_google_checkpoint(model, "uncased_L-12_H-768_A-12/bert_model.ckpt")
     ```
     """
+    import tensorflow as tf
+
     try:
         reader = tf.train.load_checkpoint(path)
     except (tf.errors.NotFoundError, ValueError) as e:
@@ -141,13 +144,17 @@ def export_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: st
     # -> 'export/bert_model.ckpt'
     ```
     """
+    import tensorflow as tf
+
+    from kbert.checkpoint_index import write_checkpoint_index
+
     directory = os.path.dirname(path) or "."
     tf.io.gfile.makedirs(directory)
     names, tensors = [], []
     for name, (variable, transposed) in sorted(google_variable_map(model).items()):
-        value = tf.cast(tf.convert_to_tensor(variable), tf.float32)
+        value = keras.ops.convert_to_numpy(variable).astype(np.float32)  # a variable of any Keras backend
         names.append(name)
-        tensors.append(tf.transpose(value) if transposed else value)
+        tensors.append(value.T if transposed else value)
     tf.raw_ops.SaveV2(prefix=path, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
     write_checkpoint_index(directory, [path])
     model.config.to_json_file(os.path.join(directory, "bert_config.json"))
