@@ -1,3 +1,8 @@
+"""BertPretrainer's loss, padding, Google checkpoints, mixed precision, training and config, on the Keras backend
+KERAS_BACKEND selects (tools/test.sh runs it under TensorFlow and JAX). Google's checkpoint files are TensorFlow's
+format, so those tests import TensorFlow on any backend; tf.train.Checkpoint runs on TensorFlow only. The forward
+pass against the float64 NumPy reference is tests/test_model_backends.py's."""
+
 import json
 import os
 import shutil
@@ -5,25 +10,19 @@ import shutil
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from kbert.modeling import (BertConfig, BertEncoder, BertPretrainer, CheckpointMismatchError,
                             export_google_checkpoint, load_google_checkpoint, pretraining_loss_terms,
                             pretraining_metrics)
-from numpy_bert import encode, google_weights, pretrain_logits, random_batch
+from model_fixtures import TINY, randomize
+from numpy_bert import google_weights, pretrain_logits, random_batch
 
-TINY = BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0)
+BACKEND = keras.backend.backend()
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def randomize(model, seed=0, scale=0.3):
-    """Weights far from their init (LayerNorm gains near 1, other weights O(scale)) so every term matters."""
-    rng = np.random.default_rng(seed)
-    for v in model.weights:
-        base = 1.0 if v.path.endswith("gamma") else 0.0
-        v.assign(base + scale * rng.standard_normal(v.shape).astype(np.float32))
+def _numpy(x):
+    return keras.ops.convert_to_numpy(x)
 
 
 @pytest.fixture
@@ -33,26 +32,51 @@ def model():
     return m
 
 
-def test_forward_matches_float64_numpy_reference(model):
-    batch = random_batch(np.random.default_rng(1), TINY)
-    out = model(batch)
-    encoded = model.encoder(batch)
-    w = google_weights(model)
-    ref_layers, ref_pooled = encode(w, TINY, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
-    ref_mlm, ref_nsp = pretrain_logits(w, TINY, batch)
-    for got, ref in zip(encoded["encoder_outputs"], ref_layers):
-        np.testing.assert_allclose(got.numpy(), ref, atol=1e-5, rtol=0)
-    np.testing.assert_allclose(encoded["pooled_output"].numpy(), ref_pooled, atol=1e-5, rtol=0)
-    np.testing.assert_allclose(out["nsp_logits"].numpy(), ref_nsp, atol=1e-5, rtol=0)
-    # Vocabulary logits sum over hidden_size products of O(1) values: compare relative to their scale.
-    np.testing.assert_allclose(out["mlm_logits"].numpy(), ref_mlm, atol=1e-5 * np.abs(ref_mlm).max(), rtol=0)
+@pytest.fixture
+def tf():
+    """TensorFlow, for Google's checkpoint files (kbert reads and writes them with it on every backend)."""
+    import tensorflow
+
+    return tensorflow
+
+
+def _loss_and_gradients(model, batch):
+    """(outputs, loss, gradients of `model.trainable_variables`) of one training-mode pass: TensorFlow's tape (None
+    where no gradient flows) or jax.grad over `stateless_call` (zeros there)."""
+    loss_of = lambda outputs: pretraining_metrics(pretraining_loss_terms(batch, outputs))["loss"]
+    if BACKEND == "jax":
+        import jax
+
+        non_trainable = [v.value for v in model.non_trainable_variables]
+
+        def loss(trainable):
+            outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=True)
+            return loss_of(outputs), outputs
+
+        step = jax.jit(jax.value_and_grad(loss, has_aux=True))  # one compilation, not one per eager op
+        (value, outputs), grads = step([v.value for v in model.trainable_variables])
+        return outputs, value, grads
+    if BACKEND != "tensorflow":
+        pytest.skip(f"no gradient helper for the {BACKEND} backend")
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        outputs = model(batch, training=True)
+        value = loss_of(outputs)
+    return outputs, value, tape.gradient(value, model.trainable_variables)
+
+
+def _no_gradient(grad):
+    """Nothing flows back to the variable: TensorFlow's tape gives None, jax.grad zeros."""
+    return grad is None if BACKEND == "tensorflow" else not np.any(_numpy(grad))
 
 
 def test_loss_matches_reference_formula(model):
     batch = random_batch(np.random.default_rng(2), TINY)
     metrics = pretraining_metrics(pretraining_loss_terms(batch, model(batch)))
     mlm, nsp = pretrain_logits(google_weights(model), TINY, batch)
-    log_softmax = lambda z: z - z.max(-1, keepdims=True) - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True))
+    log_softmax = lambda z: (z - z.max(-1, keepdims=True)
+                             - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True)))
     ce = -np.take_along_axis(log_softmax(mlm), batch["masked_lm_ids"][..., None].astype(np.int64), -1)[..., 0]
     w = batch["masked_lm_weights"]
     mlm_loss = (w * ce).sum() / (w.sum() + 1e-5)
@@ -71,14 +95,14 @@ def test_padding_does_not_change_real_tokens(model):
     ids = batch["input_ids"].copy()
     ids[batch["input_mask"] == 0] = 7
     changed["input_ids"] = ids
-    a = model.encoder(batch)["sequence_output"].numpy()
-    b = model.encoder(changed)["sequence_output"].numpy()
+    a = _numpy(model.encoder(batch)["sequence_output"])
+    b = _numpy(model.encoder(changed)["sequence_output"])
     real = batch["input_mask"].astype(bool)
     np.testing.assert_allclose(a[real], b[real], atol=1e-6)
-    np.testing.assert_allclose(model(batch)["mlm_logits"].numpy(), model(changed)["mlm_logits"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(_numpy(model(batch)["mlm_logits"]), _numpy(model(changed)["mlm_logits"]), atol=1e-5)
 
 
-def test_google_checkpoint_from_tf1_names_matches_reference(tmp_path):
+def test_google_checkpoint_from_tf1_names_matches_reference(tmp_path, tf):
     """A TF1-named checkpoint written from random arrays (no optimizer slots) loads and reproduces the reference."""
     donor = BertPretrainer(TINY)
     randomize(donor, seed=5)
@@ -86,18 +110,18 @@ def test_google_checkpoint_from_tf1_names_matches_reference(tmp_path):
     path = str(tmp_path / "bert_model.ckpt")
     names = sorted(arrays)
     tf.raw_ops.SaveV2(prefix=path, tensor_names=names, shape_and_slices=[""] * len(names),
-                      tensors=[tf.constant(arrays[n], tf.float32) for n in names] )
+                      tensors=[tf.constant(arrays[n], tf.float32) for n in names])
     model = BertPretrainer(TINY)
     report = load_google_checkpoint(model, path)
     assert len(report["loaded"]) == len(names) and not report["missing"]
     batch = random_batch(np.random.default_rng(4), TINY)
     ref_mlm, ref_nsp = pretrain_logits(arrays, TINY, batch)
     out = model(batch)
-    np.testing.assert_allclose(out["nsp_logits"].numpy(), ref_nsp, atol=1e-5)
-    np.testing.assert_allclose(out["mlm_logits"].numpy(), ref_mlm, atol=1e-5 * np.abs(ref_mlm).max())
+    np.testing.assert_allclose(_numpy(out["nsp_logits"]), ref_nsp, atol=1e-5)
+    np.testing.assert_allclose(_numpy(out["mlm_logits"]), ref_mlm, atol=1e-5 * np.abs(ref_mlm).max())
 
 
-def test_export_and_reload_round_trip(model, tmp_path):
+def test_export_and_reload_round_trip(model, tmp_path, tf):
     path = export_google_checkpoint(model, str(tmp_path / "export" / "bert_model.ckpt"))
     assert BertConfig.from_json_file(str(tmp_path / "export" / "bert_config.json")) == TINY
     reader = tf.train.load_checkpoint(str(tmp_path / "export"))
@@ -112,7 +136,7 @@ def test_export_and_reload_round_trip(model, tmp_path):
     np.testing.assert_array_equal(encoder.pooler.kernel.numpy(), model.encoder.pooler.kernel.numpy())
 
 
-def test_an_export_is_found_after_its_folder_moves(model, tmp_path):
+def test_an_export_is_found_after_its_folder_moves(model, tmp_path, tf):
     export_google_checkpoint(model, str(tmp_path / "export" / "bert_model.ckpt"))
     shutil.move(str(tmp_path / "export"), str(tmp_path / "moved"))
     assert tf.train.latest_checkpoint(str(tmp_path / "moved")) == str(tmp_path / "moved" / "bert_model.ckpt")
@@ -143,27 +167,15 @@ def test_mismatched_checkpoint_lists_every_problem(model, tmp_path):
         load_google_checkpoint(model, str(tmp_path / "nothing"))
 
 
-def test_keras_save_load_round_trip(model, tmp_path):
-    batch = random_batch(np.random.default_rng(6), TINY)
-    path = str(tmp_path / "model.keras")
-    model.save(path)
-    restored = keras.saving.load_model(path)
-    assert isinstance(restored, BertPretrainer) and restored.config == TINY
-    np.testing.assert_allclose(restored(batch)["mlm_logits"].numpy(), model(batch)["mlm_logits"].numpy(), atol=1e-6)
-
-
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_forward_backward_is_finite(policy):
     model = BertPretrainer(TINY, dtype=policy)
     batch = random_batch(np.random.default_rng(7), TINY)
     assert model.encoder.blocks[0].attention.query.compute_dtype == policy.split("_")[1]
     assert all(v.dtype == "float32" for v in model.weights)
-    with tf.GradientTape() as tape:
-        out = model(batch, training=True)
-        loss = pretraining_metrics(pretraining_loss_terms(batch, out))["loss"]
-    assert out["mlm_logits"].dtype == tf.float32 and out["nsp_logits"].dtype == tf.float32
-    grads = tape.gradient(loss, model.trainable_variables)
-    assert np.isfinite(float(loss)) and all(np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in grads)
+    out, loss, grads = _loss_and_gradients(model, batch)
+    assert {keras.backend.standardize_dtype(out[k].dtype) for k in ("mlm_logits", "nsp_logits")} == {"float32"}
+    assert np.isfinite(float(loss)) and all(np.isfinite(_numpy(g)).all() for g in grads)
     # Close to float32: bf16 has ~3 significant digits.
     f32 = BertPretrainer(TINY)
     f32.set_weights(model.get_weights())
@@ -175,10 +187,10 @@ def test_fit_lowers_loss_on_repeated_batch():
     keras.utils.set_random_seed(0)
     model = BertPretrainer(TINY)
     batch = random_batch(np.random.default_rng(8), TINY, batch_size=4)
-    ds = tf.data.Dataset.from_tensors(batch).repeat(40)
+    repeated = {k: np.concatenate([v] * 40) for k, v in batch.items()}  # 40 steps of the same 4 rows
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
-    history = model.fit(ds, epochs=1, verbose=0)
-    first = model.evaluate(tf.data.Dataset.from_tensors(batch), verbose=0, return_dict=True)
+    history = model.fit(repeated, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    first = model.evaluate(batch, batch_size=4, verbose=0, return_dict=True)
     assert set(history.history) >= {"loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
                                     "next_sentence_loss"}
     assert history.history["loss"][0] < 5.0  # chance for vocab 97 is ln(97) + ln(2) = 5.27
@@ -188,14 +200,12 @@ def test_fit_lowers_loss_on_repeated_batch():
 def test_stop_gradient_below_cuts_the_backward_pass():
     model = BertPretrainer(TINY, stop_gradient_below=1)
     batch = random_batch(np.random.default_rng(9), TINY)
-    with tf.GradientTape() as tape:
-        loss = pretraining_metrics(pretraining_loss_terms(batch, model(batch)))["loss"]
-    grads = dict(zip([v.path for v in model.trainable_variables], tape.gradient(loss, model.trainable_variables)))
-    assert grads["bert/layer_0/attention/query/kernel"] is None
-    assert grads["bert/layer_1/attention/query/kernel"] is not None
+    grads = dict(zip([v.path for v in model.trainable_variables], _loss_and_gradients(model, batch)[2]))
+    assert _no_gradient(grads["bert/layer_0/attention/query/kernel"])
+    assert not _no_gradient(grads["bert/layer_1/attention/query/kernel"])
     # The tied embedding table still learns through the MLM output projection.
-    assert grads["bert/embeddings/word_embeddings/embeddings"] is not None
-    assert grads["bert/embeddings/position_embeddings/embeddings"] is None
+    assert not _no_gradient(grads["bert/embeddings/word_embeddings/embeddings"])
+    assert _no_gradient(grads["bert/embeddings/position_embeddings/embeddings"])
 
 
 def test_config_validation_and_presets(tmp_path):
@@ -220,7 +230,8 @@ def test_config_validation_and_presets(tmp_path):
         assert BertConfig.from_json_file(os.path.join(REPO, "configs", "models", f"{name}.json")) == config
 
 
-def test_tf_train_checkpoint_saves_and_restores_every_weight(model, tmp_path):
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow only: tf.train.Checkpoint tracks tf.Variables")
+def test_tf_train_checkpoint_saves_and_restores_every_weight(model, tmp_path, tf):
     path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
     stored = [n for n, _ in tf.train.list_variables(path) if n.endswith("VARIABLE_VALUE")]
     assert len(stored) == len(model.weights)

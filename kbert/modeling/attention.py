@@ -2,8 +2,8 @@
 
 Without dropout on the probabilities (inference, or `attention_probs_dropout_prob=0`) it runs through
 `keras.ops.dot_product_attention`, which picks cuDNN's flash attention on JAX GPUs; the fused kernels take no
-dropout, so training with attention dropout keeps the explicit softmax. Both give the same float32 numbers:
-scores scaled in float32, Google's additive -10000 mask, softmax in float32.
+dropout, so training with attention dropout keeps the explicit softmax, as float16 on JAX CPUs does (`_fused`).
+Both give the same float32 numbers: scores scaled in float32, Google's additive -10000 mask, softmax in float32.
 """
 
 from __future__ import annotations
@@ -21,15 +21,26 @@ _MASK_VALUE = -10000.0
 
 
 def _flash_attention():
-    """None lets Keras choose (cuDNN flash attention on JAX GPUs, its own setting elsewhere); False on TPUs:
-    Keras 3.15's Splash path drops `bias` and reads only the first example's mask, so a padded batch would attend
-    to its padding."""
+    """Keras's setting (`keras.config.disable_flash_attention()` turns it off; by default Keras chooses: cuDNN flash
+    attention on JAX GPUs), and False on TPUs: Keras 3.15's Splash path drops `bias` and reads only the first
+    example's mask, so a padded batch would attend to its padding."""
     if keras.backend.backend() == "jax":
         import jax
 
         if jax.devices()[0].platform == "tpu":
             return False
-    return None
+    return keras.config.is_flash_attention_enabled()
+
+
+def _fused(compute_dtype: str) -> bool:
+    """Whether `ops.dot_product_attention` can run: not in float16 on JAX CPUs. There jax.nn.dot_product_attention
+    asks XLA for float16 products summed in float32, which XLA:CPU refuses when the step is compiled (JAX falls back
+    only in eager mode), so `predict` and `fit` under mixed_float16 would fail."""
+    if keras.backend.backend() != "jax" or compute_dtype != "float16":
+        return True
+    import jax
+
+    return jax.devices()[0].platform != "cpu"
 
 
 class BertSelfAttention(keras.layers.Layer):
@@ -67,11 +78,13 @@ class BertSelfAttention(keras.layers.Layer):
         q, k, v = (self._heads(dense, rows, batch, seq) for dense in (self.query, self.key, self.value))
         scale = 1.0 / float(self.config.head_size) ** 0.5
         bias = (1.0 - ops.cast(attention_mask, "float32"))[:, None, :, :] * _MASK_VALUE
-        if training and self.dropout.rate > 0:
+        if (training and self.dropout.rate > 0) or not _fused(self.compute_dtype):
             scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32") * scale
             probs = ops.softmax(scores + bias, axis=-1)
             probs = self.dropout(ops.cast(probs, self.compute_dtype), training=training)
             context = ops.einsum("bhqk,bkhd->bqhd", probs, v)
         else:
+            if keras.backend.backend() == "jax":  # cuDNN takes a bias of [B, 1, S, S] only, not [B, 1, 1, S]
+                bias = ops.broadcast_to(bias, (batch, 1, seq, seq))
             context = ops.dot_product_attention(q, k, v, bias=bias, scale=scale, flash_attention=_flash_attention())
         return ops.reshape(context, (batch, seq, self.config.hidden_size))

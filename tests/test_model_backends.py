@@ -1,0 +1,235 @@
+"""kbert's model on the Keras backend KERAS_BACKEND selects (tools/test.sh runs this file under TensorFlow and JAX):
+BertPretrainer against a float64 NumPy BERT on a padded and a packed batch, and against itself under the other
+backend; BertEncoder, BertPretrainer and BertClassifier trained with model.fit and kbert's LAMB, and saved and
+loaded as .keras; dropout; and that importing kbert.modeling and kbert.optimizers under JAX leaves TensorFlow
+unimported."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from kbert.modeling import BertEncoder, BertPretrainer, google_variable_map
+from kbert.modeling.attention import BertSelfAttention
+from kbert.modeling.packing import attention_mask
+from kbert.optimizers import LAMB
+from model_fixtures import SEQ, TINY, inference_outputs, pack, packed_slots, randomize, unpacked
+from numpy_bert import encode, google_weights, pretrain_logits, random_batch
+
+BACKEND = keras.backend.backend()
+OTHER = "jax" if BACKEND == "tensorflow" else "tensorflow"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.join(ROOT, "tests")
+DROPOUT = TINY.replace(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+
+pytestmark = pytest.mark.usefixtures("float32_policy")
+
+
+def _numpy(x):
+    return keras.ops.convert_to_numpy(x)
+
+
+@pytest.fixture
+def model():
+    m = BertPretrainer(TINY)
+    randomize(m)
+    return m
+
+
+def _padded(seed):
+    """Two padded rows: the packed batch's shapes, so that JAX compiles its eager ops once for both."""
+    return random_batch(np.random.default_rng(seed), TINY, batch_size=2)
+
+
+def _close(got, ref, err_msg=""):
+    np.testing.assert_allclose(got, ref, atol=1e-5, rtol=0, err_msg=err_msg)
+
+
+def test_forward_matches_float64_numpy_reference(model):
+    """A padded batch: every layer's output at every token, the pooled output and both heads' logits."""
+    batch = _padded(1)
+    out = inference_outputs(model, batch)
+    w = google_weights(model)
+    ref_layers, ref_pooled = encode(w, TINY, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
+    ref_mlm, ref_nsp = pretrain_logits(w, TINY, batch)
+    for i, ref in enumerate(ref_layers):
+        _close(out[f"layer_{i}"], ref, f"layer_{i}")
+    _close(out["pooled_output"], ref_pooled)
+    _close(out["nsp_logits"], ref_nsp)
+    _close(out["mlm_logits"], ref_mlm)
+
+
+def test_packed_forward_matches_float64_numpy_reference_of_each_sequence(model):
+    """A packed batch (block-diagonal attention, position ids restarting): each sequence's tokens, masked-LM and
+    next-sentence logits equal the float64 reference of that sequence in a padded row of its own."""
+    batch = unpacked()
+    out = inference_outputs(model, pack(batch))
+    w = google_weights(model)
+    ref_layers, _ = encode(w, TINY, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
+    ref_mlm, ref_nsp = pretrain_logits(w, TINY, batch)
+    for row, slot, source, offset, length, predicted, count in packed_slots(batch):
+        where = f"row {row} slot {slot}"
+        for i, ref in enumerate(ref_layers):
+            _close(out[f"layer_{i}"][row, offset:offset + length], ref[source, :length], f"layer_{i}, {where}")
+        _close(out["mlm_logits"][row, predicted:predicted + count], ref_mlm[source, :count], where)
+        _close(out["nsp_logits"][row, slot], ref_nsp[source], where)
+
+
+# Runs in a process of the other backend: loads the weights, writes its outputs on the saved batches.
+OTHER_BACKEND = """
+import json, sys
+import keras
+import numpy as np
+from kbert.modeling import BertConfig, BertPretrainer
+from model_fixtures import inference_outputs
+config, weights, batches, out = sys.argv[1:]
+model = BertPretrainer(BertConfig.from_dict(json.loads(config)))
+model.load_weights(weights)
+stored = np.load(batches)
+names = {key.split("/")[0] for key in stored.files}
+results = {}
+for name in names:
+    batch = {key.split("/")[1]: stored[key] for key in stored.files if key.startswith(name + "/")}
+    results.update({f"{name}/{k}": v for k, v in inference_outputs(model, batch).items()})
+np.savez(out, **results)
+print(keras.backend.backend())
+"""
+
+
+def test_the_other_backend_gives_the_same_outputs_on_the_same_weights(model, tmp_path):
+    batches = {"padded": _padded(2), "packed": pack(unpacked())}
+    weights, stored, results = (str(tmp_path / name) for name in ("model.weights.h5", "batches.npz", "out.npz"))
+    model.save_weights(weights)
+    np.savez(stored, **{f"{name}/{k}": v for name, batch in batches.items() for k, v in batch.items()})
+    env = dict(os.environ, KERAS_BACKEND=OTHER, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.pathsep.join([ROOT, TESTS]))
+    run = subprocess.run([sys.executable, "-c", OTHER_BACKEND, json.dumps(TINY.to_dict()), weights, stored, results],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split()[-1] == OTHER
+    theirs = np.load(results)
+    for name, batch in batches.items():
+        ours = inference_outputs(model, batch)
+        assert {k for k in theirs.files if k.startswith(name + "/")} == {f"{name}/{k}" for k in ours}
+        for key, value in ours.items():
+            _close(theirs[f"{name}/{key}"], value, f"{name}/{key}")
+
+
+def _lamb():
+    return LAMB(1e-2, exclude_from_weight_decay=["layer_norm", "bias"])
+
+
+def _pretrainer():
+    model = BertPretrainer(DROPOUT)
+    model.compile(optimizer=_lamb())
+    return model, None
+
+
+def _encoder():
+    """The bare encoder, with a regression layer on its pooled output: a functional model."""
+    inputs = {name: keras.Input((SEQ,), dtype="int32", name=name) for name in ("input_ids", "input_mask",
+                                                                                  "segment_ids")}
+    encoder = BertEncoder(DROPOUT)
+    assert len(encoder.weights) == len(google_variable_map(encoder))  # built on construction, every weight named
+    model = keras.Model(inputs, keras.layers.Dense(1, name="regression")(encoder(inputs)["pooled_output"]))
+    model.compile(optimizer=_lamb(), loss="mse")
+    # Targets around 3, far from the initial outputs around 0: the fall of the loss stands above dropout's noise.
+    return model, np.random.default_rng(4).normal(3.0, 1.0, size=(8, 1)).astype(np.float32)
+
+
+def _classifier():
+    from kbert.finetuning.model import BertClassifier  # the package kbert.finetuning imports TensorFlow
+
+    model = BertClassifier(BertEncoder(DROPOUT), num_outputs=3)
+    model.compile(optimizer=_lamb(), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model, np.random.default_rng(4).integers(0, 3, (8,)).astype(np.int32)
+
+
+@pytest.mark.parametrize("make", [_encoder, _pretrainer, _classifier], ids=["encoder", "pretrainer", "classifier"])
+def test_fit_with_lamb_then_keras_save_load_gives_the_same_outputs(make, tmp_path):
+    keras.utils.set_random_seed(0)
+    model, y = make()
+    batch = random_batch(np.random.default_rng(3), DROPOUT, batch_size=8)
+    x = batch if y is None else {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
+    before = model.get_weights()
+    history = model.fit(x, y, batch_size=4, epochs=4, shuffle=False, verbose=0).history["loss"]  # 8 steps
+    assert np.all(np.isfinite(history)) and history[-1] < history[0], history
+    # Every weight trained but the attention's key biases: the softmax over keys cancels them (no gradient).
+    unchanged = [v.path for v, b in zip(model.weights, before) if np.allclose(_numpy(v), b)]
+    assert all(path.endswith("key/bias") for path in unchanged), unchanged
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    assert type(restored) is type(model) and type(restored.optimizer) is LAMB
+    if isinstance(model, BertPretrainer):
+        assert restored.config == DROPOUT
+    assert len(restored.get_weights()) == len(model.get_weights())
+    for a, b in zip(restored.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    ours, theirs = model(x, training=False), restored(x, training=False)
+    for a, b in zip(keras.tree.flatten(ours), keras.tree.flatten(theirs)):
+        np.testing.assert_array_equal(_numpy(a), _numpy(b))
+
+
+def test_dropout_changes_training_outputs_and_rate_zero_leaves_them():
+    batch = _padded(5)
+    without, with_dropout = BertPretrainer(TINY), BertPretrainer(DROPOUT)
+    randomize(without)
+    with_dropout.set_weights(without.get_weights())
+    inference = _numpy(without(batch, training=False)["mlm_logits"])
+    np.testing.assert_array_equal(_numpy(with_dropout(batch, training=False)["mlm_logits"]), inference)
+    np.testing.assert_array_equal(_numpy(without(batch, training=True)["mlm_logits"]), inference)
+    first, second = (_numpy(with_dropout(batch, training=True)["mlm_logits"]) for _ in range(2))
+    assert not np.allclose(first, inference) and not np.allclose(second, first)  # a new mask every call
+
+
+def test_classifier_dropout_applies_only_in_training():
+    from kbert.finetuning.model import BertClassifier
+
+    batch = _padded(5)
+    encoder = BertEncoder(TINY)
+    randomize(encoder)
+    zero, half = BertClassifier(encoder, 3, dropout=0.0), BertClassifier(encoder, 3, dropout=0.5)
+    half.classifier.set_weights(zero.classifier.get_weights())
+    inference = _numpy(zero(batch, training=False))
+    np.testing.assert_array_equal(_numpy(zero(batch, training=True)), inference)
+    np.testing.assert_array_equal(_numpy(half(batch, training=False)), inference)
+    assert not np.allclose(_numpy(half(batch, training=True)), inference)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+def test_attention_without_dropout_trains_as_it_infers(packed, monkeypatch):
+    """At rate 0 training runs the fused `dot_product_attention` as inference does; with a rate it runs the explicit
+    softmax, whose numbers are the same when the dropout drops nothing."""
+    batch = pack(unpacked()) if packed else _padded(6)
+    mask = attention_mask(batch)
+    hidden = keras.ops.convert_to_tensor(np.random.default_rng(7).normal(size=(*batch["input_ids"].shape, 32)),
+                                         "float32")
+    fused, explicit = BertSelfAttention(TINY), BertSelfAttention(DROPOUT)
+    for layer in (fused, explicit):
+        layer.build((None, None, TINY.hidden_size))
+    randomize(fused)
+    inference = _numpy(fused(hidden, mask, training=False))
+    np.testing.assert_array_equal(_numpy(fused(hidden, mask, training=True)), inference)
+    explicit.set_weights(fused.get_weights())
+    monkeypatch.setattr(explicit.dropout, "call", lambda inputs, training=False: inputs)  # rate 0.1, drops nothing
+    np.testing.assert_allclose(_numpy(explicit(hidden, mask, training=True)), inference, atol=1e-6, rtol=0)
+
+
+def test_importing_kbert_modeling_and_optimizers_under_jax_leaves_tensorflow_unimported():
+    """Each module in turn, in one JAX process: whether TensorFlow is imported after it."""
+    modules = ["kbert.modeling", "kbert.optimizers"]
+    code = ("import importlib, json, sys, keras\n"
+            "imported = {}\n"
+            f"for module in {modules!r}:\n"
+            "    importlib.import_module(module)\n"
+            "    imported[module] = 'tensorflow' in sys.modules\n"
+            "print(json.dumps([keras.backend.backend(), imported]))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, JAX_PLATFORMS="cpu"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.splitlines()[-1]) == ["jax", {m: False for m in modules}]
