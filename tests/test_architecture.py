@@ -16,6 +16,7 @@ ALLOWED = {
     "training": {"config", "optimizers", "modeling", "data", "runtime"},
     "mslt": {"config", "optimizers", "modeling", "data", "runtime", "training"},
     "finetuning": {"config", "optimizers", "modeling", "data", "runtime"},
+    "fit": {"optimizers", "modeling", "data"},
 }
 LEAVES = {"errors", "choices", "checkpoint_index"}
 

@@ -14,15 +14,28 @@ from absl import flags
 
 from kbert.choices import MODES
 from kbert.cli import entry, run_flags
+from kbert.errors import KbertError
 
 PROGRAM = "kbert-pretrain"
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("mode", "train", list(MODES), "What to run.")
 
 
+def _refuse_other_backends() -> None:
+    """One line under another Keras backend: this engine is tf.distribute's, the recipe for JAX is kbert.fit."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise KbertError(f"KERAS_BACKEND={backend}: {PROGRAM} is the TensorFlow engine (tf.distribute); unset "
+                         "KERAS_BACKEND to run it, or pretrain with model.fit through kbert.fit.fit_pretraining "
+                         "(docs/jax.md).")
+
+
 def main(argv: list[str]) -> None:
     run_flags.no_arguments(argv)
     run_flags.set_up_controller(PROGRAM)
+    _refuse_other_backends()
     # Imported here so `--help` and flag errors come back without loading TensorFlow.
     from kbert import experiment
     from kbert.runtime.preemption import PREEMPTED_EXIT_CODE, Preempted

@@ -121,6 +121,7 @@ def pretraining_dataset(
     cycle_length: int = 8,
     seed: int | None = None,
     validate_records: int | None = 16,
+    skip_batches: int = 0,
 ) -> tf.data.Dataset:
     """Batches of pretraining examples, keyed by Google's v1 names (see docs/architecture.md).
 
@@ -147,6 +148,9 @@ def pretraining_dataset(
       cycle_length: files read at once.
       seed: seeds file and record shuffling (and nothing else: masking follows `tf.random.set_seed`).
       validate_records: records per file checked up front (None: all; 0: skip the checks).
+      skip_batches: batches left out at the start, never parsed: with the same files, batch size and `seed`, the
+        records that follow are those a run that had taken `skip_batches` batches would take next, so a resumed
+        run continues the data where it stopped (dynamic masks are drawn anew).
 
     Returns:
       A `tf.data.Dataset` of dicts: `input_ids`, `input_mask`, `segment_ids`, `masked_lm_positions`,
@@ -180,8 +184,9 @@ def pretraining_dataset(
         return batch
 
     dataset = _records(files, layout.compression, is_training, seed, cycle_length, shuffle_buffer)
-    # Batch before parsing: vectorised parse_example is several times faster than per-record parsing.
-    dataset = dataset.batch(batch_size, drop_remainder=is_training)
+    # Batch before parsing: vectorised parse_example is several times faster than per-record parsing, and skipped
+    # batches are never parsed.
+    dataset = dataset.batch(batch_size, drop_remainder=is_training).skip(skip_batches)
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     if masker is not None:
         dataset = dataset.map(masker, num_parallel_calls=tf.data.AUTOTUNE)
