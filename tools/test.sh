@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs kbert's test suite on a fresh machine: makes .venv if absent, installs kbert[test], runs pytest.
 # Idempotent; extra arguments go to the first pytest run, under TensorFlow (e.g. `bash tools/test.sh -k lamb`); a
-# second run tests kbert's optimizers under KERAS_BACKEND=jax, unless the arguments pick tests (files or -k).
+# second run tests what runs on every Keras backend (optimizers, model, model.fit pretraining, the accelerator check)
+# under KERAS_BACKEND=jax on two logical CPU devices, unless the arguments pick tests (files or -k).
 # Two pytest workers (KBERT_TEST_WORKERS): many tests start kbert-pretrain processes, whose single-threaded start
 # (importing TensorFlow, tracing) leaves a core idle; two workers use it.
 set -euo pipefail
@@ -16,8 +17,11 @@ for arg in "$@"; do
   case "$arg" in -k|-k*|[!-]*) picked=1 ;; esac
 done
 if [ "$picked" -eq 0 ]; then
-  # The optimizer tests written for every Keras backend, again under JAX (docs/optimizers.md, "Backends").
-  KERAS_BACKEND=jax JAX_PLATFORMS=cpu .venv/bin/python -m pytest -n "${KBERT_TEST_WORKERS:-2}" -q \
-    tests/test_optimizers_reference.py tests/test_optimizers_backends.py || status=$?
+  # The tests written for every Keras backend, again under JAX (docs/jax.md); --dist loadfile keeps a file's shared
+  # fixtures (one compiled model) on one worker.
+  KERAS_BACKEND=jax JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=2 .venv/bin/python -m pytest \
+    -n "${KBERT_TEST_WORKERS:-2}" --dist loadfile -q tests/test_optimizers_reference.py \
+    tests/test_optimizers_backends.py tests/test_model_backends.py tests/test_modeling.py tests/test_packed_model.py \
+    tests/test_fit_jax.py tests/test_accelerator_check_jax.py || status=$?
 fi
 exit "$status"
