@@ -27,6 +27,7 @@ import bench_flags  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from kbert.optimizers import LAMB, LARS  # noqa: E402
+from kbert.optimizers.layerwise import DEFAULT_EXCLUDE  # noqa: E402
 
 flags.DEFINE_integer("num_layers", 12, "Transformer layers (BERT-base: 12).")
 flags.DEFINE_integer("hidden_size", 768, "Hidden size (BERT-base: 768).")
@@ -57,23 +58,33 @@ def bert_parameter_shapes(num_layers: int, hidden: int, vocab: int) -> dict[str,
     return shapes
 
 
+def keras_decayed(optimizer_class):
+    """A factory of a Keras optimizer decaying weights as kbert's LAMB does: λ = 0.01, LayerNorm and biases excluded."""
+
+    def make():
+        optimizer = optimizer_class(1e-4, weight_decay=0.01)
+        optimizer.exclude_from_weight_decay(var_names=list(DEFAULT_EXCLUDE))
+        return optimizer
+
+    return make
+
+
 def contestants():
     """name -> (optimizer factory, variable factory); Model Garden's tf_keras LAMB under TensorFlow only."""
     keras_variable = lambda value, name: keras.Variable(value, name=name)  # noqa: E731
     keras_3 = {
-        "Keras AdamW": (lambda: keras.optimizers.AdamW(1e-4, weight_decay=0.01), keras_variable),
+        "Keras AdamW": (keras_decayed(keras.optimizers.AdamW), keras_variable),
         "kbert LAMB": (lambda: LAMB(1e-4), keras_variable),
         "kbert LARS": (lambda: LARS(1e-4), keras_variable),
-        "Keras Lamb": (lambda: keras.optimizers.Lamb(1e-4, weight_decay=0.01), keras_variable),
+        "Keras Lamb": (keras_decayed(keras.optimizers.Lamb), keras_variable),
     }
     if keras.backend.backend() != "tensorflow":
         return keras_3
     import tensorflow as tf
     from official.modeling.optimization import lamb as model_garden_lamb
 
-    exclude = ["LayerNorm", "layer_norm", "bias"]
     model_garden = (
-        lambda: model_garden_lamb.LAMB(1e-4, weight_decay_rate=0.01, exclude_from_weight_decay=exclude),
+        lambda: model_garden_lamb.LAMB(1e-4, weight_decay_rate=0.01, exclude_from_weight_decay=list(DEFAULT_EXCLUDE)),
         lambda value, name: tf.Variable(value, name=name),
     )
     return {**keras_3, "Model Garden LAMB": model_garden}
@@ -101,12 +112,16 @@ def make_jax_step(make_optimizer, make_variable, values, jit_compile=True):
     variables = [make_variable(value, name) for name, value in values.items()]
     optimizer = make_optimizer()
     optimizer.build(variables)
-    apply = jax.jit(optimizer.stateless_apply, donate_argnums=(0, 2))
+    # State in and out in one order, as `model.fit`'s train step takes and returns it: jit aliases each output to the
+    # first donated input of its shape and dtype, so (slots, grads, weights) -> (weights, slots) put the new weights
+    # in slot buffers and XLA copied the variables around that, in every contestant's step.
+    apply = jax.jit(lambda weights, slots, grads: optimizer.stateless_apply(slots, grads, weights),
+                    donate_argnums=(0, 1))
     state = {"weights": [v.value for v in variables], "slots": [v.value for v in optimizer.variables]}
     del variables  # the donated buffers live in `state` only
 
     def step(grads):
-        state["weights"], state["slots"] = apply(state["slots"], grads, state["weights"])
+        state["weights"], state["slots"] = apply(state["weights"], state["slots"], grads)
         return state["slots"][0]  # the iteration counter, ready when the whole step is
 
     return step

@@ -25,6 +25,12 @@ def _one_minus_power(beta: float, step):
     return -ops.expm1(step * math.log(beta))
 
 
+def _direction(m, v, w, m_scale, epsilon, weight_decay):
+    """m̂ / (√v̂ + ε) from `_bias_correction`'s scalars, plus λ·w unless `weight_decay` is None."""
+    update = (m * m_scale) / (ops.sqrt(v) + epsilon)
+    return update if weight_decay is None else update + weight_decay * w
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class LAMB(LayerwiseOptimizer):
     """LAMB optimizer as in the paper, Model Garden and TF Addons, for Keras 3.
@@ -136,24 +142,21 @@ class LAMB(LayerwiseOptimizer):
         # m̂ / (√v̂ + ε) = m·(√c2 / c1) / (√v + ε·√c2) with c = 1 − β^t.
         self.assign_add(m, (g - m) * (1.0 - self.beta_1))
         self.assign_add(v, (ops.square(g) - v) * (1.0 - self.beta_2))
-        m_scale, epsilon = bias_correction
-        update = (m * m_scale) / (ops.sqrt(v) + epsilon)
+        decoupled = decay and self.weight_decay_mode == "decoupled"
+        direction = (m, v, w, *bias_correction, self.weight_decay if decay and not decoupled else None)
+        update = _direction(*direction)
 
         # Decoupled decay shrinks w before the trust ratio: ‖w·(1 − lr·λ)‖ is a scalar rescale of ‖w‖.
-        w_scale = ops.ones((), "float32")
-        if decay and self.weight_decay_mode == "decoupled":
-            w_scale = 1.0 - lr * self.weight_decay
-        elif decay:
-            update = update + self.weight_decay * w
-
+        w_scale = 1.0 - lr * self.weight_decay if decoupled else ops.ones((), "float32")
         ratio = ops.ones((), "float32")
         if adapt or self.always_adapt:
+            update_norm = self._norm_apart(update, _direction, direction)
             ratio = self._safe_ratio(
-                w_scale * self._norm(w), self._norm(update), 1.0, self.min_trust_ratio, self.max_trust_ratio
+                w_scale * self._norm(w), update_norm, 1.0, self.min_trust_ratio, self.max_trust_ratio
             )
         self._record_trust_ratio(index, ratio)
         delta = (lr * ratio) * update
-        if decay and self.weight_decay_mode == "decoupled":
+        if decoupled:
             delta = delta + (lr * self.weight_decay) * w
         self.assign_sub(variable, delta)
 
