@@ -37,10 +37,9 @@ from kbert.finetuning.model import BertClassifier
 from kbert.finetuning.predictions import write_submission
 from kbert.finetuning.tasks import resolve_task
 from kbert.modeling import BertConfig, BertEncoder
-from kbert.optimizers import PolynomialWarmup
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.lease import Lease
-from kbert.runtime.optimizer_factory import make_optimizer
+from kbert.runtime.optimizer_factory import make_optimizer, make_schedule
 
 
 @dataclasses.dataclass
@@ -79,13 +78,10 @@ def prepare(config: FinetuneConfig) -> Prepared:
     return Prepared(data, encoder, bert, prefix, steps_per_epoch)
 
 
-def learning_rate(config: FinetuneConfig, total_steps: int) -> PolynomialWarmup:
+def learning_rate(config: FinetuneConfig, total_steps: int) -> keras.optimizers.schedules.LearningRateSchedule:
     """`schedule` over `total_steps` optimizer steps; warmup `warmup_steps`, or `warmup_fraction` of the steps."""
     s = config.schedule
-    warmup = s.warmup_steps or round(s.warmup_fraction * total_steps)
-    return PolynomialWarmup(peak_learning_rate=s.peak_learning_rate, warmup_steps=warmup,
-                            decay_steps=s.decay_steps or max(total_steps - warmup, 1),
-                            end_learning_rate=s.end_learning_rate, power=s.power, step_offset=s.step_offset)
+    return make_schedule(s, total_steps, warmup_steps=s.warmup_steps or round(s.warmup_fraction * total_steps))
 
 
 def _report_input(prepared: Prepared, print_fn) -> dict[str, Any]:

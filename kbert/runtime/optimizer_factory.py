@@ -1,8 +1,10 @@
-"""The optimizer of a config's `optimizer` section: LAMB, LARS or AdamW, shared by pretraining and fine-tuning.
+"""The optimizer of a config's `optimizer` section (LAMB, LARS or AdamW) and the learning-rate schedule of its
+`schedule` section, shared by pretraining and fine-tuning.
 
 Example:
 
 ```python
+schedule = make_schedule(config.schedule, config.train.total_steps - config.schedule.step_offset)
 with strategy.scope():
     optimizer = make_optimizer(config.optimizer, schedule, mixed_precision="bfloat16", variables=model.weights)
 ```
@@ -10,13 +12,35 @@ with strategy.scope():
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import keras
 
 from kbert.errors import ConfigError
-from kbert.optimizers import LAMB, LARS, LossScaleOptimizer
+from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, PolynomialWarmup
 from kbert.optimizers.layerwise import path_matches
+from kbert.optimizers.schedules import OneCycle, WarmupStableDecay
+
+
+def make_schedule(section, steps: int,
+                  warmup_steps: Optional[int] = None) -> keras.optimizers.schedules.LearningRateSchedule:
+    """The `schedule.shape` of a `schedule` section over `steps` optimizer steps after its `step_offset`
+    (`ScheduleConfig.span`); `warmup_steps` replaces `schedule.warmup_steps` (fine-tuning's `warmup_fraction`).
+
+    Raises:
+      ConfigError: a wsd warmup that runs into the decay.
+    """
+    s = section
+    warmup = s.warmup_steps if warmup_steps is None else warmup_steps
+    total = s.span(steps, warmup)
+    if s.shape == "wsd":
+        return WarmupStableDecay(s.peak_learning_rate, warmup, total, decay_share=s.decay_share,
+                                 end_learning_rate=s.end_learning_rate, step_offset=s.step_offset)
+    if s.shape == "one_cycle":
+        return OneCycle(s.peak_learning_rate, total, warmup_steps=warmup or None,
+                        end_learning_rate=s.end_learning_rate, step_offset=s.step_offset)
+    return PolynomialWarmup(peak_learning_rate=s.peak_learning_rate, warmup_steps=warmup, decay_steps=total - warmup,
+                            end_learning_rate=s.end_learning_rate, power=s.power, step_offset=s.step_offset)
 
 
 def make_optimizer(section, learning_rate, *, mixed_precision: str = "float32",

@@ -89,14 +89,29 @@ class OptimizerConfig(Section):
                     raise ConfigError(f"optimizer.{key}: {pattern!r} is not a regular expression ({e}).") from None
 
 
+# `schedule.shape`: kbert.optimizers.schedules' PolynomialWarmup, WarmupStableDecay, OneCycle.
+SCHEDULE_SHAPES = ("polynomial", "wsd", "one_cycle")
+DEFAULT_DECAY_SHARE = 0.1
+
+
 @dataclasses.dataclass
 class ScheduleConfig(Section):
-    """Linear warmup to `peak_learning_rate`, then polynomial decay to `end_learning_rate`.
+    """The learning rate over the optimizer steps, by `shape` (`kbert.optimizers.schedules`):
 
-    `decay_steps` defaults to the steps left after the warmup, `train.total_steps - step_offset - warmup_steps`.
-    `step_offset` restarts the schedule, warmup included, at that optimizer step: a second pretraining phase that
-    resumes the first one's step count sets it to the first phase's steps. (MSLT stages get their own schedules
-    from the `mslt` section.)
+    - `polynomial`: linear warmup to `peak_learning_rate`, then polynomial decay (`power`) to `end_learning_rate`.
+    - `wsd`: linear warmup, constant at the peak, then a linear decay over the last `decay_share` of the steps.
+    - `one_cycle`: linear rise from 0 to the peak at `warmup_steps` (0: at the middle of the steps), then a linear
+      fall to `end_learning_rate`. `power` is the polynomial shape's alone.
+
+    The schedule spans `warmup_steps + decay_steps` steps; `decay_steps` defaults to the steps left after the
+    warmup, `train.total_steps - step_offset - warmup_steps`. `step_offset` restarts the schedule, warmup included,
+    at that optimizer step: a second pretraining phase that resumes the first one's step count sets it to the first
+    phase's steps. (Phases and MSLT stages train each on the shape over their own steps.)
+
+    Example:
+
+    >>> ScheduleConfig(shape="wsd", warmup_steps=100, decay_share=0.2).span(1000)
+    1000
     """
 
     peak_learning_rate: float = 1e-4
@@ -105,6 +120,9 @@ class ScheduleConfig(Section):
     power: float = 0.5
     end_learning_rate: float = 0.0
     step_offset: int = 0
+    shape: str = "polynomial"
+    # wsd: the share of the steps the final decay takes (ModernBERT, MiniCPM: 0.1-0.2).
+    decay_share: float = DEFAULT_DECAY_SHARE
 
     def check(self) -> None:
         need(self.peak_learning_rate > 0, f"schedule.peak_learning_rate={self.peak_learning_rate} must be positive.")
@@ -115,3 +133,25 @@ class ScheduleConfig(Section):
              f"schedule.decay_steps={self.decay_steps} must be positive.")
         need(self.warmup_steps >= 0, f"schedule.warmup_steps={self.warmup_steps} must be >= 0.")
         need(self.step_offset >= 0, f"schedule.step_offset={self.step_offset} must be >= 0.")
+        need(self.shape in SCHEDULE_SHAPES,
+             f"schedule.shape={self.shape!r}: choose one of {', '.join(SCHEDULE_SHAPES)}.")
+        need(0 < self.decay_share <= 1, f"schedule.decay_share={self.decay_share} must be in (0, 1] (the share of "
+             "the steps the wsd decay takes, 0.1-0.2 typical).")
+        need(self.shape == "wsd" or self.decay_share == DEFAULT_DECAY_SHARE,
+             f"schedule.decay_share={self.decay_share} is for schedule.shape=wsd, not {self.shape}: set "
+             "schedule.shape=wsd or remove schedule.decay_share.")
+
+    def span(self, steps: int, warmup_steps: Optional[int] = None) -> int:
+        """The optimizer steps the schedule spans from `step_offset` when it trains `steps` of them: the warmup
+        (`warmup_steps`, default `schedule.warmup_steps`) and `decay_steps` (unset: the rest of `steps`).
+
+        Raises:
+          ConfigError: a wsd warmup that runs into the decay.
+        """
+        warmup = self.warmup_steps if warmup_steps is None else warmup_steps
+        total = warmup + (self.decay_steps or max(steps - warmup, 1))
+        decay_start = (1 - self.decay_share) * total
+        need(self.shape != "wsd" or warmup <= decay_start,
+             f"schedule.warmup_steps={warmup} runs into the wsd decay, which starts at step {decay_start:g} "
+             f"((1 - schedule.decay_share) x {total} steps): lower schedule.warmup_steps or schedule.decay_share.")
+        return total

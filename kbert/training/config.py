@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import List, Optional, Union
 
 from kbert.choices import JIT_COMPILE, PRECISION_POLICIES, is_jit_compile_choice
@@ -23,6 +24,8 @@ from kbert.runtime.sections import ModelConfig, OptimizerConfig, ScheduleConfig
 from kbert.training.eval_schedule import MLPERF_TARGET, mlperf_interval
 
 EVAL_PROTOCOLS = ("", "mlperf")
+# BERT's masking rate: `data.masked_lm_prob` of dynamic masking, and what static records were written with.
+BERT_MASKED_LM_PROB = 0.15
 # The model of a run that names none and starts from no imported checkpoint.
 DEFAULT_BERT = "bert_tiny"
 
@@ -45,7 +48,18 @@ class PretrainingModelConfig(ModelConfig):
 
 @dataclasses.dataclass
 class DataConfig(Section):
-    """TFRecords in Google's pretraining schema; file patterns are comma-separated globs."""
+    """TFRecords in Google's pretraining schema; file patterns are comma-separated globs.
+
+    With `dynamic_masking`, `masked_lm_prob` of each sequence's real tokens (of its words, with whole-word
+    masking) is masked anew on every pass, but never more than `max_predictions` tokens: a sequence of
+    `seq_length` has up to `seq_length - 2` maskable tokens ([CLS] and [SEP] never are), so `max_predictions` must
+    be at least `ceil(masked_lm_prob * (seq_length - 2))` (30% of 128: 38). Unmasked records (`--no_masking`)
+    carry no predictions, so `max_predictions` is the pipeline's alone there.
+
+    Example:
+
+    >>> DataConfig(dynamic_masking=True, masked_lm_prob=0.3, max_predictions=38).validate("data.")
+    """
 
     train_files: str = ""
     eval_files: str = ""
@@ -57,6 +71,8 @@ class DataConfig(Section):
     # train.init_checkpoint sets it to its own (another file of other tokens is refused).
     vocab_file: str = ""
     whole_word_masking: bool = False
+    # Share of the tokens dynamic masking masks (BERT 0.15; MosaicBERT, ModernBERT 0.3; Wettig et al. 2022 0.4).
+    masked_lm_prob: float = BERT_MASKED_LM_PROB
     # Reject token ids >= the model's vocab_size before training (reads the first records of each file).
     check_vocab_size: bool = True
     # Checkpoint the input iterator so a restart continues the data (costs the shuffle buffer's size on disk).
@@ -65,6 +81,16 @@ class DataConfig(Section):
     def check(self) -> None:
         need(self.seq_length > 0 and self.max_predictions > 0,
              "data.seq_length and data.max_predictions must be positive.")
+        p = self.masked_lm_prob
+        need(0 < p < 1, f"data.masked_lm_prob={p} must be in (0, 1).")
+        need(self.dynamic_masking or p == BERT_MASKED_LM_PROB,
+             f"data.masked_lm_prob={p} is dynamic masking's rate, but data.dynamic_masking is off and static records "
+             "carry the masks they were written with (kbert-create-pretraining-data --masked_lm_prob): set "
+             "data.dynamic_masking=true (records written with --no_masking) or remove data.masked_lm_prob.")
+        needed = math.ceil(round(p * (self.seq_length - 2), 6))
+        need(not self.dynamic_masking or self.max_predictions >= needed,
+             f"data.max_predictions={self.max_predictions} caps dynamic masking below data.masked_lm_prob={p} of "
+             f"data.seq_length={self.seq_length} ({needed} tokens): set data.max_predictions={needed} or more.")
 
 
 @dataclasses.dataclass
@@ -206,6 +232,7 @@ class PretrainingConfig(Section):
         need(s.warmup_steps <= t.total_steps - s.step_offset,
              f"schedule.warmup_steps={s.warmup_steps} must be >= 0 and no longer than the training it warms up "
              f"(train.total_steps - schedule.step_offset = {t.total_steps - s.step_offset}).")
+        s.span(t.total_steps - s.step_offset)
         check_batch_sizes(self, replicas=1)
         need(not self.eval.interval(t.global_batch_size) or bool(d.eval_files),
              "eval.interval_samples / eval.protocol evaluate data.eval_files during training: set data.eval_files.")

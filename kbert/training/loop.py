@@ -36,10 +36,9 @@ from kbert.data.pipeline import distribute_options
 from kbert.errors import ConfigError, InputDataError, NonFiniteLossError
 from kbert.modeling import BertPretrainer
 from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
-from kbert.optimizers import PolynomialWarmup
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.devices import find_accelerators
-from kbert.runtime.optimizer_factory import make_optimizer
+from kbert.runtime.optimizer_factory import make_optimizer, make_schedule
 from kbert.training.config import PretrainingConfig
 from kbert.training.eval_schedule import EvalSchedule
 from kbert.training.flops import peak_flops_of, training_flops_per_sequence
@@ -48,12 +47,9 @@ from kbert.training.reporting import ProgressReporter, check_finite_weights
 from kbert.training.trainer import PretrainingTrainer
 
 
-def learning_rate_schedule(config: PretrainingConfig) -> PolynomialWarmup:
-    s = config.schedule
-    decay_steps = s.decay_steps or max(config.train.total_steps - s.step_offset - s.warmup_steps, 1)
-    return PolynomialWarmup(peak_learning_rate=s.peak_learning_rate, warmup_steps=s.warmup_steps,
-                            decay_steps=decay_steps, end_learning_rate=s.end_learning_rate, power=s.power,
-                            step_offset=s.step_offset)
+def learning_rate_schedule(config: PretrainingConfig) -> keras.optimizers.schedules.LearningRateSchedule:
+    """`config.schedule`'s shape over the run's `train.total_steps` (`make_schedule`)."""
+    return make_schedule(config.schedule, config.train.total_steps - config.schedule.step_offset)
 
 
 def build_optimizer(config: PretrainingConfig, variables: Sequence[keras.Variable] = (),
@@ -90,6 +86,7 @@ def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: Optiona
                                    is_training=is_training, dynamic_masking=d.dynamic_masking,
                                    vocab_size=vocab_size if d.check_vocab_size or d.dynamic_masking else None,
                                    vocab_file=d.vocab_file or None, whole_word_masking=d.whole_word_masking,
+                                   masked_lm_prob=d.masked_lm_prob,
                                    seed=config.train.seed + seed_offset)
     return make
 
