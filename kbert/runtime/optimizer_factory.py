@@ -17,9 +17,8 @@ from typing import Optional, Sequence
 import keras
 
 from kbert.errors import ConfigError
-from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, PolynomialWarmup
+from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, OneCycle, PolynomialWarmup, WarmupStableDecay
 from kbert.optimizers.layerwise import path_matches
-from kbert.optimizers.schedules import OneCycle, WarmupStableDecay
 
 
 def make_schedule(section, steps: int,
