@@ -6,7 +6,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from kbert.modeling import BertConfig
+from kbert.modeling import BertConfig, BertPretrainer
 
 TINY = BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                   max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -95,3 +95,14 @@ def inference_outputs(model, batch) -> dict:
               "pooled_output": encoded["pooled_output"],
               **{f"layer_{i}": h for i, h in enumerate(encoded["encoder_outputs"])}}
     return {name: keras.ops.convert_to_numpy(value) for name, value in arrays.items()}
+
+
+def to_numpy(x) -> np.ndarray:
+    return keras.ops.convert_to_numpy(x)
+
+
+def tiny_pretrainer() -> BertPretrainer:
+    """A `BertPretrainer` of `TINY` with `randomize`d weights."""
+    model = BertPretrainer(TINY)
+    randomize(model)
+    return model

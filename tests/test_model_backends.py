@@ -17,7 +17,8 @@ from kbert.modeling import BertEncoder, BertPretrainer, google_variable_map
 from kbert.modeling.attention import BertSelfAttention
 from kbert.modeling.packing import attention_mask
 from kbert.optimizers import LAMB
-from model_fixtures import SEQ, TINY, inference_outputs, pack, packed_slots, randomize, unpacked
+from model_fixtures import (SEQ, TINY, inference_outputs, pack, packed_slots, randomize, tiny_pretrainer,
+                            to_numpy, unpacked)
 from numpy_bert import encode, google_weights, pretrain_logits, random_batch
 
 BACKEND = keras.backend.backend()
@@ -29,15 +30,9 @@ DROPOUT = TINY.replace(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1
 pytestmark = pytest.mark.usefixtures("float32_policy")
 
 
-def _numpy(x):
-    return keras.ops.convert_to_numpy(x)
-
-
 @pytest.fixture
 def model():
-    m = BertPretrainer(TINY)
-    randomize(m)
-    return m
+    return tiny_pretrainer()
 
 
 def _padded(seed):
@@ -159,7 +154,7 @@ def test_fit_with_lamb_then_keras_save_load_gives_the_same_outputs(make, tmp_pat
     history = model.fit(x, y, batch_size=4, epochs=4, shuffle=False, verbose=0).history["loss"]  # 8 steps
     assert np.all(np.isfinite(history)) and history[-1] < history[0], history
     # Every weight trained but the attention's key biases: the softmax over keys cancels them (no gradient).
-    unchanged = [v.path for v, b in zip(model.weights, before) if np.allclose(_numpy(v), b)]
+    unchanged = [v.path for v, b in zip(model.weights, before) if np.allclose(to_numpy(v), b)]
     assert all(path.endswith("key/bias") for path in unchanged), unchanged
     path = str(tmp_path / "model.keras")
     model.save(path)
@@ -172,7 +167,7 @@ def test_fit_with_lamb_then_keras_save_load_gives_the_same_outputs(make, tmp_pat
         np.testing.assert_array_equal(a, b)
     ours, theirs = model(x, training=False), restored(x, training=False)
     for a, b in zip(keras.tree.flatten(ours), keras.tree.flatten(theirs)):
-        np.testing.assert_array_equal(_numpy(a), _numpy(b))
+        np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
 
 
 def test_dropout_changes_training_outputs_and_rate_zero_leaves_them():
@@ -180,10 +175,10 @@ def test_dropout_changes_training_outputs_and_rate_zero_leaves_them():
     without, with_dropout = BertPretrainer(TINY), BertPretrainer(DROPOUT)
     randomize(without)
     with_dropout.set_weights(without.get_weights())
-    inference = _numpy(without(batch, training=False)["mlm_logits"])
-    np.testing.assert_array_equal(_numpy(with_dropout(batch, training=False)["mlm_logits"]), inference)
-    np.testing.assert_array_equal(_numpy(without(batch, training=True)["mlm_logits"]), inference)
-    first, second = (_numpy(with_dropout(batch, training=True)["mlm_logits"]) for _ in range(2))
+    inference = to_numpy(without(batch, training=False)["mlm_logits"])
+    np.testing.assert_array_equal(to_numpy(with_dropout(batch, training=False)["mlm_logits"]), inference)
+    np.testing.assert_array_equal(to_numpy(without(batch, training=True)["mlm_logits"]), inference)
+    first, second = (to_numpy(with_dropout(batch, training=True)["mlm_logits"]) for _ in range(2))
     assert not np.allclose(first, inference) and not np.allclose(second, first)  # a new mask every call
 
 
@@ -195,10 +190,10 @@ def test_classifier_dropout_applies_only_in_training():
     randomize(encoder)
     zero, half = BertClassifier(encoder, 3, dropout=0.0), BertClassifier(encoder, 3, dropout=0.5)
     half.classifier.set_weights(zero.classifier.get_weights())
-    inference = _numpy(zero(batch, training=False))
-    np.testing.assert_array_equal(_numpy(zero(batch, training=True)), inference)
-    np.testing.assert_array_equal(_numpy(half(batch, training=False)), inference)
-    assert not np.allclose(_numpy(half(batch, training=True)), inference)
+    inference = to_numpy(zero(batch, training=False))
+    np.testing.assert_array_equal(to_numpy(zero(batch, training=True)), inference)
+    np.testing.assert_array_equal(to_numpy(half(batch, training=False)), inference)
+    assert not np.allclose(to_numpy(half(batch, training=True)), inference)
 
 
 @pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
@@ -213,11 +208,11 @@ def test_attention_without_dropout_trains_as_it_infers(packed, monkeypatch):
     for layer in (fused, explicit):
         layer.build((None, None, TINY.hidden_size))
     randomize(fused)
-    inference = _numpy(fused(hidden, mask, training=False))
-    np.testing.assert_array_equal(_numpy(fused(hidden, mask, training=True)), inference)
+    inference = to_numpy(fused(hidden, mask, training=False))
+    np.testing.assert_array_equal(to_numpy(fused(hidden, mask, training=True)), inference)
     explicit.set_weights(fused.get_weights())
     monkeypatch.setattr(explicit.dropout, "call", lambda inputs, training=False: inputs)  # rate 0.1, drops nothing
-    np.testing.assert_allclose(_numpy(explicit(hidden, mask, training=True)), inference, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(to_numpy(explicit(hidden, mask, training=True)), inference, atol=1e-6, rtol=0)
 
 
 def test_importing_kbert_modeling_and_optimizers_under_jax_leaves_tensorflow_unimported():

@@ -14,22 +14,16 @@ import pytest
 from kbert.modeling import (BertConfig, BertEncoder, BertPretrainer, CheckpointMismatchError,
                             export_google_checkpoint, load_google_checkpoint, pretraining_loss_terms,
                             pretraining_metrics)
-from model_fixtures import TINY, randomize
+from model_fixtures import TINY, randomize, tiny_pretrainer, to_numpy
 from numpy_bert import google_weights, pretrain_logits, random_batch
 
 BACKEND = keras.backend.backend()
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _numpy(x):
-    return keras.ops.convert_to_numpy(x)
-
-
 @pytest.fixture
 def model():
-    m = BertPretrainer(TINY)
-    randomize(m)
-    return m
+    return tiny_pretrainer()
 
 
 @pytest.fixture
@@ -68,7 +62,7 @@ def _loss_and_gradients(model, batch):
 
 def _no_gradient(grad):
     """Nothing flows back to the variable: TensorFlow's tape gives None, jax.grad zeros."""
-    return grad is None if BACKEND == "tensorflow" else not np.any(_numpy(grad))
+    return grad is None if BACKEND == "tensorflow" else not np.any(to_numpy(grad))
 
 
 def test_loss_matches_reference_formula(model):
@@ -95,11 +89,11 @@ def test_padding_does_not_change_real_tokens(model):
     ids = batch["input_ids"].copy()
     ids[batch["input_mask"] == 0] = 7
     changed["input_ids"] = ids
-    a = _numpy(model.encoder(batch)["sequence_output"])
-    b = _numpy(model.encoder(changed)["sequence_output"])
+    a = to_numpy(model.encoder(batch)["sequence_output"])
+    b = to_numpy(model.encoder(changed)["sequence_output"])
     real = batch["input_mask"].astype(bool)
     np.testing.assert_allclose(a[real], b[real], atol=1e-6)
-    np.testing.assert_allclose(_numpy(model(batch)["mlm_logits"]), _numpy(model(changed)["mlm_logits"]), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(model(batch)["mlm_logits"]), to_numpy(model(changed)["mlm_logits"]), atol=1e-5)
 
 
 def test_google_checkpoint_from_tf1_names_matches_reference(tmp_path, tf):
@@ -117,8 +111,8 @@ def test_google_checkpoint_from_tf1_names_matches_reference(tmp_path, tf):
     batch = random_batch(np.random.default_rng(4), TINY)
     ref_mlm, ref_nsp = pretrain_logits(arrays, TINY, batch)
     out = model(batch)
-    np.testing.assert_allclose(_numpy(out["nsp_logits"]), ref_nsp, atol=1e-5)
-    np.testing.assert_allclose(_numpy(out["mlm_logits"]), ref_mlm, atol=1e-5 * np.abs(ref_mlm).max())
+    np.testing.assert_allclose(to_numpy(out["nsp_logits"]), ref_nsp, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(out["mlm_logits"]), ref_mlm, atol=1e-5 * np.abs(ref_mlm).max())
 
 
 def test_export_and_reload_round_trip(model, tmp_path, tf):
@@ -175,7 +169,7 @@ def test_mixed_precision_forward_backward_is_finite(policy):
     assert all(v.dtype == "float32" for v in model.weights)
     out, loss, grads = _loss_and_gradients(model, batch)
     assert {keras.backend.standardize_dtype(out[k].dtype) for k in ("mlm_logits", "nsp_logits")} == {"float32"}
-    assert np.isfinite(float(loss)) and all(np.isfinite(_numpy(g)).all() for g in grads)
+    assert np.isfinite(float(loss)) and all(np.isfinite(to_numpy(g)).all() for g in grads)
     # Close to float32: bf16 has ~3 significant digits.
     f32 = BertPretrainer(TINY)
     f32.set_weights(model.get_weights())
