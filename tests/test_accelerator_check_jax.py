@@ -85,19 +85,6 @@ def test_batch_search_halves_on_out_of_memory_only(tool, monkeypatch):
         tool._largest_batch(broken, 32, 2)
 
 
-def test_flops_are_kbert_training_flops(tool):
-    from kbert.modeling import BertConfig
-
-    base = BertConfig.load("bert_base")
-    # kbert.training.flops.training_flops_per_sequence's figures (it imports TensorFlow, so they are pinned here).
-    assert tool.flops_per_sequence(base, 128, 20) == 69928989696.0
-    assert tool.flops_per_sequence(base, 512, 76) == 3.0 * (512 * 12 * (8 * 768 ** 2 + 4 * 768 * 3072 + 4 * 512 * 768)
-                                                            + 76 * (2 * 768 ** 2 + 2 * 768 * 30522) + 2 * 768 ** 2
-                                                            + 4 * 768)
-    assert tool.flops_per_sequence(base, 128, 20) - tool.flops_per_sequence(base, 128, 20, False) == 3 * (
-        2 * 768 ** 2 + 4 * 768)
-
-
 def test_float64_lamb_is_the_test_suites_reference(tool):
     from optimizer_reference import lamb
 

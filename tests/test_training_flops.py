@@ -1,6 +1,9 @@
-"""kbert.training.flops: the data-sheet peak of a device's model name, and a matmul timed on the spot."""
+"""kbert.runtime.flops and kbert.training.flops: FLOPs per sequence, the data-sheet peak of a device's model name,
+and a matmul timed on the spot."""
 
-from kbert.training.flops import measured_peak_flops, peak_bf16_flops
+from kbert.modeling import BertConfig
+from kbert.runtime.flops import peak_bf16_flops, training_flops_per_sequence
+from kbert.training.flops import measured_peak_flops
 
 
 def test_the_first_matching_data_sheet_entry_wins():
@@ -11,3 +14,13 @@ def test_the_first_matching_data_sheet_entry_wins():
 
 def test_a_timed_matmul_gives_a_positive_rate():
     assert measured_peak_flops(size=64, repeats=2) > 0
+
+
+def test_flops_per_sequence_of_bert_base_with_and_without_the_sentence_head():
+    base = BertConfig.load("bert_base")
+    assert training_flops_per_sequence(base, 128, 20) == 69928989696.0
+    assert training_flops_per_sequence(base, 512, 76) == 3.0 * (
+        512 * 12 * (8 * 768 ** 2 + 4 * 768 * 3072 + 4 * 512 * 768) + 76 * (2 * 768 ** 2 + 2 * 768 * 30522)
+        + 2 * 768 ** 2 + 4 * 768)
+    assert training_flops_per_sequence(base, 128, 20) - training_flops_per_sequence(base, 128, 20, False) == 3 * (
+        2 * 768 ** 2 + 4 * 768)

@@ -463,7 +463,7 @@ def _input_rate(dynamic: bool, batch: int, batches: int) -> float:
 
 
 def phase_throughput(ctx: Context) -> dict[str, Any]:
-    from kbert.training.flops import model_flops_utilisation, peak_bf16_flops, training_flops_per_sequence
+    from kbert.runtime.flops import model_flops_utilisation, peak_bf16_flops, training_flops_per_sequence
     from kbert.training.trainer_from_config import trainer_from_config
 
     s, replicas = _sizes(), ctx.strategy.num_replicas_in_sync

@@ -65,7 +65,8 @@ OK, FAIL, SKIPPED = "ok", "FAIL", "skipped"
 # What a JAX host without them needs to run this (the H200 image has the rest: jax, numpy, absl-py, h5py,
 # ml-dtypes, rich, packaging, regex, requests, pyyaml, tqdm, protobuf, tokenizers, sentencepiece).
 WHEELS = ("keras", "namex", "optree", "keras-hub", "kagglehub", "kagglesdk")
-# Dense bf16 FLOP/s per device from the data sheets (kbert.training.flops.PEAK_BF16_FLOPS); first match wins.
+# Dense bf16 FLOP/s per device from the data sheets, as kbert.runtime.flops.PEAK_BF16_FLOPS has them for
+# TensorFlow's device names, which JAX's differ from ("TPU v5 lite"); first match wins.
 NOMINAL_BF16 = [(r"H100.*PCIe", 756e12), (r"H100.*NVL", 835e12), (r"H100|H200", 989e12), (r"A100", 312e12),
                 (r"\bL4\b", 121e12), (r"v6e", 918e12), (r"v5p", 459e12), (r"v5e|v5 ?lite", 197e12), (r"v4", 275e12)]
 
@@ -158,15 +159,6 @@ def _build(who: str, config) -> Any:
     return model
 
 
-def flops_per_sequence(config, seq: int, preds: int, sentence_head: bool = True) -> float:
-    """kbert.training.flops.training_flops_per_sequence (which imports TensorFlow) without TensorFlow: matmul FLOPs
-    of forward + backward (3x forward), the embeddings' gathers excluded; keras-hub's MaskedLM has no sentence head."""
-    h, i = config.hidden_size, config.intermediate_size
-    per_token = config.num_hidden_layers * (8 * h * h + 4 * h * i + 4 * seq * h)
-    head = preds * (2 * h * h + 2 * h * config.vocab_size) + (2 * h * h + 4 * h if sentence_head else 0)
-    return 3.0 * (seq * per_token + head)
-
-
 @contextlib.contextmanager
 def _attention(flash: bool | None = None):
     """Keras's flash-attention setting, which kbert's attention follows (None: Keras chooses, cuDNN flash on a GPU;
@@ -250,7 +242,9 @@ def _largest_batch(run: Callable[[int], dict[str, Any]], start: int, smallest: i
 def _rate_figures(result: dict[str, Any], config, seq: int, preds: int, ctx: dict[str, Any],
                   sentence_head: bool) -> dict[str, Any]:
     """Adds FLOPs and MFU (against the matmul measured in this run, and the data sheet's peak) to a rate."""
-    flops = flops_per_sequence(config, seq, preds, sentence_head)
+    from kbert.runtime.flops import training_flops_per_sequence
+
+    flops = training_flops_per_sequence(config, seq, preds, sentence_head)
     achieved = result["sequences_per_second"] * flops
     result.update(flops_per_sequence=flops, achieved_tflops=achieved / 1e12,
                   mfu_measured=achieved / ctx["peak"] if ctx.get("peak") else None,

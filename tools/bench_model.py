@@ -22,8 +22,8 @@ from absl import app, flags  # noqa: E402
 
 from kbert.runtime.cpu_isa import cpu_flags, onednn_cap  # noqa: E402
 from kbert.modeling import BertConfig  # noqa: E402
-from kbert.training.flops import (measured_peak_flops, model_flops_utilisation,  # noqa: E402
-                                  training_flops_per_sequence)
+from kbert.runtime.flops import model_flops_utilisation, training_flops_per_sequence  # noqa: E402
+from kbert.training.flops import measured_peak_flops  # noqa: E402
 from model_garden_peer import kbert_train_step, model_garden_train_step, synthetic_batch  # noqa: E402
 
 bench_flags.define("model", "seq_length", "max_predictions", "batch_size", "steps", rounds=4)

@@ -145,7 +145,8 @@ def main(argv):
     del argv
     from kbert.modeling import BertConfig
     from kbert.runtime.strategy import make_strategy
-    from kbert.training.flops import measured_peak_flops, model_flops_utilisation, training_flops_per_sequence
+    from kbert.runtime.flops import model_flops_utilisation, training_flops_per_sequence
+    from kbert.training.flops import measured_peak_flops
     from model_garden_peer import synthetic_batch
 
     config = BertConfig.load(FLAGS.model)

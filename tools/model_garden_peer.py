@@ -1,5 +1,5 @@
 """The two training steps benchmarks put side by side: Model Garden's BERT pretraining (tf_keras `MaskedLMTask`)
-and kbert's bare `BertPretrainer` step, plus the synthetic batch they share (their FLOPs: kbert.training.flops);
+and kbert's bare `BertPretrainer` step, plus the synthetic batch they share (their FLOPs: kbert.runtime.flops);
 and Model Garden's whole recipe (its task, its LAMB and its warmup and decay) trained on kbert's records and
 evaluated on kbert's held-out sample schedule, for time to accuracy.
 

@@ -38,10 +38,11 @@ from kbert.modeling import BertPretrainer
 from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.devices import find_accelerators
+from kbert.runtime.flops import training_flops_per_sequence
 from kbert.runtime.optimizer_factory import make_optimizer, make_schedule
 from kbert.training.config import PretrainingConfig
 from kbert.training.eval_schedule import EvalSchedule
-from kbert.training.flops import peak_flops_of, training_flops_per_sequence
+from kbert.training.flops import peak_flops_of
 from kbert.runtime.preemption import PreemptionWatcher
 from kbert.training.reporting import ProgressReporter, check_finite_weights
 from kbert.training.trainer import PretrainingTrainer

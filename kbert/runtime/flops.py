@@ -1,0 +1,52 @@
+"""The FLOPs side of model FLOPs utilisation (MFU), without TensorFlow: the matmul FLOPs a BERT training step does
+per sequence, the data sheets' dense bf16 peaks, and their ratio. `kbert.training.flops` adds the peaks of a
+`tf.distribute` strategy; `tools/accelerator_check_jax.py` uses these on a host without TensorFlow.
+
+Invariant: MFU counts the model's own matmul FLOPs (forward and backward, the embeddings' gathers excluded),
+whatever the implementation recomputes or skips, so two implementations of one model compare by their step rate.
+
+Example:
+
+>>> from kbert.modeling import BertConfig
+>>> flops = training_flops_per_sequence(BertConfig.load("bert_base"), seq_length=128, max_predictions=20)
+>>> f"{flops / 1e9:.0f} GFLOP per sequence"
+'70 GFLOP per sequence'
+>>> peak_bf16_flops("NVIDIA H100 80GB HBM3"), peak_bf16_flops("a CPU")
+(989000000000000.0, None)
+>>> f"{model_flops_utilisation(1000.0, flops, 989e12):.1%}"
+'7.1%'
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from kbert.modeling import BertConfig
+
+# Dense bf16 FLOP/s per TensorFlow device (a GPU; a TPU chip: v4, v5e and v5p have one TF device per chip), from
+# NVIDIA's and Google's data sheets. Checked in order: the first pattern that matches the device's model wins.
+PEAK_BF16_FLOPS = [(r"H100.*PCIe", 756e12), (r"H100.*NVL", 835e12), (r"H100|H200", 989e12), (r"A100", 312e12),
+                   (r"\bL4\b", 121e12), (r"v6e", 918e12), (r"v5p", 459e12), (r"v5e|v5lite", 197e12),
+                   (r"v4", 275e12)]
+
+
+def training_flops_per_sequence(config: BertConfig, seq_length: int, max_predictions: int,
+                                sentence_head: bool = True) -> float:
+    """Matmul FLOPs of one forward+backward pass (3x forward) for one sequence; embeddings' gathers excluded.
+    `sentence_head=False` leaves out the pooler and next-sentence head (a masked-LM-only model, e.g. keras-hub's
+    BertMaskedLM)."""
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    per_token = layers * (2 * 4 * h * h + 2 * 2 * h * i + 2 * 2 * seq_length * h)
+    head = max_predictions * (2 * h * h + 2 * h * config.vocab_size) + (2 * h * h + 2 * h * 2 if sentence_head else 0)
+    return 3.0 * (seq_length * per_token + head)
+
+
+def peak_bf16_flops(device_model: str) -> Optional[float]:
+    """Dense bf16 FLOP/s of one device of `device_model` (e.g. "NVIDIA H100 80GB HBM3"), or None when unknown."""
+    return next((flops for pattern, flops in PEAK_BF16_FLOPS if re.search(pattern, device_model)), None)
+
+
+def model_flops_utilisation(sequences_per_second: float, flops_per_sequence: float, peak_flops: float) -> float:
+    """The share of `peak_flops` (FLOP/s of every device the sequences ran on) that the model's matmuls use."""
+    return sequences_per_second * flops_per_sequence / peak_flops
