@@ -19,6 +19,7 @@ from kbert.cli.status_line import status_line, wrote
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.creation_summary import Summary
 from kbert.data.instances import OBJECTIVES, InstanceConfig
+from kbert.data.masking import BERT_MASKED_LM_PROB
 from kbert.data.outputs import shard_paths
 from kbert.errors import ConfigError
 
@@ -38,7 +39,7 @@ flags.DEFINE_integer("max_seq_length", 128, "Sequence length of every instance."
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Most masked positions per instance.")
 flags.DEFINE_integer("random_seed", 12345, "Seed; the output is a function of it, not of --num_workers.")
 flags.DEFINE_integer("dupe_factor", 10, "Passes over the data, each with different masks.")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Share of tokens to mask.")
+flags.DEFINE_float("masked_lm_prob", BERT_MASKED_LM_PROB, "Share of tokens to mask.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter-than-maximum instance (--objective=nsp).")
 flags.DEFINE_integer("num_workers", 1, "Worker processes.")
 flags.DEFINE_float("work_unit_mb", 1.0, "Size of a work unit (whole documents): the pool of random-next documents "

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as text
 
+from kbert.data.masking import BERT_MASKED_LM_PROB
 from kbert.data.vocab_file import BERT_SPECIAL_IDS, MASKING_TOKENS, read_vocabulary
 
 class DynamicMasker:
@@ -42,7 +43,7 @@ class DynamicMasker:
         mask_id: int = BERT_SPECIAL_IDS["[MASK]"],
         unmaskable_ids: Sequence[int] = tuple(BERT_SPECIAL_IDS[t] for t in MASKING_TOKENS),
         continues_word: Sequence[bool] | None = None,
-        selection_rate: float = 0.15,
+        selection_rate: float = BERT_MASKED_LM_PROB,
         mask_token_rate: float = 0.8,
         random_token_rate: float = 0.1,
     ):

@@ -29,7 +29,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
-from kbert.data.masking import SpecialIds, with_masks
+from kbert.data.masking import BERT_MASKED_LM_PROB, SpecialIds, with_masks
 from kbert.errors import ConfigError
 
 Document = Sequence[np.ndarray]  # one int32 id array per sentence
@@ -53,7 +53,7 @@ class InstanceConfig:
 
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
+    masked_lm_prob: float = BERT_MASKED_LM_PROB
     short_seq_prob: float = 0.1
     dupe_factor: int = 10
     do_whole_word_mask: bool = False

@@ -24,6 +24,9 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+# BERT's masking rate: the share of tokens chosen for prediction, statically (here) and dynamically.
+BERT_MASKED_LM_PROB = 0.15
+
 
 @dataclasses.dataclass(frozen=True)
 class SpecialIds:

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from kbert.data import schema, validation
 from kbert.data.dynamic_masking import DynamicMasker
+from kbert.data.masking import BERT_MASKED_LM_PROB
 from kbert.data.vocab_file import MASKING_TOKENS, read_vocabulary
 from kbert.errors import ConfigError
 
@@ -114,7 +115,7 @@ def pretraining_dataset(
     vocab_size: int | None = None,
     vocab_file: str | None = None,
     whole_word_masking: bool = False,
-    masked_lm_prob: float = 0.15,
+    masked_lm_prob: float = BERT_MASKED_LM_PROB,
     use_v2_feature_names: bool | None = None,
     compression: str | None = None,
     shuffle_buffer: int = 10_000,

@@ -16,6 +16,7 @@ from typing import List, Optional, Union
 
 from kbert.choices import JIT_COMPILE, PRECISION_POLICIES, is_jit_compile_choice
 from kbert.config import MAX_STEPS, Section, load_config, need
+from kbert.data.masking import BERT_MASKED_LM_PROB
 from kbert.errors import ConfigError
 from kbert.modeling import BertConfig
 from kbert.modeling.imported_checkpoint import imported_checkpoint
@@ -24,8 +25,6 @@ from kbert.runtime.sections import ModelConfig, OptimizerConfig, ScheduleConfig
 from kbert.training.eval_schedule import MLPERF_TARGET, mlperf_interval
 
 EVAL_PROTOCOLS = ("", "mlperf")
-# BERT's masking rate: `data.masked_lm_prob` of dynamic masking, and what static records were written with.
-BERT_MASKED_LM_PROB = 0.15
 # The model of a run that names none and starts from no imported checkpoint.
 DEFAULT_BERT = "bert_tiny"
 
