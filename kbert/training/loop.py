@@ -239,6 +239,8 @@ def evaluator(config: PretrainingConfig, strategy: tf.distribute.Strategy,
     dataset = strategy.distribute_datasets_from_function(
         lambda context: make(context).take(steps) if steps > 0 else make(context), distribute_options(strategy))
 
+    # Only the loop over the dataset needs autograph; converting the model's every function would double tracing.
+    @tf.autograph.experimental.do_not_convert
     def replica_terms(batch):
         return pretraining_loss_terms(batch, model(batch, training=False))
 

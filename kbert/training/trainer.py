@@ -53,7 +53,7 @@ def whole_step_compiles(strategy: tf.distribute.Strategy) -> bool:
 
 
 def _xla(fn: Callable, compile_it: bool) -> Callable:
-    return tf.function(fn, jit_compile=True) if compile_it else fn
+    return tf.function(fn, jit_compile=True, autograph=False) if compile_it else fn
 
 
 def _whole_step(jit_compile: bool | str, strategy: tf.distribute.Strategy) -> bool:
@@ -147,7 +147,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
                             aggregation=tf.VariableAggregation.SUM)
                 for v in self.train_variables
             ] if accumulation_steps > 1 else []
-        self._loop = tf.function(self._loop_fn)
+        self._loop = tf.function(self._loop_fn, autograph=False)
         self._weights_finite = tf.function(lambda: _all_finite([w.value for w in model.weights]))
 
     # -- replica functions -------------------------------------------------------------------------------------
@@ -198,14 +198,22 @@ class PretrainingTrainer(orbit.AbstractTrainer):
     # -- cross-replica loop ------------------------------------------------------------------------------------
 
     def _loop_fn(self, num_steps):
-        self.strategy.run(self._reset)
-        for _ in tf.range(num_steps):
-            if self.accumulation_steps > 1:  # a tf.range(0) loop would still trace a second forward/backward pass
-                for _ in tf.range(self.accumulation_steps - 1):
-                    self.strategy.run(self._accumulate_step, (self.input.next_batch(),))
+        # Traced without autograph (the loops are tf.while_loop, the rest has no tensor-dependent Python): it would
+        # convert every function the step calls, model and optimizer included, for half of each graph's tracing.
+        def accumulate(i):
+            self.strategy.run(self._accumulate_step, (self.input.next_batch(),))
+            return i + 1
+
+        def step(i):
+            if self.accumulation_steps > 1:  # a loop of 0 iterations would still trace a second forward/backward
+                tf.while_loop(lambda j: j < self.accumulation_steps - 1, accumulate, [tf.constant(0)])
             self.strategy.run(self._apply_step, (self.input.next_batch(),))
             # orbit.Controller waits for the trainer to advance the step (Keras 3 optimizers do not).
             self.global_step.assign_add(1)
+            return i + 1
+
+        self.strategy.run(self._reset)
+        tf.while_loop(lambda i: i < num_steps, step, [tf.constant(0)])
 
     def build_graph(self) -> None:
         """Traces and optimises the training loop without running a step, e.g. while another model trains."""
