@@ -86,7 +86,16 @@ def to_dense(tensor) -> Any:
 
 
 def sum_of_squares(tensor) -> Any:
-    """Σ x²: bit-identical to TF's fused `2·tf.nn.l2_loss` (eager, graph and XLA, checked on BERT shapes)."""
+    """Σ x², in one pass over `tensor` where the backend has a fused op.
+
+    Under TensorFlow `2·tf.nn.l2_loss` reads the tensor once, where `sum(square(x))` without XLA first writes x²
+    out in full; both give the same bits (eager, graph and XLA, checked on BERT shapes). Under jit, the other
+    backends fuse the square into the sum themselves.
+    """
+    if on_tensorflow():
+        import tensorflow as tf  # the TensorFlow backend's own; other backends never import it
+
+        return 2.0 * tf.nn.l2_loss(tensor)
     return ops.sum(ops.square(tensor))
 
 
