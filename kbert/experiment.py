@@ -54,6 +54,15 @@ class ExperimentConfig(PretrainingConfig):
         super().check()
         plan = plan_for(self) if self.mslt is not None else None  # a bad plan fails here, before anything is built
         check_phases(self, plan.total_steps if plan is not None else None)
+        stages = stages_of(self)
+        for stage in stages:  # each stage's schedule shape fits its own steps (a wsd warmup ends before its decay)
+            s = stage.config.schedule
+            try:
+                s.span(stage.config.train.total_steps - s.step_offset)
+            except ConfigError as error:
+                where = (" (an MSLT stage warms up for its mslt.stages[].warmup_steps, default mslt.warmup_fraction of "
+                         "its steps)") if stage.label.startswith("MSLT") else ""
+                raise ConfigError(f"{stage.label}: {error}{where}" if len(stages) > 1 else str(error)) from None
 
 
 def load_experiment(config_files: Sequence[str] = (), params_override: str = "") -> ExperimentConfig:

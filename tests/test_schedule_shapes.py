@@ -138,6 +138,39 @@ def test_wsd_warmup_into_the_decay_is_caught_where_the_steps_are_known():
         WarmupStableDecay(1.0, warmup_steps=95, total_steps=100)
 
 
+def test_a_phase_or_mslt_stage_whose_wsd_warmup_runs_into_its_decay_is_one_line_at_load(tmp_path):
+    """Phases and MSLT stages each schedule their own steps: a bad one is named when the config loads, not when
+    the run reaches it."""
+    from kbert.experiment import load_experiment
+
+    def load(**sections):
+        path = str(tmp_path / "c.yaml")
+        with open(path, "w") as f:
+            json.dump({"schedule": {"shape": "wsd", "decay_share": 0.5, "warmup_steps": 1}, **sections}, f)
+        return load_experiment([path])
+
+    with pytest.raises(ConfigError, match=r"^phase 2/2: schedule.warmup_steps=3 runs into the wsd decay"):
+        load(phases=[{"steps": 10}, {"steps": 4, "warmup_steps": 3}])
+    four = {"bert": "bert_tiny", "overrides": {"num_hidden_layers": 4}}
+    with pytest.raises(ConfigError, match=r"^MSLT stage 2/3: schedule.warmup_steps=3 .*mslt.warmup_fraction"):
+        load(model=four, mslt={"stages": [{"num_layers": 2, "steps": 4}, {"num_layers": 4, "steps": 4,
+                                                                          "warmup_steps": 3}]})
+    assert len(load(phases=[{"steps": 10}, {"steps": 4, "warmup_steps": 2}]).phases) == 2
+
+
+def test_a_phase_whose_predictions_cap_dynamic_masking_is_one_line_at_load(tmp_path):
+    """Phase 2's longer sequences need more predictions at the same masking rate: data's check, per phase."""
+    from kbert.experiment import load_experiment
+
+    path = str(tmp_path / "c.yaml")
+    with open(path, "w") as f:
+        json.dump({"data": {"dynamic_masking": True, "masked_lm_prob": 0.3, "seq_length": 32, "max_predictions": 10},
+                   "phases": [{"steps": 4}, {"steps": 4, "seq_length": 128, "max_predictions": 20}]}, f)
+    with pytest.raises(ConfigError, match=r"^phases\[1\] \(phase 2\): data.max_predictions=20 caps dynamic masking "
+                                          r"below data.masked_lm_prob=0.3 of data.seq_length=128 \(38 tokens\)"):
+        load_experiment([path])
+
+
 def test_same_numbers_under_jax():
     code = ("import json; from kbert.optimizers.schedules import OneCycle, WarmupStableDecay; "
             f"w = WarmupStableDecay(**{WSD!r}); o = OneCycle(**{ONE_CYCLE!r}); "

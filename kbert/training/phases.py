@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Optional
 
 from kbert.config import need
+from kbert.errors import ConfigError
 from kbert.modeling import BertPretrainer
 from kbert.training.config import PhaseConfig, PretrainingConfig
 from kbert.training.stage import TrainingStage
@@ -68,6 +69,10 @@ def check_phases(config: PretrainingConfig, first_steps: Optional[int] = None) -
         need(0 < d.seq_length <= positions and d.max_predictions > 0,
              f"{where}.seq_length={d.seq_length}: must be in [1, the model's max_position_embeddings={positions}], "
              "with max_predictions > 0.")
+        try:  # the data section's own checks on the phase's length and predictions (masking rate, cap)
+            d.check()
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}") from None
     need(not config.phases or config.schedule.step_offset == 0,
          f"schedule.step_offset={config.schedule.step_offset}: a run of phases schedules each phase from its own "
          "first step; remove step_offset (it is for a second phase run as its own command).")
