@@ -1,7 +1,7 @@
 """The distributed pretraining step: gradient accumulation, global loss normalisation, cross-replica loss scaling.
 
 `PretrainingTrainer` is an `orbit.AbstractTrainer`: `train(n)` runs `n` optimizer steps inside one `tf.function`
-(a `tf.range` loop around `strategy.run`) and returns the metrics of those steps.
+(a `tf.while_loop` around `strategy.run`) and returns the metrics of those steps.
 
 Example:
 
