@@ -12,6 +12,9 @@ PHASES = ["report", "numerics", "replicas", "resume", "throughput", "memory"]
 
 
 def test_smoke_run_reports_every_phase_ok_with_its_figures(tmp_path):
+    # What an earlier check left in the same --work_dir: a finished run's log would signal the new run at once.
+    (tmp_path / "resume").mkdir()
+    (tmp_path / "resume" / "sigterm.log").write_text("step 99/100 | loss 1.0\n")
     result = subprocess.run([sys.executable, os.path.join(ROOT, "tools/accelerator_check.py"), "--smoke",
                              f"--work_dir={tmp_path}", f"--json={tmp_path / 'check.json'}"],
                             env=cli_env(), capture_output=True, text=True, timeout=900)

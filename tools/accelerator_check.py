@@ -30,6 +30,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -395,6 +396,7 @@ def _differing_variables(a: str, b: str) -> list[str]:
 
 def phase_resume(ctx: Context) -> dict[str, Any]:
     steps, runs = _sizes().resume_steps, os.path.join(FLAGS.work_dir, "resume")
+    shutil.rmtree(runs, ignore_errors=True)  # a rerun in the same --work_dir would resume the last one's runs
     whole, killed_dir, term_dir = f"{runs}/uninterrupted", f"{runs}/killed", f"{runs}/sigterm"
     # Two processes at a time (most of a short run is TensorFlow starting up, on one core), but one on a TPU,
     # which a single process holds.
@@ -553,6 +555,9 @@ def _run_child(phases: list[str]) -> None:
 def _spawn(group: list[str]) -> dict[str, dict[str, Any]]:
     """Runs `group` in a child process under the sum of their time limits; a phase without a result failed."""
     limit = sum(_sizes().limits[p] for p in group)
+    for phase in group:  # a rerun in the same --work_dir must not report the last one's results
+        if os.path.exists(_result_path(phase)):
+            os.remove(_result_path(phase))
     command = [sys.executable, os.path.abspath(__file__), f"--child={','.join(group)}", f"--work_dir={FLAGS.work_dir}",
                f"--tpu={FLAGS.tpu}"] + (["--smoke"] if FLAGS.smoke else [])
     process = subprocess.Popen(command, start_new_session=True)  # a group of its own: kill its kbert-pretrains too
