@@ -82,25 +82,25 @@ FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {
 
 
 def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identically(tmp_path, data):
-    """A pretrained 2-layer model grown to 4 layers (training blocks 2-3 only, then all), then phase 2 at seq 32;
-    killed inside the first growth stage and again inside phase 2."""
+    """A pretrained 2-layer model grown to 4 layers (training blocks 2-3 only), then phase 2 at seq 32 (all
+    layers); killed inside the growth stage and again inside phase 2."""
     pretrained = write_config(str(tmp_path / "p.yaml"), data[0], data[1], train={"total_steps": 4})
     experiment.run(load_experiment([pretrained]), str(tmp_path / "pretrained"), make_strategy("one_device"),
                    print_fn=lambda *a, **k: None)
-    mslt = {"init_layers": 2, "stages": [{"num_layers": 4, "steps": 6}], "final_stage": {"steps": 2}}
+    mslt = {"init_layers": 2, "stages": [{"num_layers": 4, "steps": 6}], "final_stage": {"steps": 0}}
     config = write_config(str(tmp_path / "c.yaml"), data[0], data[1], model=FOUR_LAYERS, mslt=mslt,
                           phases=[{}, second_phase(data, 20)],
                           train={"steps_per_loop": 1, "checkpoint_interval": 2, "max_checkpoints": 100,
                                  "init_checkpoint": str(tmp_path / "pretrained")})
     straight = run_cli(pretrain_command(config, tmp_path / "straight"))
-    assert "MSLT stage 1/2: 4 layers, training blocks [2, 3]" in straight.stdout
+    assert "MSLT stage 1/1: 4 layers, training blocks [2, 3]" in straight.stdout
     assert "Initialised the model from kbert checkpoint" in straight.stdout
     command = pretrain_command(config, tmp_path / "killed")
     kill_once_written(command, tmp_path / "killed" / "checkpoints" / "ckpt-2.index")  # inside MSLT stage 1
     kill_once_written(command, tmp_path / "killed" / "checkpoints" / "ckpt-12.index")  # inside phase 2
     resumed = run_cli(command)
     assert "Phase 2/2" in resumed.stdout and "(resuming)" in resumed.stdout and "MSLT stage" not in resumed.stdout
-    assert_same_weights(tmp_path / "straight", tmp_path / "killed", 28)
+    assert_same_weights(tmp_path / "straight", tmp_path / "killed", 26)
 
     # The pretrained blocks stayed as they were through the growth stage; the new ones moved.
     before, grown = checkpoint_weights(tmp_path / "pretrained", 4), checkpoint_weights(tmp_path / "straight", 6)

@@ -1,6 +1,7 @@
 """kbert-pretrain's failure paths keep the user's work: divergence, missing or cut checkpoints, another model."""
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -88,12 +89,19 @@ def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_la
     assert summary["global_step"] == 6 and np.isfinite(summary["train"]["loss"])
 
 
+@pytest.fixture(scope="module")
+def four_steps(tmp_path_factory, data):
+    """A finished 4-step run with checkpoints at steps 2 and 4, for tests to copy and damage."""
+    folder = tmp_path_factory.mktemp("four_steps")
+    _run(_config(folder, data, total_steps=4, steps_per_loop=2, checkpoint_interval=2), folder / "run")
+    return folder / "run"
+
+
 @pytest.mark.parametrize("damage, why", [("delete", "its .index file is missing"),
                                          ("truncate", "it cannot be read"),
                                          ("unfinished", "the save did not finish")])
-def test_an_unreadable_newest_checkpoint_is_skipped_for_the_one_before(tmp_path, data, damage, why):
-    config = _config(tmp_path, data, total_steps=4, steps_per_loop=2, checkpoint_interval=2)
-    _run(config, tmp_path / "run")
+def test_an_unreadable_newest_checkpoint_is_skipped_for_the_one_before(tmp_path, data, four_steps, damage, why):
+    shutil.copytree(four_steps, tmp_path / "run")
     older = _checkpoint_files(tmp_path / "run", 2)
     ckpts = tmp_path / "run" / "checkpoints"
     if damage == "delete":
