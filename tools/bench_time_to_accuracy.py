@@ -11,24 +11,38 @@ training samples for every contestant. Contestants, one after the other:
 - `model_garden`: Model Garden's recipe, its `MaskedLMTask` and its LAMB with its warmup and decay, float32,
   unpacked sentence-pair records (tools/model_garden_peer.py), in this process;
 - `kbert`: kbert-pretrain with the same recipe (model size, records, batch, steps, schedule, seed);
-- each of kbert's levers alone on that recipe: `bf16` (train.mixed_precision=mixed_bfloat16), `xla`
-  (train.jit_compile=step), `packed` (the same records packed by kbert-pack-pretraining-data, as many rows a step
-  as hold `--batch_size` sequences), `mlm_only` (full-sentence MLM-only records of the same text,
+- each of `--levers` alone on that recipe (none with `--levers=`): `bf16` (train.mixed_precision=mixed_bfloat16),
+  `xla` (train.jit_compile=step), `packed` (the same records packed by kbert-pack-pretraining-data, as many rows a
+  step as hold `--batch_size` sequences), `mlm_only` (full-sentence MLM-only records of the same text,
   kbert-create-pretraining-data --objective=mlm) and `mslt_N` (MSLT in `--stages`, its all-layer stage N% of the
   steps, for each of `--final_shares`);
 - `fastest`: kbert with every lever that beat `kbert` alone on time to target (or, where a run ended below it,
   to the highest accuracy all of them reached), the fastest of each kind (packed or MLM-only records; one MSLT
   plan), or `--fastest_levers`. It may train `--fastest_steps_scale` times the steps, its schedule stretched to
   match, and it stops at the target: as in MLPerf, a submission picks its own schedule and only its time to target
-  counts.
+  counts. `--fastest=false` leaves it out (e.g. `--levers= --fastest=false`: Model Garden and kbert alone).
+
+Every contestant runs once per seed of `--seeds` (its `train.seed`: the weights, dropout and the data order, Model
+Garden's as kbert's), or once with `--seed` when `--seeds` is empty; the records and the vocabulary are made once,
+with `--seed`. With more than one seed a run is named by its contestant and seed (`kbert seed=1`; its files
+`kbert_seed1*`), levers are compared by their median time over the seeds, and the default target is taken from
+Model Garden's median final accuracy.
 
 The target is `--target_mlm_accuracy`, which every run stops at; by default it is Model Garden's held-out accuracy
 at the end of its run less `--target_margin`, read in this run, and then every run trains to its end and its time
 to target is read from its evaluations (kbert.training.evaluation_history). Seconds count from each run's start of
-training (after its model is built), evaluations included. Prints, per contestant, the samples and seconds to
-target and the final held-out accuracy, then the ratios against Model Garden (its time over the contestant's), the
-last line kbert's fastest against Model Garden. Writes results.json and time_to_accuracy.png (held-out accuracy
-against wall time and against samples) into --work_dir; each kbert run's log, config and model_dir are there too.
+training (after its model is built), evaluations included. The unigram plateau is the held-out accuracy of always
+predicting the training records' most frequent masked-LM label, the level a model sits at before it uses the
+context; a run leaves it at its first evaluation at `PLATEAU_EXIT` times that accuracy or above.
+
+Prints the unigram plateau and a table of every run: samples and seconds to target, final held-out accuracy and
+the samples it was reached at, the run's process seconds and its samples to leave the plateau. Then the ratios
+against Model Garden (its time to target over the contestant's, with the same seed): with one seed, that ratio
+and the samples' one; with more, their medians over the seeds where both runs reached the target, the time ratio's
+min and max, and the seeds the contestant reached it on. The last line is kbert's fastest against Model Garden.
+Writes results.json (the target, the plateau, every run's summary, the flags) and time_to_accuracy.png (held-out
+accuracy against wall time and against samples, a colour per contestant) into --work_dir; each kbert run's log,
+config and model_dir are there too.
 """
 
 from __future__ import annotations
@@ -38,23 +52,26 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from kbert.data import text_documents  # noqa: E402
 from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: E402
 from kbert.data.instances import InstanceConfig  # noqa: E402
+from kbert.data.pipeline import pretraining_dataset  # noqa: E402
 from kbert.data.tokenization import load_vocabulary  # noqa: E402
 from kbert.data.vocab import learn_vocabulary, write_vocabulary  # noqa: E402
 from kbert.experiment import load_experiment  # noqa: E402
 from kbert.runtime.strategy import make_strategy  # noqa: E402
-from kbert.training.evaluation_history import final_accuracy, read_summary, time_to_target  # noqa: E402
+from kbert.training.evaluation_history import final_accuracy, first_reaching, read_summary, time_to_target  # noqa: E402
 
 import bench_flags  # noqa: E402
 from model_garden_peer import train_model_garden  # noqa: E402
@@ -83,19 +100,23 @@ flags.DEFINE_list("final_shares", ["0", "0.1", "0.2"], "MSLT all-layer stage's s
 flags.DEFINE_float("final_rate_scale", 1.0, "MSLT all-layer stage's peak rate as a multiple of the growth stages' "
                    "(docs/mslt.md: 1.0 beats the library's 0.1 at these stage lengths).")
 flags.DEFINE_list("fastest_levers", None, "The fastest contestant's levers; default: those that beat kbert alone.")
+flags.DEFINE_bool("fastest", True, "Run the fastest contestant; false: only Model Garden, kbert and --levers.")
 flags.DEFINE_float("fastest_steps_scale", 1.5, "The fastest contestant's step budget as a multiple of --total_steps; "
                    "it stops at the target, so levers that trade accuracy per step for speed can still reach it.")
 flags.DEFINE_integer("dupe_factor", 5, "Masked copies of the training text in the records.")
 flags.DEFINE_integer("max_sequences_per_pack", 3, "Sequences a packed row holds at most.")
-flags.DEFINE_integer("seed", 12345, "Seed of the weights, the data order and the records.")
+flags.DEFINE_integer("seed", 12345, "Seed of the records, and of the runs when --seeds is empty.")
+flags.DEFINE_list("seeds", [], "Seeds of the runs (train.seed: weights, dropout, data order), every contestant once "
+                  "per seed; empty: --seed alone. The records are made with --seed either way.")
 flags.DEFINE_string("plot", "", "PNG path; default WORK_DIR/time_to_accuracy.png.")
 FLAGS = flags.FLAGS
 HELDOUT_EVERY = 20  # every 20th document is held out
 RECORDED_FLAGS = ("corpus", "vocab_file", "model", "num_layers", "seq_length", "max_predictions", "batch_size",
                   "total_steps", "fastest_steps_scale", "fastest_levers", "peak_learning_rate", "warmup_share",
                   "eval_sequences", "target_mlm_accuracy", "target_margin", "stages", "final_rate_scale",
-                  "dupe_factor", "seed")
+                  "dupe_factor", "seed", "seeds", "fastest")
 EVAL_BATCH = 64
+PLATEAU_EXIT = 1.25  # a run leaves the unigram plateau at its first evaluation at this multiple of it or above
 LEVERS = ("bf16", "xla", "packed", "mlm_only")  # and mslt_N
 
 
@@ -168,15 +189,49 @@ def pack(unpacked: str, output: str) -> tuple[str, float]:
     return output, summary.sequences / summary.rows
 
 
+def seeds() -> list[int]:
+    """The runs' seeds: --seeds, or --seed alone."""
+    return [int(seed) for seed in FLAGS.seeds] or [FLAGS.seed]
+
+
+def seeded(name: str, seed: int, joint: str = " seed=") -> str:
+    """The name of `name`'s run with `seed` (`joint="_seed"` for its files): `name` itself when one seed is run."""
+    return name if len(seeds()) == 1 else f"{name}{joint}{seed}"
+
+
+def eval_steps() -> int:
+    """Batches of EVAL_BATCH held-out sequences an evaluation reads."""
+    return max(1, FLAGS.eval_sequences // EVAL_BATCH)
+
+
+def label_counts(files: str, vocab_size: int, batch_size: int, batches: int = -1) -> np.ndarray:
+    """Every masked-LM label's count (weighted by masked_lm_weights: 1 at a prediction, 0 at padding) over the first
+    `batches` batches (-1: all) of `files` read in file order by kbert's input pipeline, as its evaluator reads."""
+    counts = np.zeros(vocab_size)
+    dataset = pretraining_dataset(files, FLAGS.seq_length, FLAGS.max_predictions, batch_size, is_training=False)
+    for batch in dataset.take(batches).as_numpy_iterator():
+        counts += np.bincount(batch["masked_lm_ids"].ravel(), batch["masked_lm_weights"].ravel(), vocab_size)
+    return counts
+
+
+def unigram_plateau(data: Data) -> float:
+    """Held-out masked-LM accuracy of always predicting the training records' most frequent masked-LM label. Held
+    out, it counts what every evaluation scores: the first eval.steps batches of EVAL_BATCH of data.heldout through
+    the same pipeline, each label weighted as kbert's masked-LM accuracy weighs it."""
+    train = label_counts(data.train, data.vocab_size, 1024)
+    heldout = label_counts(data.heldout, data.vocab_size, EVAL_BATCH, eval_steps())
+    return float(heldout[np.argmax(train)] / heldout.sum())
+
+
 def eval_interval() -> int:
     """Samples between evaluations: --eval_interval, or a twelfth of the run in whole loops."""
     per_loop = FLAGS.batch_size * FLAGS.steps_per_loop
     return FLAGS.eval_interval or per_loop * max(1, round(FLAGS.total_steps / FLAGS.steps_per_loop / 12))
 
 
-def recipe(data: Data, target: float | None, steps: int) -> dict:
-    """Model Garden's recipe as a kbert experiment over `steps`: the `kbert` contestant's config, the others'
-    starting point."""
+def recipe(data: Data, target: float | None, steps: int, seed: int) -> dict:
+    """Model Garden's recipe as a kbert experiment over `steps` with train.seed `seed`: the `kbert` contestant's
+    config, the others' starting point."""
     loop = FLAGS.steps_per_loop
     return {
         "model": {"bert": FLAGS.model, "overrides": {"num_hidden_layers": FLAGS.num_layers,
@@ -189,8 +244,8 @@ def recipe(data: Data, target: float | None, steps: int) -> dict:
         # One checkpoint, at the end (or at the target): saves are no part of the race.
         "train": {"global_batch_size": FLAGS.batch_size, "total_steps": steps, "steps_per_loop": loop,
                   "summary_interval": loop, "checkpoint_interval": loop * math.ceil(steps / loop),
-                  "max_checkpoints": 1, "seed": FLAGS.seed},
-        "eval": {"global_batch_size": EVAL_BATCH, "steps": max(1, FLAGS.eval_sequences // EVAL_BATCH),
+                  "max_checkpoints": 1, "seed": seed},
+        "eval": {"global_batch_size": EVAL_BATCH, "steps": eval_steps(),
                  "interval_samples": eval_interval(), "target_mlm_accuracy": target},
     }
 
@@ -233,18 +288,20 @@ def alone(data: Data) -> list[str]:
     return names
 
 
-def run_kbert(name: str, levers: list[str], data: Data, target: float | None, steps: int | None = None) -> dict:
-    """kbert-pretrain of the recipe with `levers` over `steps` (default --total_steps), in its own process; returns
-    its summary.json and wall seconds."""
-    config = recipe(data, target, steps or FLAGS.total_steps)
+def run_kbert(name: str, levers: list[str], data: Data, target: float | None, seed: int,
+              steps: int | None = None) -> dict:
+    """kbert-pretrain of the recipe with `levers` and `seed` over `steps` (default --total_steps), in its own process,
+    its files named by `name` and `seed`; returns its summary.json and wall seconds."""
+    config = recipe(data, target, steps or FLAGS.total_steps, seed)
     for lever in levers:
         with_lever(config, lever, data)
-    model_dir, log = (os.path.join(FLAGS.work_dir, name + suffix) for suffix in ("", ".log"))
-    config_file = os.path.join(FLAGS.work_dir, f"{name}.yaml")
+    stem = os.path.join(FLAGS.work_dir, seeded(name, seed, "_seed"))
+    model_dir, log, config_file = (stem + suffix for suffix in ("", ".log", ".yaml"))
     with open(config_file, "w") as f:
         yaml.safe_dump(config, f)
     subprocess.run(["rm", "-rf", model_dir], check=True)
-    print(f"{name}: kbert-pretrain{' with ' + '+'.join(levers) if levers else ''} (log {log})", flush=True)
+    print(f"{seeded(name, seed)}: kbert-pretrain{' with ' + '+'.join(levers) if levers else ''} (log {log})",
+          flush=True)
     started = time.time()
     with open(log, "w") as out:
         code = subprocess.call([sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
@@ -255,13 +312,28 @@ def run_kbert(name: str, levers: list[str], data: Data, target: float | None, st
     return {**read_summary(model_dir), "process_seconds": time.time() - started, "levers": levers}
 
 
-def run_model_garden(data: Data, target: float | None) -> dict:
-    """Model Garden's recipe in this process (float32, one device), on the `kbert` contestant's config."""
-    print("model_garden: Model Garden's MaskedLMTask and LAMB, float32", flush=True)
+def run_model_garden(data: Data, target: float | None, seed: int) -> dict:
+    """Model Garden's recipe in this process (float32, one device), on the `kbert` contestant's config with `seed`
+    (its weights, dropout and data order follow train.seed)."""
+    print(f"{seeded('model_garden', seed)}: Model Garden's MaskedLMTask and LAMB, float32", flush=True)
     started = time.time()
-    config = load_experiment(params_override=json.dumps(recipe(data, target, FLAGS.total_steps)))
+    config = load_experiment(params_override=json.dumps(recipe(data, target, FLAGS.total_steps, seed)))
     result = train_model_garden(config, make_strategy("one_device"))
     return {**result, "process_seconds": time.time() - started, "levers": []}
+
+
+def run_seeds(results: dict[str, dict], contestant: str, run) -> None:
+    """`run(seed)` for every seed, into `results` under the run's name, marked with its contestant and seed."""
+    for seed in seeds():
+        results[seeded(contestant, seed)] = {**run(seed), "contestant": contestant, "seed": seed}
+
+
+def by_contestant(results: dict[str, dict]) -> dict[str, list[dict]]:
+    """Each contestant's runs (one a seed), in the order they ran."""
+    runs = {}
+    for result in results.values():
+        runs.setdefault(result["contestant"], []).append(result)
+    return runs
 
 
 def seconds_to(result: dict, level: float) -> float:
@@ -273,39 +345,42 @@ def seconds_to(result: dict, level: float) -> float:
 def selection_level(results: dict[str, dict], target: float) -> float:
     """The accuracy the levers are compared at: the target, or the highest level that `kbert` and every lever alone
     reached when one ended below it (MSLT ends lower at equal steps but may still be faster to a given level)."""
-    runs = [result for name, result in results.items() if name != "model_garden"]
+    runs = [result for result in results.values() if result["contestant"] != "model_garden"]
     return min([target] + [final_accuracy(result["evaluations"]) for result in runs])
 
 
 def fastest_levers(results: dict[str, dict], level: float) -> list[str]:
-    """The levers that beat `kbert` alone on time to `level`: of each kind (precision, XLA, records, MSLT plan) the
-    fastest one that did."""
-    kinds = [["bf16"], ["xla"], ["packed", "mlm_only"], [name for name in results if name.startswith("mslt_")]]
-    baseline = seconds_to(results["kbert"], level)
+    """The levers that beat `kbert` alone on median time to `level` over the seeds: of each kind (precision, XLA,
+    records, MSLT plan) the fastest one that did."""
+    runs = by_contestant(results)
+    median = {name: statistics.median(seconds_to(run, level) for run in group) for name, group in runs.items()}
+    kinds = [["bf16"], ["xla"], ["packed", "mlm_only"], [name for name in runs if name.startswith("mslt_")]]
     chosen = []
     for kind in kinds:
-        best = min((name for name in kind if name in results), key=lambda n: seconds_to(results[n], level),
-                   default=None)
-        if best is not None and seconds_to(results[best], level) < baseline:
+        best = min((name for name in kind if name in runs), key=median.get, default=None)
+        if best is not None and median[best] < median["kbert"]:
             chosen.append(best)
     return chosen
 
 
 def plot(results: dict[str, dict], target: float, path: str) -> None:
-    """Held-out accuracy against wall time (left) and against samples (right), every contestant, the target dotted."""
+    """Held-out accuracy against wall time (left) and against samples (right), every run (a colour per contestant),
+    the target dotted."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
     figure, (by_time, by_samples) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=90)
-    for name, result in results.items():
-        history = result["evaluations"]
-        accuracy = [e["masked_lm_accuracy"] for e in history]
-        style = {"marker": "o", "markersize": 2.5, "label": name, "linewidth": 2.2 if "fastest" in name or
+    for index, (name, runs) in enumerate(by_contestant(results).items()):
+        style = {"marker": "o", "markersize": 2.5, "color": f"C{index}", "linewidth": 2.2 if "fastest" in name or
                  name in ("kbert", "model_garden") else 1.0}
-        by_time.plot([e["seconds"] for e in history], accuracy, **style)
-        by_samples.plot([e["samples"] for e in history], accuracy, **style)
+        for number, result in enumerate(runs):
+            history = result["evaluations"]
+            accuracy = [e["masked_lm_accuracy"] for e in history]
+            label = {} if number else {"label": name}
+            by_time.plot([e["seconds"] for e in history], accuracy, **style, **label)
+            by_samples.plot([e["samples"] for e in history], accuracy, **style, **label)
     for axis, label in ((by_time, "wall time (s), evaluations included"), (by_samples, "training samples")):
         axis.axhline(target, color="k", linewidth=0.8, linestyle=":")
         axis.set_xlabel(label)
@@ -319,29 +394,49 @@ def plot(results: dict[str, dict], target: float, path: str) -> None:
     plt.close(figure)
 
 
-def report(results: dict[str, dict], target: float, fastest: str) -> None:
-    """The table, then each contestant's ratios against Model Garden; the last line is kbert's fastest's."""
-    reached = {name: time_to_target(result, target) for name, result in results.items()}
-    held_out = int(results["model_garden"]["evaluations"][-1]["sequences"])  # --eval_sequences, or all there are
+def ratio_line(label: str, runs: list[dict], peers: dict[int, dict], target: float, with_samples: bool) -> str:
+    """`label`'s time to target against Model Garden's with the same seed (its seconds over the run's; the samples'
+    ratio too `with_samples`): with one seed, the ratio; with more, the median, min and max over the seeds both
+    reached the target on, and how many seeds the contestant reached it on."""
+    hits = [(time_to_target(run, target), time_to_target(peers[run["seed"]], target)) for run in runs]
+    pairs = [(hit, peer) for hit, peer in hits if hit and peer]
+    times = [peer["seconds"] / hit["seconds"] for hit, peer in pairs]
+    samples = [peer["samples"] / hit["samples"] for hit, peer in pairs]
+    line = f"{label} / model_garden, time to target: "
+    if len(runs) == 1:
+        return line + (f"{times[0]:.2f}x" + (f" (samples {samples[0]:.2f}x)" if with_samples else "") if pairs
+                       else "- (not reached)")
+    reached = sum(1 for hit, _ in hits if hit)
+    spread = (f"median {statistics.median(times):.2f}x, min {min(times):.2f}x, max {max(times):.2f}x" +
+              (f", samples median {statistics.median(samples):.2f}x" if with_samples else "") if pairs else "-")
+    both = f"; ratios over the {len(pairs)} model_garden reached it on too" if len(pairs) < reached else ""
+    return line + f"{spread} ({reached}/{len(runs)} seeds reached it{both})"
+
+
+def report(results: dict[str, dict], target: float, fastest: str | None, plateau: float) -> None:
+    """The table (a row a run), then each contestant's ratios against Model Garden; the last line is kbert's
+    fastest's (none without a `fastest` contestant)."""
+    runs = by_contestant(results)
+    held_out = int(runs["model_garden"][0]["evaluations"][-1]["sequences"])  # --eval_sequences, or all there are
     print(f"\ntarget held-out masked-LM accuracy {target:.4f}; {held_out:,} held-out sequences every "
           f"{eval_interval():,} training samples")
-    print(f"{'contestant':<34}{'samples to target':>18}{'s to target':>13}{'final accuracy':>16}"
-          f"{'at samples':>12}{'run (s)':>9}")
+    print(f"unigram plateau: {plateau:.4f} held-out masked-LM accuracy; a run leaves it at its first evaluation at "
+          f"{PLATEAU_EXIT}x, {PLATEAU_EXIT * plateau:.4f}")
+    width = max([34] + [len(name) + 2 for name in results])
+    print(f"{'contestant':<{width}}{'samples to target':>18}{'s to target':>13}{'final accuracy':>16}"
+          f"{'at samples':>12}{'run (s)':>9}{'samples to leave plateau':>26}")
     for name, result in results.items():
-        hit = reached[name]
+        hit, left = time_to_target(result, target), first_reaching(result["evaluations"], PLATEAU_EXIT * plateau)
         samples, seconds = (f"{hit['samples']:,}", f"{hit['seconds']:.1f}") if hit else ("-", "-")
         last = result["evaluations"][-1]["samples"] if result["evaluations"] else 0
-        print(f"{name:<34}{samples:>18}{seconds:>13}{final_accuracy(result['evaluations']):>16.4f}"
-              f"{last:>12,}{result['process_seconds']:>9.0f}")
-    peer = reached["model_garden"]
-    for name in [n for n in results if n not in ("model_garden", fastest)]:
-        hit = reached[name]
-        print(f"{name} / model_garden, time to target: " + (
-            f"{peer['seconds'] / hit['seconds']:.2f}x (samples {peer['samples'] / hit['samples']:.2f}x)"
-            if hit and peer else "- (not reached)"))
-    hit = reached[fastest]
-    print(f"kbert {fastest} / model_garden, time to target: " +
-          (f"{peer['seconds'] / hit['seconds']:.2f}x" if hit and peer else "- (not reached)"))
+        off_plateau = f"{left['samples']:,}" if left else "-"
+        print(f"{name:<{width}}{samples:>18}{seconds:>13}{final_accuracy(result['evaluations']):>16.4f}"
+              f"{last:>12,}{result['process_seconds']:>9.0f}{off_plateau:>26}")
+    peers = {run["seed"]: run for run in runs["model_garden"]}
+    for name in [n for n in runs if n not in ("model_garden", fastest)]:
+        print(ratio_line(name, runs[name], peers, target, True))
+    if fastest:
+        print(ratio_line(f"kbert {fastest}", runs[fastest], peers, target, False))
 
 
 def main(argv: list[str]) -> None:
@@ -353,26 +448,32 @@ def main(argv: list[str]) -> None:
     if unknown:
         raise app.UsageError(f"--fastest_levers: unknown {', '.join(unknown)}; give some of "
                              f"{', '.join(LEVERS)} or mslt_N (N: the all-layer stage's percent of the steps).")
+    if not all(re.fullmatch(r"-?\d+", seed) for seed in FLAGS.seeds) or len(set(seeds())) < len(FLAGS.seeds):
+        raise app.UsageError(f"--seeds={','.join(FLAGS.seeds)}: give distinct integers.")
     os.makedirs(FLAGS.work_dir, exist_ok=True)
     print(f"load average at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     data = make_data(FLAGS.work_dir)
+    plateau = unigram_plateau(data)
+    print(f"unigram plateau: {plateau:.4f} held-out masked-LM accuracy", flush=True)
     given = FLAGS.target_mlm_accuracy
-    results = {"model_garden": run_model_garden(data, given)}
-    target = given if given is not None else final_accuracy(results["model_garden"]["evaluations"]) - \
-        FLAGS.target_margin
-    results["kbert"] = run_kbert("kbert", [], data, given)
-    for lever in alone(data):
-        results[lever] = run_kbert(lever, [lever], data, given)
-    levers = FLAGS.fastest_levers or fastest_levers(results, selection_level(results, target))
-    fastest = f"fastest ({'+'.join(levers) or 'no lever beat kbert alone'})"
-    results[fastest] = run_kbert("fastest", levers, data, target, round(FLAGS.fastest_steps_scale *
-                                                                         FLAGS.total_steps))
+    results = {}
+    run_seeds(results, "model_garden", lambda seed: run_model_garden(data, given, seed))
+    target = given if given is not None else statistics.median(
+        final_accuracy(run["evaluations"]) for run in by_contestant(results)["model_garden"]) - FLAGS.target_margin
+    for name, levers in [("kbert", [])] + [(lever, [lever]) for lever in alone(data)]:
+        run_seeds(results, name, lambda seed: run_kbert(name, levers, data, given, seed))
+    fastest = None
+    if FLAGS.fastest:
+        levers = FLAGS.fastest_levers or fastest_levers(results, selection_level(results, target))
+        fastest = f"fastest ({'+'.join(levers) or 'no lever beat kbert alone'})"
+        steps = round(FLAGS.fastest_steps_scale * FLAGS.total_steps)
+        run_seeds(results, fastest, lambda seed: run_kbert("fastest", levers, data, target, seed, steps))
     with open(os.path.join(FLAGS.work_dir, "results.json"), "w") as f:
-        json.dump({"target": target, "results": results,
+        json.dump({"target": target, "unigram_plateau": plateau, "plateau_exit": PLATEAU_EXIT, "results": results,
                    "flags": {name: FLAGS[name].value for name in RECORDED_FLAGS}}, f, indent=2)
     plot(results, target, FLAGS.plot or os.path.join(FLAGS.work_dir, "time_to_accuracy.png"))
     print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    report(results, target, fastest)
+    report(results, target, fastest, plateau)
 
 
 if __name__ == "__main__":
