@@ -65,6 +65,21 @@ def _no_gradient(grad):
     return grad is None if BACKEND == "tensorflow" else not np.any(to_numpy(grad))
 
 
+def test_every_random_weight_starts_from_its_own_draw():
+    """No two initialised weights share values, not even as a prefix: a Keras 3 initializer shared by two layers
+    gives both the same draw (query = key = value, position rows = the first word rows), which Model Garden and
+    keras-hub avoid by cloning theirs per layer."""
+    keras.utils.set_random_seed(3)
+    model = BertPretrainer(TINY)
+    drawn = {v.path: to_numpy(v).ravel() for v in model.weights if np.std(to_numpy(v)) > 0}
+    assert len(drawn) == 3 + 6 * TINY.num_hidden_layers + 3  # embeddings, each block's kernels, pooler and heads
+    names = sorted(drawn)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            n = min(drawn[a].size, drawn[b].size)
+            assert not np.array_equal(drawn[a][:n], drawn[b][:n]), (a, b)
+
+
 def test_loss_matches_reference_formula(model):
     batch = random_batch(np.random.default_rng(2), TINY)
     metrics = pretraining_metrics(pretraining_loss_terms(batch, model(batch)))

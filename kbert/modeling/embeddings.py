@@ -10,6 +10,8 @@ from kbert.modeling.dropout import ReplicaDropout
 
 
 def truncated_normal(config: BertConfig) -> keras.initializers.Initializer:
+    """A new initializer for one weight. Keras 3 fixes an initializer's seed when it is made, so one instance
+    shared by two layers gives them the same values (query = key = value; position rows = the first word rows)."""
     return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
 
 
@@ -26,15 +28,14 @@ class BertEmbeddings(keras.layers.Layer):
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(**kwargs)
         self.config = config
-        init = truncated_normal(config)
         self.word_embeddings = keras.layers.Embedding(
-            config.vocab_size, config.hidden_size, embeddings_initializer=init,
+            config.vocab_size, config.hidden_size, embeddings_initializer=truncated_normal(config),
             dtype=self.dtype_policy, name="word_embeddings")
         self.position_embeddings = keras.layers.Embedding(
-            config.max_position_embeddings, config.hidden_size, embeddings_initializer=init,
+            config.max_position_embeddings, config.hidden_size, embeddings_initializer=truncated_normal(config),
             dtype=self.dtype_policy, name="position_embeddings")
         self.token_type_embeddings = keras.layers.Embedding(
-            config.type_vocab_size, config.hidden_size, embeddings_initializer=init,
+            config.type_vocab_size, config.hidden_size, embeddings_initializer=truncated_normal(config),
             dtype=self.dtype_policy, name="token_type_embeddings")
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=config.layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")

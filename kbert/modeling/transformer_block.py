@@ -26,14 +26,16 @@ class TransformerBlock(keras.layers.Layer):
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(**kwargs)
         self.config = config
-        dense = dict(kernel_initializer=truncated_normal(config), dtype=self.dtype_policy)
+        def dense(units: int, name: str, **kwargs) -> keras.layers.Dense:
+            return keras.layers.Dense(units, kernel_initializer=truncated_normal(config), dtype=self.dtype_policy,
+                                      name=name, **kwargs)
         norm = dict(epsilon=config.layer_norm_eps, dtype=self.dtype_policy)
         self.attention = BertSelfAttention(config, dtype=self.dtype_policy, name="attention")
-        self.attention_output = keras.layers.Dense(config.hidden_size, name="attention_output", **dense)
+        self.attention_output = dense(config.hidden_size, "attention_output")
         self.attention_layer_norm = keras.layers.LayerNormalization(name="attention_layer_norm", **norm)
-        self.intermediate = keras.layers.Dense(
-            config.intermediate_size, activation=get_activation(config.hidden_act), name="intermediate", **dense)
-        self.output_dense = keras.layers.Dense(config.hidden_size, name="output", **dense)
+        self.intermediate = dense(config.intermediate_size, "intermediate",
+                                  activation=get_activation(config.hidden_act))
+        self.output_dense = dense(config.hidden_size, "output")
         self.output_layer_norm = keras.layers.LayerNormalization(name="output_layer_norm", **norm)
         self.dropout = ReplicaDropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
 
