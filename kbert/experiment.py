@@ -54,15 +54,22 @@ class ExperimentConfig(PretrainingConfig):
         super().check()
         plan = plan_for(self) if self.mslt is not None else None  # a bad plan fails here, before anything is built
         check_phases(self, plan.total_steps if plan is not None else None)
-        stages = stages_of(self)
-        for stage in stages:  # each stage's schedule shape fits its own steps (a wsd warmup ends before its decay)
-            s = stage.config.schedule
-            try:
-                s.span(stage.config.train.total_steps - s.step_offset)
-            except ConfigError as error:
-                where = (" (an MSLT stage warms up for its mslt.stages[].warmup_steps, default mslt.warmup_fraction of "
-                         "its steps)") if stage.label.startswith("MSLT") else ""
-                raise ConfigError(f"{stage.label}: {error}{where}" if len(stages) > 1 else str(error)) from None
+        # Each stage's schedule shape fits its own steps (a wsd warmup ends before its decay).
+        check_each_stage(stages_of(self), lambda stage: stage.config.schedule.span(
+            stage.config.train.total_steps - stage.config.schedule.step_offset),
+            hint=lambda stage: " (an MSLT stage warms up for its mslt.stages[].warmup_steps, default "
+                               "mslt.warmup_fraction of its steps)" if stage.label.startswith("MSLT") else "")
+
+
+def check_each_stage(stages: Sequence[TrainingStage], check: Callable[[TrainingStage], Any],
+                     hint: Callable[[TrainingStage], str] = lambda stage: "") -> None:
+    """`check(stage)` for every stage; its ConfigError is named by the stage (with `hint(stage)` after it) where
+    the run has more than one."""
+    for stage in stages:
+        try:
+            check(stage)
+        except ConfigError as error:
+            raise ConfigError(f"{stage.label}: {error}{hint(stage)}" if len(stages) > 1 else str(error)) from None
 
 
 def load_experiment(config_files: Sequence[str] = (), params_override: str = "") -> ExperimentConfig:
@@ -116,11 +123,8 @@ def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strate
     if mode not in MODES:
         raise ConfigError(f"--mode={mode}: choose one of {', '.join(MODES)}.")
     stages = stages_of(config)
-    for stage in stages:  # each phase's batch splits over the replicas
-        try:
-            check_batch_sizes(stage.config, strategy.num_replicas_in_sync)
-        except ConfigError as error:
-            raise ConfigError(f"{stage.label}: {error}" if len(stages) > 1 else str(error)) from None
+    # Each phase's batch splits over the replicas.
+    check_each_stage(stages, lambda stage: check_batch_sizes(stage.config, strategy.num_replicas_in_sync))
     if mode != "eval":
         stages = with_layouts(stages, evaluates=mode != "train" or bool(config.eval.interval(
             config.train.global_batch_size)))
