@@ -54,8 +54,11 @@ class ExperimentConfig(PretrainingConfig):
         super().check()
         plan = plan_for(self) if self.mslt is not None else None  # a bad plan fails here, before anything is built
         check_phases(self, plan.total_steps if plan is not None else None)
-        # Each stage's schedule shape fits its own steps (a wsd warmup ends before its decay).
-        check_each_stage(stages_of(self), lambda stage: stage.config.schedule.span(
+        stages = stages_of(self)
+        # The first stage's batch ramp fits its batch and steps; each stage's schedule shape fits its own steps (a
+        # wsd warmup ends before its decay).
+        check_each_stage(stages, lambda stage: stage.config.train.check_batch_ramp())
+        check_each_stage(stages, lambda stage: stage.config.schedule.span(
             stage.config.train.total_steps - stage.config.schedule.step_offset),
             hint=lambda stage: " (an MSLT stage warms up for its mslt.stages[].warmup_steps, default "
                                "mslt.warmup_fraction of its steps)" if stage.label.startswith("MSLT") else "")

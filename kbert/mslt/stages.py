@@ -59,12 +59,15 @@ def plan_for(config: PretrainingConfig) -> StagePlan:
 
 
 def _stage_config(config: PretrainingConfig, stage: Stage) -> PretrainingConfig:
-    """The first phase's config, trained for the stage's steps on the stage's own schedule."""
+    """The first phase's config, trained for the stage's steps on the stage's own schedule (stage 1 alone ramps
+    the batch)."""
     first = phase_config(config, 0, stage.steps)
-    return first.replace(schedule=first.schedule.replace(
+    schedule = first.schedule.replace(
         peak_learning_rate=stage.learning_rate, warmup_steps=stage.warmup_steps,
         decay_steps=max(stage.steps - stage.warmup_steps, 1), end_learning_rate=stage.end_learning_rate,
-        power=stage.decay_power, step_offset=0))
+        power=stage.decay_power, step_offset=0)
+    return first.replace(train=first.train if stage.number == 1 else first.train.without_batch_ramp(),
+                         schedule=schedule)
 
 
 def _training_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage) -> TrainingStage:

@@ -22,6 +22,7 @@ from kbert.modeling import BertConfig
 from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.runtime.checkpoint_model import checkpoint_bert_config, checkpoint_vocab_file
 from kbert.runtime.sections import ModelConfig, OptimizerConfig, ScheduleConfig
+from kbert.training.batch_ramp import RATE_SCALINGS, BatchRamp
 from kbert.training.eval_schedule import MLPERF_TARGET, mlperf_interval
 
 EVAL_PROTOCOLS = ("", "mlperf")
@@ -115,6 +116,13 @@ class TrainConfig(Section):
     seed: int = 12345
     # tf.config.experimental.enable_op_determinism(): bit-identical reruns and resumes, somewhat slower.
     deterministic: bool = False
+    # A batch-size ramp (kbert.training.batch_ramp): the global batch at the first step, a multiple of the
+    # micro-batch (global_batch_size / gradient_accumulation_steps), grown a micro-batch at a time to
+    # global_batch_size over batch_ramp_steps; 0: none. Only the run's first phase or MSLT stage ramps.
+    batch_ramp_start: int = 0
+    batch_ramp_steps: int = 0
+    # The rate during the ramp: the schedule's times (batch / global_batch_size) ** 1/2 (sqrt), 1 (linear) or 0.
+    batch_ramp_rate_scaling: str = "sqrt"
 
     def check(self) -> None:
         need(self.mixed_precision in PRECISION_POLICIES,
@@ -130,6 +138,37 @@ class TrainConfig(Section):
         for key in ("checkpoint_interval", "summary_interval"):
             need(getattr(self, key) % self.steps_per_loop == 0,
                  f"train.{key}={getattr(self, key)} must be a multiple of train.steps_per_loop={self.steps_per_loop}.")
+        need(self.batch_ramp_rate_scaling in RATE_SCALINGS,
+             f"train.batch_ramp_rate_scaling={self.batch_ramp_rate_scaling!r}: choose one of "
+             f"{', '.join(RATE_SCALINGS)}.")
+
+    def batch_ramp(self) -> Optional[BatchRamp]:
+        """The batch-size ramp these keys ask for, or None."""
+        if not self.batch_ramp_start:
+            return None
+        micro = self.global_batch_size // self.gradient_accumulation_steps
+        return BatchRamp(self.batch_ramp_start // micro, self.gradient_accumulation_steps, self.batch_ramp_steps,
+                         self.batch_ramp_rate_scaling)
+
+    def check_batch_ramp(self) -> None:
+        """The ramp fits this stage's batch and steps (a phase or MSLT stage resolves them: checked per stage)."""
+        start, steps = self.batch_ramp_start, self.batch_ramp_steps
+        if not start and not steps:
+            return
+        micro = self.global_batch_size // self.gradient_accumulation_steps
+        need(start > 0 and steps > 0, f"train.batch_ramp_start={start} and train.batch_ramp_steps={steps}: set both "
+             "(a batch that grows from batch_ramp_start over batch_ramp_steps) or neither.")
+        need(start % micro == 0 and start < self.global_batch_size,
+             f"train.batch_ramp_start={start} must be a multiple of the micro-batch (train.global_batch_size="
+             f"{self.global_batch_size} / gradient_accumulation_steps={self.gradient_accumulation_steps} = {micro}) "
+             f"and below global_batch_size: the ramp adds micro-batches (e.g. gradient_accumulation_steps="
+             f"{max(self.global_batch_size // math.gcd(start, self.global_batch_size), 2)}).")
+        need(steps <= self.total_steps, f"train.batch_ramp_steps={steps} is longer than the {self.total_steps} steps "
+             "it ramps (the run's, or its first phase's or MSLT stage's).")
+
+    def without_batch_ramp(self) -> "TrainConfig":
+        """This section at the full batch from its first step (a phase or MSLT stage after the first)."""
+        return self.replace(batch_ramp_start=0, batch_ramp_steps=0)
 
 
 @dataclasses.dataclass

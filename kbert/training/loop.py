@@ -40,6 +40,7 @@ from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.devices import find_accelerators
 from kbert.runtime.flops import training_flops_per_sequence
 from kbert.runtime.optimizer_factory import make_optimizer, make_schedule
+from kbert.training.batch_ramp import RampedSchedule
 from kbert.training.config import PretrainingConfig
 from kbert.training.eval_schedule import EvalSchedule
 from kbert.training.flops import peak_flops_of
@@ -49,8 +50,11 @@ from kbert.training.trainer import PretrainingTrainer
 
 
 def learning_rate_schedule(config: PretrainingConfig) -> keras.optimizers.schedules.LearningRateSchedule:
-    """`config.schedule`'s shape over the run's `train.total_steps` (`make_schedule`)."""
-    return make_schedule(config.schedule, config.train.total_steps - config.schedule.step_offset)
+    """`config.schedule`'s shape over the run's `train.total_steps` (`make_schedule`), scaled to the batch during
+    `train.batch_ramp_*`'s ramp."""
+    schedule = make_schedule(config.schedule, config.train.total_steps - config.schedule.step_offset)
+    ramp = config.train.batch_ramp()
+    return RampedSchedule(schedule, ramp) if ramp else schedule
 
 
 def build_optimizer(config: PretrainingConfig, variables: Sequence[keras.Variable] = (),
@@ -125,7 +129,8 @@ def make_trainer(config: PretrainingConfig, strategy: tf.distribute.Strategy, mo
         return PretrainingTrainer(
             strategy, model, optimizer, dataset_fn(config, True, model.config.vocab_size, start.seed_offset),
             global_step=global_step, global_batch_size=t.global_batch_size,
-            accumulation_steps=t.gradient_accumulation_steps, trainable_variables=trained_variables(model, layout),
+            accumulation_steps=t.gradient_accumulation_steps, batch_ramp=t.batch_ramp(),
+            trainable_variables=trained_variables(model, layout),
             jit_compile=t.jit_compile, checkpointable_input=start.restores_position)
 
 

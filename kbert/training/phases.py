@@ -34,14 +34,16 @@ def _set(phase: PhaseConfig, keys: tuple[str, ...]) -> dict:
 
 
 def phase_config(config: PretrainingConfig, index: int, steps: int) -> PretrainingConfig:
-    """The experiment as phase `index` trains it: its data, batch and a schedule over its `steps` alone (a run
-    without phases: the experiment as it is, `schedule.decay_steps` and `step_offset` included)."""
+    """The experiment as phase `index` trains it: its data, batch and a schedule over its `steps` alone, a batch
+    ramp in phase 1 only (a run without phases: the experiment as it is, `schedule.decay_steps` and `step_offset`
+    included)."""
     if not config.phases:
         return config.replace(train=config.train.replace(total_steps=steps))
     phase = config.phases[index]
+    train = config.train if index == 0 else config.train.without_batch_ramp()  # the run ramps its batch once
     return config.replace(
         data=config.data.replace(**_set(phase, _DATA_KEYS)),
-        train=config.train.replace(total_steps=steps, **_set(phase, _TRAIN_KEYS)),
+        train=train.replace(total_steps=steps, **_set(phase, _TRAIN_KEYS)),
         schedule=config.schedule.replace(step_offset=0, decay_steps=None, **_set(phase, _SCHEDULE_KEYS)))
 
 

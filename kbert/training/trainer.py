@@ -27,6 +27,7 @@ import tensorflow as tf
 from kbert.choices import JIT_COMPILE, WHOLE_STEP, is_jit_compile_choice
 from kbert.errors import ConfigError
 from kbert.modeling.losses import LOSS_TERMS, MLM_EPSILON, pretraining_loss_terms, pretraining_metrics, sentence_count
+from kbert.training.batch_ramp import BatchRamp
 from kbert.training.inputs import make_input
 from kbert.training.reporting import check_finite
 
@@ -39,6 +40,12 @@ def _replica_local_scalar(name: str) -> tf.Variable:
 
 def _all_finite(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
     return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
+
+
+def _dense(grads: Sequence) -> list[tf.Tensor]:
+    """Gradients with an IndexedSlices (a gathered table's: one slice per token) summed into its table's shape:
+    `global_norm` would square each slice, where repeated rows must add up first (the token-type table's two)."""
+    return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
 
 def whole_step_compiles(strategy: tf.distribute.Strategy) -> bool:
@@ -90,6 +97,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         `sequences_trained`, the sequences the steps trained on).
       global_batch_size: sequences per optimizer step over all replicas.
       accumulation_steps: micro-batches per optimizer step.
+      batch_ramp: fewer micro-batches in the first steps (`kbert.training.batch_ramp`; its `full` is
+        `accumulation_steps`); the optimizer's learning rate should be a `RampedSchedule` of it.
       trainable_variables: what the optimizer updates (MSLT trains a subset); default `model.trainable_variables`.
       jit_compile: what to XLA-compile (`JIT_COMPILE`): False nothing, True the forward and backward pass,
         "step" the whole replica step (forward, backward, accumulation, clipping, optimizer update) in one cluster,
@@ -111,6 +120,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         global_step: tf.Variable,
         global_batch_size: int,
         accumulation_steps: int = 1,
+        batch_ramp: Optional[BatchRamp] = None,
         trainable_variables: Optional[Sequence[keras.Variable]] = None,
         jit_compile: bool | str = False,
         checkpointable_input: bool = True,
@@ -124,7 +134,10 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         self.optimizer = optimizer
         self.global_step = global_step
         self.global_batch_size = global_batch_size
+        if batch_ramp is not None and batch_ramp.full != accumulation_steps:
+            raise ValueError(f"batch_ramp.full={batch_ramp.full} must be accumulation_steps={accumulation_steps}.")
         self.accumulation_steps = accumulation_steps
+        self.batch_ramp = batch_ramp
         self.train_variables = list(model.trainable_variables if trainable_variables is None else trainable_variables)
         self._loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         whole_step = _whole_step(jit_compile, strategy)
@@ -152,11 +165,17 @@ class PretrainingTrainer(orbit.AbstractTrainer):
 
     # -- replica functions -------------------------------------------------------------------------------------
 
-    def _gradients_fn(self, batch, mlm_scale, nsp_scale):
+    def _micro_batches(self) -> int | tf.Tensor:
+        """Micro-batches in this optimizer step: `accumulation_steps`, or the ramp's at the optimizer's step."""
+        if self.batch_ramp is None:
+            return self.accumulation_steps
+        return self.batch_ramp.micro_batches(self.optimizer.iterations)
+
+    def _gradients_fn(self, batch, mlm_scale, nsp_scale, micro_batches):
         with tf.GradientTape() as tape:
             outputs = self.model(batch, training=True)
             terms = pretraining_loss_terms(batch, outputs)
-            loss = (terms["mlm_loss_sum"] * mlm_scale + terms["nsp_loss_sum"] * nsp_scale) / self.accumulation_steps
+            loss = (terms["mlm_loss_sum"] * mlm_scale + terms["nsp_loss_sum"] * nsp_scale) / micro_batches
             scaled_loss = self.optimizer.scale_loss(loss)
         return tape.gradient(scaled_loss, self.train_variables), terms
 
@@ -166,8 +185,11 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         # W and N are known from the inputs before the forward pass: one all-reduce makes the loss global.
         counts = tf.stack([tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)), sentence_count(batch)])
         global_weight, global_sentences = tf.unstack(context.all_reduce(tf.distribute.ReduceOp.SUM, counts))
+        micro_batches = self._micro_batches()
         grads, terms = self._gradients(batch, 1.0 / (global_weight + MLM_EPSILON),
-                                       tf.math.divide_no_nan(1.0, global_sentences))
+                                       tf.math.divide_no_nan(1.0, global_sentences),
+                                       micro_batches if isinstance(micro_batches, int) else
+                                       tf.cast(micro_batches, tf.float32))
         for name in LOSS_TERMS:
             self._sums[name].assign_add(terms[name])
         finite = _all_finite([terms["mlm_loss_sum"], terms["nsp_loss_sum"]])
@@ -187,7 +209,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
             for accumulator in self._accumulators:
                 accumulator.assign(tf.zeros_like(accumulator))
         unscale = 1.0 / self.optimizer.dynamic_scale if self._loss_scaling else 1.0
-        self._sums["grad_sq_sum"].assign_add(tf.square(tf.linalg.global_norm(grads) * unscale))
+        self._sums["grad_sq_sum"].assign_add(tf.square(tf.linalg.global_norm(_dense(grads)) * unscale))
         self.optimizer.apply_gradients(zip(grads, self.train_variables))
 
     def _reset(self):
@@ -206,7 +228,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
 
         def step(i):
             if self.accumulation_steps > 1:  # a loop of 0 iterations would still trace a second forward/backward
-                tf.while_loop(lambda j: j < self.accumulation_steps - 1, accumulate, [tf.constant(0)])
+                micro_batches = self._micro_batches()
+                tf.while_loop(lambda j: j < micro_batches - 1, accumulate, [tf.constant(0)])
             self.strategy.run(self._apply_step, (self.input.next_batch(),))
             # orbit.Controller waits for the trainer to advance the step (Keras 3 optimizers do not).
             self.global_step.assign_add(1)
@@ -226,7 +249,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
           NonFiniteLossError: a step's loss was NaN/Inf on some replica (naming the first such step); the
             weights it made are in the variables, and nothing is saved here.
         """
-        start = time.perf_counter()
+        start, first = time.perf_counter(), int(self.optimizer.iterations.numpy())
         self._loop(tf.constant(num_steps, tf.int32))
         sums = {name: float(variable.read_value()) for name, variable in self._sums.items()}
         now = time.perf_counter()
@@ -236,7 +259,10 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         metrics["learning_rate"] = float(np.asarray(self.optimizer.learning_rate))
         # Sequences, not rows: a packed row holds several.
         metrics["sequences_per_second"] = sums["sequence_count"] / max(now - start, 1e-9)
-        metrics["rows_per_second"] = steps * self.global_batch_size / max(now - start, 1e-9)
+        micro_batches = (self.batch_ramp.micro_batches_between(first, first + steps) if self.batch_ramp else
+                         steps * self.accumulation_steps)
+        metrics["rows_per_second"] = (micro_batches * self.global_batch_size // self.accumulation_steps
+                                      / max(now - start, 1e-9))
         self.sequences_trained.assign_add(round(sums["sequence_count"]))
         metrics["nonfinite_micro_steps"] = sums["nonfinite"]
         check_finite(int(self.global_step.numpy()), steps, metrics, self.first_nonfinite_step())
