@@ -141,3 +141,28 @@ def test_masked_records_with_dynamic_masking_is_an_error(tmp_path):
     write_records(tmp_path / "unmasked.tfrecord", make_instances(8, SEQ, PRED, len(vocab)))
     with pytest.raises(ValueError, match="unmasked.tfrecord.*already masked.*--no_masking"):
         one_epoch(tmp_path, vocab)
+
+
+def test_a_dynamically_masked_run_scores_masked_held_out_records_on_their_own_masks(tmp_path):
+    """A run masking 30% anew each pass (38 predictions a sequence) evaluates held-out records written with BERT's
+    15% (20 predictions) as they are, so its accuracy is comparable with a 15% run's; unmasked ones are masked."""
+    from kbert.training.config import PretrainingConfig
+    from kbert.training.loop import dataset_fn
+
+    vocab = write_vocab(str(tmp_path / "vocab.txt"))
+    write_records(tmp_path / "unmasked.tfrecord", make_instances(16, SEQ, None, len(vocab), seed=3))
+    masked = make_instances(16, SEQ, PRED, len(vocab), seed=4)
+    write_records(tmp_path / "heldout.tfrecord", masked)
+
+    def eval_batch(eval_files):
+        config = PretrainingConfig({"data": {
+            "train_files": str(tmp_path / "unmasked.tfrecord"), "eval_files": str(tmp_path / eval_files),
+            "seq_length": SEQ, "max_predictions": 38, "dynamic_masking": True, "masked_lm_prob": 0.3,
+            "vocab_file": str(tmp_path / "vocab.txt")}, "eval": {"global_batch_size": 16}})
+        return next(iter(dataset_fn(config, False, len(vocab))(tf.distribute.InputContext())))
+
+    batch = eval_batch("heldout.tfrecord")
+    assert batch["masked_lm_ids"].shape == (16, PRED)
+    np.testing.assert_array_equal(batch["masked_lm_ids"], np.stack([m["masked_lm_ids"] for m in masked]))
+    np.testing.assert_array_equal(batch["input_ids"], np.stack([m["input_ids"] for m in masked]))
+    assert eval_batch("unmasked.tfrecord")["masked_lm_ids"].shape == (16, 38)  # masked by the run's masker

@@ -14,13 +14,19 @@ training samples for every contestant. Contestants, one after the other:
 - each of `--levers` alone on that recipe (none with `--levers=`): `bf16` (train.mixed_precision=mixed_bfloat16),
   `xla` (train.jit_compile=step), `packed` (the same records packed by kbert-pack-pretraining-data, as many rows a
   step as hold `--batch_size` sequences), `mlm_only` (full-sentence MLM-only records of the same text,
-  kbert-create-pretraining-data --objective=mlm) and `mslt_N` (MSLT in `--stages`, its all-layer stage N% of the
-  steps, for each of `--final_shares`);
+  kbert-create-pretraining-data --objective=mlm), `mask30` and `mask40` (dynamic masking of 30% or 40% of the
+  tokens, anew each pass, on the same sentence pairs written unmasked; the held-out records keep their 15%
+  masks), `no_dropout` (Cramming's dropout off), `wsd` and `one_cycle` (schedule.shape: warmup-stable-decay, the
+  triangle), `batch_ramp` (the batch grows from a quarter, one of RAMP_MICRO_BATCHES micro-batches of gradient
+  accumulation, to the full batch over the first RAMP_SHARE of the steps, the rate scaled by the batch's square
+  root) and `mslt_N` (MSLT in `--stages`, its all-layer stage N%
+  of the steps, for each of `--final_shares`);
 - `fastest`: kbert with every lever that beat `kbert` alone on time to target (or, where a run ended below it,
-  to the highest accuracy all of them reached), the fastest of each kind (packed or MLM-only records; one MSLT
-  plan), or `--fastest_levers`. It may train `--fastest_steps_scale` times the steps, its schedule stretched to
-  match, and it stops at the target: as in MLPerf, a submission picks its own schedule and only its time to target
-  counts. `--fastest=false` leaves it out (e.g. `--levers= --fastest=false`: Model Garden and kbert alone).
+  to the highest accuracy all of them reached), the fastest of each kind (one of packed, MLM-only and dynamically
+  masked records; one schedule shape; one MSLT plan), or `--fastest_levers`. It may train `--fastest_steps_scale`
+  times the steps, its schedule stretched to match, and it stops at the target: as in MLPerf, a submission picks
+  its own schedule and only its time to target counts. `--fastest=false` leaves it out (e.g. `--levers=
+  --fastest=false`: Model Garden and kbert alone).
 
 Every contestant runs once per seed of `--seeds` (its `train.seed`: the weights, dropout and the data order, Model
 Garden's as kbert's), or once with `--seed` when `--seeds` is empty; the records and the vocabulary are made once,
@@ -28,10 +34,12 @@ with `--seed`. With more than one seed a run is named by its contestant and seed
 `kbert_seed1*`), levers are compared by their median time over the seeds, and the default target is taken from
 Model Garden's median final accuracy.
 
-The target is `--target_mlm_accuracy`, which every run stops at; by default it is Model Garden's held-out accuracy
-at the end of its run less `--target_margin`, read in this run, and then every run trains to its end and its time
-to target is read from its evaluations (kbert.training.evaluation_history). Seconds count from each run's start of
-training (after its model is built), evaluations included. The unigram plateau is the held-out accuracy of always
+The target is `--target_mlm_accuracy`, which every run stops at; by default it is the real regime's floor, the
+higher of REAL_REGIME_FLOOR (0.25) and twice the unigram plateau, where Model Garden's median final accuracy
+reaches it, and otherwise (said in one line) that accuracy less `--target_margin`, read in this run; and then
+every run trains to its end and its time to target is read from its evaluations
+(kbert.training.evaluation_history). Seconds count from each run's start of training (after its model is built),
+evaluations included. The unigram plateau is the held-out accuracy of always
 predicting the training records' most frequent masked-LM label, the level a model sits at before it uses the
 context; a run leaves it at its first evaluation at `PLATEAU_EXIT` times that accuracy or above.
 
@@ -76,6 +84,11 @@ from kbert.training.evaluation_history import final_accuracy, first_reaching, re
 import bench_flags  # noqa: E402
 from model_garden_peer import train_model_garden  # noqa: E402
 
+LEVERS = ("bf16", "xla", "packed", "mlm_only", "mask30", "mask40", "no_dropout", "wsd", "one_cycle",
+          "batch_ramp")  # and mslt_N
+# The batch ramp: 4 micro-batches a full step, from one micro-batch over the first quarter of the steps.
+RAMP_MICRO_BATCHES, RAMP_SHARE = 4, 0.25
+
 bench_flags.define("vocab_file", required=("corpus",), work_dir="/tmp/kbert_bench_tta", model="bert_tiny",
                    seq_length=128, max_predictions=20, batch_size=32,
                    notes={"vocab_file": "Not given: one of --vocab_size pieces is learned from the training text.",
@@ -91,9 +104,12 @@ flags.DEFINE_integer("eval_interval", 0, "Training samples (sequences) between h
 flags.DEFINE_integer("eval_sequences", 1024, "Held-out sequences per evaluation (the same ones every time; all of "
                      "them where the held-out records hold fewer).")
 flags.DEFINE_float("target_mlm_accuracy", None, "Held-out masked-LM accuracy to reach (every run stops there); "
-                   "default: Model Garden's final accuracy less --target_margin, read in this run.")
-flags.DEFINE_float("target_margin", 0.0, "Subtracted from Model Garden's final accuracy for the default target.")
-flags.DEFINE_list("levers", ["bf16", "xla", "packed", "mlm_only", "mslt"], "kbert's levers to run alone (mslt: "
+                   "default: max(0.25, twice the plateau) where Model Garden's recipe reaches it, else its final "
+                   "accuracy less --target_margin, read in this run.")
+flags.DEFINE_float("target_margin", 0.0, "Subtracted from Model Garden's final accuracy where that is the default "
+                   "target.")
+flags.DEFINE_list("levers", ["bf16", "packed", "mask30", "no_dropout", "wsd", "batch_ramp", "mslt"],
+                  "kbert's levers to run alone (of " + ", ".join(LEVERS) + " and mslt; mslt: "
                   "one run per --final_shares), before the fastest combination.")
 flags.DEFINE_list("stages", ["2", "4"], "MSLT growth stages' depths.")
 flags.DEFINE_list("final_shares", ["0", "0.1", "0.2"], "MSLT all-layer stage's shares of the steps, one run each.")
@@ -116,8 +132,8 @@ RECORDED_FLAGS = ("corpus", "vocab_file", "model", "num_layers", "seq_length", "
                   "eval_sequences", "target_mlm_accuracy", "target_margin", "stages", "final_rate_scale",
                   "dupe_factor", "seed", "seeds", "fastest")
 EVAL_BATCH = 64
+REAL_REGIME_FLOOR = 0.25  # the default target: at least this held-out accuracy, and at least twice the plateau
 PLATEAU_EXIT = 1.25  # a run leaves the unigram plateau at its first evaluation at this multiple of it or above
-LEVERS = ("bf16", "xla", "packed", "mlm_only")  # and mslt_N
 
 
 @dataclasses.dataclass
@@ -128,6 +144,7 @@ class Data:
     heldout: str
     packed: str  # "" when kbert's packer is not installed
     mlm_only: str
+    unmasked: str  # the training sentence pairs without masks, for dynamic masking
     vocab_file: str
     vocab_size: int
     sequences_per_row: float  # packed: the mean sequences a row
@@ -146,11 +163,11 @@ def make_data(work_dir: str) -> Data:
     described = os.path.join(directory, "data.json")
     if os.path.exists(described):
         with open(described) as f:
-            data = Data(**json.load(f))
-        if data.settings != data_settings():
-            raise app.UsageError(f"{directory} holds records made with {data.settings}; give another --work_dir "
-                                 "for these flags.")
-        return data
+            made = json.load(f)
+        if made["settings"] != data_settings() or set(made) != {f.name for f in dataclasses.fields(Data)}:
+            raise app.UsageError(f"{directory} holds records made with {made['settings']} by another version of "
+                                 "this bench or other flags; give another --work_dir.")
+        return Data(**made)
     os.makedirs(directory, exist_ok=True)
     text = {name: os.path.join(directory, f"{name}.txt") for name in ("train", "heldout")}
     split = text_documents.write_split(text_documents.read_documents([FLAGS.corpus]), text["train"],
@@ -159,18 +176,20 @@ def make_data(work_dir: str) -> Data:
     vocab_file = FLAGS.vocab_file or os.path.join(directory, f"vocab_{FLAGS.vocab_size}.txt")
     if not FLAGS.vocab_file:
         write_vocabulary(learn_vocabulary([text["train"]], FLAGS.vocab_size)[0], vocab_file)
-    records = {name: os.path.join(directory, f"{name}.tfrecord") for name in ("train", "heldout", "mlm_only")}
-    for name, source, objective, dupe_factor in (("train", "train", "nsp", FLAGS.dupe_factor),
-                                                 ("heldout", "heldout", "nsp", 1),
-                                                 ("mlm_only", "train", "mlm", FLAGS.dupe_factor)):
+    kinds = {"train": ("train", "nsp", FLAGS.dupe_factor, {}), "heldout": ("heldout", "nsp", 1, {}),
+             "mlm_only": ("train", "mlm", FLAGS.dupe_factor, {}),
+             "unmasked": ("train", "nsp", FLAGS.dupe_factor, {"no_masking": True})}
+    records = {name: os.path.join(directory, f"{name}.tfrecord") for name in kinds}
+    for name, (source, objective, dupe_factor, settings) in kinds.items():
+        settings = {"max_predictions_per_seq": FLAGS.max_predictions, **settings}
         summary = create_pretraining_data(
             [text[source]], [records[name]], vocab_file, True,
-            InstanceConfig(max_seq_length=FLAGS.seq_length, max_predictions_per_seq=FLAGS.max_predictions,
-                           dupe_factor=dupe_factor, objective=objective),
+            InstanceConfig(max_seq_length=FLAGS.seq_length, dupe_factor=dupe_factor, objective=objective,
+                           **settings),
             random_seed=FLAGS.seed, num_workers=2)
         print(f"{name}: {summary.instances:,} records", flush=True)
     packed, per_row = pack(records["train"], os.path.join(directory, "packed.tfrecord"))
-    data = Data(records["train"], records["heldout"], packed, records["mlm_only"], vocab_file,
+    data = Data(records["train"], records["heldout"], packed, records["mlm_only"], records["unmasked"], vocab_file,
                 len(load_vocabulary(vocab_file)), per_row, data_settings())
     with open(described, "w") as f:
         json.dump(dataclasses.asdict(data), f, indent=2)
@@ -267,6 +286,20 @@ def with_lever(config: dict, lever: str, data: Data) -> None:
         config["train"]["global_batch_size"] = max(1, round(FLAGS.batch_size / data.sequences_per_row))
     elif lever == "mlm_only":
         config["data"]["train_files"] = data.mlm_only
+    elif lever in ("mask30", "mask40"):
+        config["data"].update(train_files=data.unmasked, dynamic_masking=True,
+                              masked_lm_prob=int(lever[4:]) / 100, vocab_file=data.vocab_file,
+                              max_predictions=math.ceil(int(lever[4:]) / 100 * (FLAGS.seq_length - 2)))
+    elif lever == "no_dropout":  # Cramming's
+        config["model"]["overrides"].update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    elif lever in ("wsd", "one_cycle"):  # the recipe's warmup; wsd decays over its default last 10%
+        config["schedule"]["shape"] = lever
+    elif lever == "batch_ramp":
+        t = config["train"]
+        # Whole micro-batches: a packed batch (sequences / sequences a row) rounds down to them.
+        micro = max(1, t["global_batch_size"] // RAMP_MICRO_BATCHES)
+        t.update(global_batch_size=micro * RAMP_MICRO_BATCHES, gradient_accumulation_steps=RAMP_MICRO_BATCHES,
+                 batch_ramp_start=micro, batch_ramp_steps=max(1, round(RAMP_SHARE * t["total_steps"])))
     else:
         steps, depths = config["train"]["total_steps"], [int(d) for d in FLAGS.stages]
         final = round(mslt_share(lever) * steps)
@@ -322,6 +355,20 @@ def run_model_garden(data: Data, target: float | None, seed: int) -> dict:
     return {**result, "process_seconds": time.time() - started, "levers": []}
 
 
+def default_target(results: dict[str, dict], plateau: float) -> float:
+    """The real regime's floor, max(REAL_REGIME_FLOOR, 2 x the plateau), where Model Garden's median final accuracy
+    reaches it; else that median less --target_margin, said in one line."""
+    floor = max(REAL_REGIME_FLOOR, 2 * plateau)
+    reached = statistics.median(final_accuracy(run["evaluations"]) for run in by_contestant(results)["model_garden"])
+    if reached >= floor:
+        return floor
+    print(f"Model Garden's recipe ended at {reached:.4f} held-out accuracy, below the real regime's floor {floor:.4f} "
+          f"(the higher of {REAL_REGIME_FLOOR} and twice the plateau): the target is its final accuracy less "
+          f"--target_margin; give more --total_steps, a larger --model or a larger corpus to measure past it.",
+          flush=True)
+    return reached - FLAGS.target_margin
+
+
 def run_seeds(results: dict[str, dict], contestant: str, run) -> None:
     """`run(seed)` for every seed, into `results` under the run's name, marked with its contestant and seed."""
     for seed in seeds():
@@ -351,10 +398,11 @@ def selection_level(results: dict[str, dict], target: float) -> float:
 
 def fastest_levers(results: dict[str, dict], level: float) -> list[str]:
     """The levers that beat `kbert` alone on median time to `level` over the seeds: of each kind (precision, XLA,
-    records, MSLT plan) the fastest one that did."""
+    records, dropout, schedule shape, batch ramp, MSLT plan) the fastest one that did."""
     runs = by_contestant(results)
     median = {name: statistics.median(seconds_to(run, level) for run in group) for name, group in runs.items()}
-    kinds = [["bf16"], ["xla"], ["packed", "mlm_only"], [name for name in runs if name.startswith("mslt_")]]
+    kinds = [["bf16"], ["xla"], ["packed", "mlm_only", "mask30", "mask40"], ["no_dropout"], ["wsd", "one_cycle"],
+             ["batch_ramp"], [name for name in runs if name.startswith("mslt_")]]
     chosen = []
     for kind in kinds:
         best = min((name for name in kind if name in runs), key=median.get, default=None)
@@ -448,6 +496,12 @@ def main(argv: list[str]) -> None:
     if unknown:
         raise app.UsageError(f"--fastest_levers: unknown {', '.join(unknown)}; give some of "
                              f"{', '.join(LEVERS)} or mslt_N (N: the all-layer stage's percent of the steps).")
+    unknown = [lever for lever in FLAGS.levers if lever not in LEVERS + ("mslt",)]
+    if unknown:
+        raise app.UsageError(f"--levers: unknown {', '.join(unknown)}; give some of {', '.join(LEVERS)} or mslt.")
+    if "batch_ramp" in FLAGS.levers + (FLAGS.fastest_levers or []) and FLAGS.batch_size < RAMP_MICRO_BATCHES:
+        raise app.UsageError(f"--batch_size={FLAGS.batch_size}: the batch_ramp lever needs at least "
+                             f"{RAMP_MICRO_BATCHES} sequences a step (its micro-batches).")
     if not all(re.fullmatch(r"-?\d+", seed) for seed in FLAGS.seeds) or len(set(seeds())) < len(FLAGS.seeds):
         raise app.UsageError(f"--seeds={','.join(FLAGS.seeds)}: give distinct integers.")
     os.makedirs(FLAGS.work_dir, exist_ok=True)
@@ -458,8 +512,7 @@ def main(argv: list[str]) -> None:
     given = FLAGS.target_mlm_accuracy
     results = {}
     run_seeds(results, "model_garden", lambda seed: run_model_garden(data, given, seed))
-    target = given if given is not None else statistics.median(
-        final_accuracy(run["evaluations"]) for run in by_contestant(results)["model_garden"]) - FLAGS.target_margin
+    target = given if given is not None else default_target(results, plateau)
     for name, levers in [("kbert", [])] + [(lever, [lever]) for lever in alone(data)]:
         run_seeds(results, name, lambda seed: run_kbert(name, levers, data, given, seed))
     fastest = None
