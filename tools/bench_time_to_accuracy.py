@@ -15,18 +15,21 @@ training samples for every contestant. Contestants, one after the other:
   `xla` (train.jit_compile=step), `packed` (the same records packed by kbert-pack-pretraining-data, as many rows a
   step as hold `--batch_size` sequences), `mlm_only` (full-sentence MLM-only records of the same text,
   kbert-create-pretraining-data --objective=mlm), `mask30` and `mask40` (dynamic masking of 30% or 40% of the
-  tokens, anew each pass, on the same sentence pairs written unmasked; the held-out records keep their 15%
-  masks), `no_dropout` (Cramming's dropout off), `wsd` and `one_cycle` (schedule.shape: warmup-stable-decay, the
-  triangle), `batch_ramp` (the batch grows from a quarter, one of RAMP_MICRO_BATCHES micro-batches of gradient
-  accumulation, to the full batch over the first RAMP_SHARE of the steps, the rate scaled by the batch's square
-  root) and `mslt_N` (MSLT in `--stages`, its all-layer stage N%
-  of the steps, for each of `--final_shares`);
+  tokens, anew each pass, on the same sentence pairs written unmasked, data.max_predictions 38 or 51 at seq 128;
+  the held-out records keep their 15% masks), `seq64` (BERT's two phases: SHORT_SHARE of the steps at seq 64 on
+  sentence pairs written at that length, twice the batch, then the rest at `--seq_length`, each phase with its own
+  warmup, both evaluated on the same held-out records), `no_dropout` (Cramming's dropout off), `wsd` and
+  `one_cycle` (schedule.shape: warmup-stable-decay, the triangle, with the recipe's warmup), `batch_ramp` (the
+  batch grows from a quarter, one of RAMP_MICRO_BATCHES micro-batches of gradient accumulation, to the full batch
+  over the first RAMP_SHARE of the steps, the rate scaled by the batch's square root) and `mslt_N` (MSLT in
+  `--stages`, its all-layer stage N% of the steps, for each of `--final_shares`);
 - `fastest`: kbert with every lever that beat `kbert` alone on time to target (or, where a run ended below it,
-  to the highest accuracy all of them reached), the fastest of each kind (one of packed, MLM-only and dynamically
-  masked records; one schedule shape; one MSLT plan), or `--fastest_levers`. It may train `--fastest_steps_scale`
-  times the steps, its schedule stretched to match, and it stops at the target: as in MLPerf, a submission picks
-  its own schedule and only its time to target counts. `--fastest=false` leaves it out (e.g. `--levers=
-  --fastest=false`: Model Garden and kbert alone).
+  to the highest accuracy all of them reached), the fastest of each kind (one of RECORDS: packed, MLM-only,
+  dynamically masked and seq-64 records; one schedule shape of SHAPES; one MSLT plan), or `--fastest_levers`
+  (refused where two of one kind are named). It may train `--fastest_steps_scale` times the steps, its schedule
+  stretched to match, and it stops at the target: as in MLPerf, a submission picks its own schedule and only its
+  time to target counts. `--fastest=false` leaves it out (e.g. `--levers= --fastest=false`: Model Garden and
+  kbert alone).
 
 Every contestant runs once per seed of `--seeds` (its `train.seed`: the weights, dropout and the data order, Model
 Garden's as kbert's), or once with `--seed` when `--seeds` is empty; the records and the vocabulary are made once,
@@ -77,17 +80,27 @@ from kbert.data.instances import InstanceConfig  # noqa: E402
 from kbert.data.pipeline import pretraining_dataset  # noqa: E402
 from kbert.data.tokenization import load_vocabulary  # noqa: E402
 from kbert.data.vocab import learn_vocabulary, write_vocabulary  # noqa: E402
-from kbert.experiment import load_experiment  # noqa: E402
+from kbert.errors import KbertError  # noqa: E402
+from kbert.experiment import load_experiment, stages_of  # noqa: E402
 from kbert.runtime.strategy import make_strategy  # noqa: E402
 from kbert.training.evaluation_history import final_accuracy, first_reaching, read_summary, time_to_target  # noqa: E402
+from kbert.training.stage import with_layouts  # noqa: E402
 
 import bench_flags  # noqa: E402
 from model_garden_peer import train_model_garden  # noqa: E402
 
-LEVERS = ("bf16", "xla", "packed", "mlm_only", "mask30", "mask40", "no_dropout", "wsd", "one_cycle",
+LEVERS = ("bf16", "xla", "packed", "mlm_only", "mask30", "mask40", "seq64", "no_dropout", "wsd", "one_cycle",
           "batch_ramp")  # and mslt_N
+# Levers that exclude each other, at most one of a kind in a run: each of these trains on its own records (the
+# dynamic-masking levers on unmasked pairs, seq64 on seq-64 pairs), and a run has one schedule shape.
+RECORDS, SHAPES = ("packed", "mlm_only", "mask30", "mask40", "seq64"), ("wsd", "one_cycle")
 # The batch ramp: 4 micro-batches a full step, from one micro-batch over the first quarter of the steps.
 RAMP_MICRO_BATCHES, RAMP_SHARE = 4, 0.25
+# seq64: BERT's two phases at CPU sizes, phase 1 (this share of the steps) at seq SHORT_SEQ, the rest at
+# --seq_length. Phase 1 takes --seq_length / SHORT_SEQ times the batch: the same tokens (and masked predictions)
+# a step as the recipe, so the lever changes what a step sees, not how much text; its samples count short
+# sequences.
+SHORT_SEQ, SHORT_SHARE = 64, 0.9
 
 bench_flags.define("vocab_file", required=("corpus",), work_dir="/tmp/kbert_bench_tta", model="bert_tiny",
                    seq_length=128, max_predictions=20, batch_size=32,
@@ -108,7 +121,8 @@ flags.DEFINE_float("target_mlm_accuracy", None, "Held-out masked-LM accuracy to 
                    "accuracy less --target_margin, read in this run.")
 flags.DEFINE_float("target_margin", 0.0, "Subtracted from Model Garden's final accuracy where that is the default "
                    "target.")
-flags.DEFINE_list("levers", ["bf16", "packed", "mask30", "no_dropout", "wsd", "batch_ramp", "mslt"],
+flags.DEFINE_list("levers", ["bf16", "packed", "mask30", "mask40", "no_dropout", "wsd", "one_cycle", "batch_ramp",
+                             "mslt"],
                   "kbert's levers to run alone (of " + ", ".join(LEVERS) + " and mslt; mslt: "
                   "one run per --final_shares), before the fastest combination.")
 flags.DEFINE_list("stages", ["2", "4"], "MSLT growth stages' depths.")
@@ -138,13 +152,15 @@ PLATEAU_EXIT = 1.25  # a run leaves the unigram plateau at its first evaluation 
 
 @dataclasses.dataclass
 class Data:
-    """The bench's records: unpacked sentence pairs (train, held out), packed, MLM-only, and the vocabulary."""
+    """The bench's records: unpacked sentence pairs (train, held out), packed, MLM-only, unmasked, at seq 64, and
+    the vocabulary."""
 
     train: str
     heldout: str
     packed: str  # "" when kbert's packer is not installed
     mlm_only: str
     unmasked: str  # the training sentence pairs without masks, for dynamic masking
+    short: str  # the training sentence pairs at SHORT_SEQ, for seq64's phase 1
     vocab_file: str
     vocab_size: int
     sequences_per_row: float  # packed: the mean sequences a row
@@ -178,22 +194,29 @@ def make_data(work_dir: str) -> Data:
         write_vocabulary(learn_vocabulary([text["train"]], FLAGS.vocab_size)[0], vocab_file)
     kinds = {"train": ("train", "nsp", FLAGS.dupe_factor, {}), "heldout": ("heldout", "nsp", 1, {}),
              "mlm_only": ("train", "mlm", FLAGS.dupe_factor, {}),
-             "unmasked": ("train", "nsp", FLAGS.dupe_factor, {"no_masking": True})}
+             "unmasked": ("train", "nsp", FLAGS.dupe_factor, {"no_masking": True}),
+             f"seq{SHORT_SEQ}": ("train", "nsp", FLAGS.dupe_factor,
+                                 {"max_seq_length": SHORT_SEQ, "max_predictions_per_seq": short_predictions()})}
     records = {name: os.path.join(directory, f"{name}.tfrecord") for name in kinds}
     for name, (source, objective, dupe_factor, settings) in kinds.items():
-        settings = {"max_predictions_per_seq": FLAGS.max_predictions, **settings}
+        settings = {"max_seq_length": FLAGS.seq_length, "max_predictions_per_seq": FLAGS.max_predictions, **settings}
         summary = create_pretraining_data(
             [text[source]], [records[name]], vocab_file, True,
-            InstanceConfig(max_seq_length=FLAGS.seq_length, dupe_factor=dupe_factor, objective=objective,
-                           **settings),
+            InstanceConfig(dupe_factor=dupe_factor, objective=objective, **settings),
             random_seed=FLAGS.seed, num_workers=2)
         print(f"{name}: {summary.instances:,} records", flush=True)
     packed, per_row = pack(records["train"], os.path.join(directory, "packed.tfrecord"))
-    data = Data(records["train"], records["heldout"], packed, records["mlm_only"], records["unmasked"], vocab_file,
-                len(load_vocabulary(vocab_file)), per_row, data_settings())
+    data = Data(records["train"], records["heldout"], packed, records["mlm_only"], records["unmasked"],
+                records[f"seq{SHORT_SEQ}"], vocab_file, len(load_vocabulary(vocab_file)), per_row, data_settings())
     with open(described, "w") as f:
         json.dump(dataclasses.asdict(data), f, indent=2)
     return data
+
+
+def short_predictions() -> int:
+    """seq64's phase-1 records' masked positions: --max_predictions in proportion to SHORT_SEQ (10 of 64 for 20 of
+    128, about BERT's 15% of the tokens)."""
+    return max(1, round(FLAGS.max_predictions * SHORT_SEQ / FLAGS.seq_length))
 
 
 def pack(unpacked: str, output: str) -> tuple[str, float]:
@@ -274,8 +297,28 @@ def mslt_share(lever: str) -> float:
     return int(lever.split("_")[1]) / 100
 
 
+def dynamic_predictions(lever: str) -> int:
+    """A `maskNN` lever's data.max_predictions: room for NN% of a sequence's seq_length - 2 maskable tokens, the
+    least kbert accepts (38 at 30% of 128, 51 at 40%)."""
+    return math.ceil(round(int(lever[4:]) / 100 * (FLAGS.seq_length - 2), 6))
+
+
+def first_steps(config: dict) -> int:
+    """The steps of the run's first phase (all of them without phases): what MSLT plans over and the ramp fits in."""
+    return config["phases"][0]["steps"] if config.get("phases") else config["train"]["total_steps"]
+
+
+def in_order(levers: list[str]) -> list[str]:
+    """`levers` in the order `with_lever` applies them: seq64's phases first (MSLT plans over phase 1), the batch
+    ramp last (it fits phase 1's batch and the first MSLT stage's steps)."""
+    def rank(lever: str) -> int:
+        return 0 if lever == "seq64" else 3 if lever == "batch_ramp" else 2 if lever.startswith("mslt_") else 1
+
+    return sorted(levers, key=rank)
+
+
 def with_lever(config: dict, lever: str, data: Data) -> None:
-    """Turns one of kbert's levers on in `config`."""
+    """Turns one of kbert's levers on in `config` (several: in `in_order`'s order)."""
     if lever == "bf16":
         config["train"]["mixed_precision"] = "mixed_bfloat16"
     elif lever == "xla":
@@ -287,21 +330,42 @@ def with_lever(config: dict, lever: str, data: Data) -> None:
     elif lever == "mlm_only":
         config["data"]["train_files"] = data.mlm_only
     elif lever in ("mask30", "mask40"):
-        config["data"].update(train_files=data.unmasked, dynamic_masking=True,
-                              masked_lm_prob=int(lever[4:]) / 100, vocab_file=data.vocab_file,
-                              max_predictions=math.ceil(int(lever[4:]) / 100 * (FLAGS.seq_length - 2)))
+        # Training masks anew at the rate; the held-out records keep their static 15% masks and their own
+        # max_predictions (kbert scores masked eval records on their own masks under dynamic masking).
+        config["data"].update(train_files=data.unmasked, dynamic_masking=True, masked_lm_prob=int(lever[4:]) / 100,
+                              vocab_file=data.vocab_file, max_predictions=dynamic_predictions(lever))
+    elif lever == "seq64":
+        steps = config["train"]["total_steps"]
+        short = min(steps - 1, round(SHORT_SHARE * steps))
+
+        def warmup(phase_steps: int) -> int:  # each phase warms up anew, the recipe's share of its own steps
+            return min(phase_steps - 1, round(FLAGS.warmup_share * phase_steps))
+
+        # Both phases are scored on the same seq-128 held-out records as every other run.
+        config["phases"] = [
+            {"steps": short, "train_files": data.short, "eval_files": data.heldout, "seq_length": SHORT_SEQ,
+             "max_predictions": short_predictions(), "warmup_steps": warmup(short),
+             "global_batch_size": config["train"]["global_batch_size"] * FLAGS.seq_length // SHORT_SEQ},
+            {"steps": steps - short, "train_files": data.train, "eval_files": data.heldout,
+             "seq_length": FLAGS.seq_length, "max_predictions": FLAGS.max_predictions,
+             "warmup_steps": warmup(steps - short)}]
     elif lever == "no_dropout":  # Cramming's
         config["model"]["overrides"].update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     elif lever in ("wsd", "one_cycle"):  # the recipe's warmup; wsd decays over its default last 10%
         config["schedule"]["shape"] = lever
     elif lever == "batch_ramp":
-        t = config["train"]
-        # Whole micro-batches: a packed batch (sequences / sequences a row) rounds down to them.
-        micro = max(1, t["global_batch_size"] // RAMP_MICRO_BATCHES)
-        t.update(global_batch_size=micro * RAMP_MICRO_BATCHES, gradient_accumulation_steps=RAMP_MICRO_BATCHES,
-                 batch_ramp_start=micro, batch_ramp_steps=max(1, round(RAMP_SHARE * t["total_steps"])))
-    else:
-        steps, depths = config["train"]["total_steps"], [int(d) for d in FLAGS.stages]
+        t, phases = config["train"], config.get("phases")
+        # The ramp is phase 1's (kbert ramps the first phase or MSLT stage only): its batch, in whole micro-batches
+        # (a packed batch, sequences / sequences a row, rounds down to them), within its first stage's steps.
+        where = phases[0] if phases else t
+        micro = max(1, where.get("global_batch_size", t["global_batch_size"]) // RAMP_MICRO_BATCHES)
+        where["global_batch_size"] = micro * RAMP_MICRO_BATCHES
+        stage = config["mslt"]["stages"][0]["steps"] if config.get("mslt") else first_steps(config)
+        t.update(gradient_accumulation_steps=RAMP_MICRO_BATCHES, batch_ramp_start=micro,
+                 batch_ramp_steps=min(stage, max(1, round(RAMP_SHARE * t["total_steps"]))),
+                 batch_ramp_rate_scaling="sqrt")
+    else:  # mslt_N, over phase 1 when seq64 set phases (the plan's steps replace phase 1's)
+        steps, depths = first_steps(config), [int(d) for d in FLAGS.stages]
         final = round(mslt_share(lever) * steps)
         growth = [(steps - final) // len(depths)] * len(depths)
         growth[-1] += steps - final - sum(growth)
@@ -321,13 +385,32 @@ def alone(data: Data) -> list[str]:
     return names
 
 
+def kbert_config(levers: list[str], data: Data, target: float | None, seed: int, steps: int) -> dict:
+    """The recipe over `steps` with `levers` and `seed`, as a kbert experiment config."""
+    config = recipe(data, target, steps, seed)
+    for lever in in_order(levers):
+        with_lever(config, lever, data)
+    return config
+
+
+def check_configs(runs: list[tuple[str, list[str], int]], data: Data) -> None:
+    """kbert's load-time checks (the config, its phases and MSLT plan, each stage's records and held-out records)
+    on every (name, levers, steps) run before anything trains: a lever kbert refuses stops the bench now, not
+    after the runs before it."""
+    for name, levers, steps in runs:
+        try:
+            config = load_experiment(params_override=json.dumps(kbert_config(levers, data, None, seeds()[0], steps)))
+            with_layouts(stages_of(config), evaluates=True)
+        except KbertError as error:
+            raise app.UsageError(f"{name}: kbert-pretrain refuses its config ({'+'.join(levers) or 'the recipe'}): "
+                                 f"{error}") from None
+
+
 def run_kbert(name: str, levers: list[str], data: Data, target: float | None, seed: int,
               steps: int | None = None) -> dict:
     """kbert-pretrain of the recipe with `levers` and `seed` over `steps` (default --total_steps), in its own process,
     its files named by `name` and `seed`; returns its summary.json and wall seconds."""
-    config = recipe(data, target, steps or FLAGS.total_steps, seed)
-    for lever in levers:
-        with_lever(config, lever, data)
+    config = kbert_config(levers, data, target, seed, steps or FLAGS.total_steps)
     stem = os.path.join(FLAGS.work_dir, seeded(name, seed, "_seed"))
     model_dir, log, config_file = (stem + suffix for suffix in ("", ".log", ".yaml"))
     with open(config_file, "w") as f:
@@ -396,15 +479,19 @@ def selection_level(results: dict[str, dict], target: float) -> float:
     return min([target] + [final_accuracy(result["evaluations"]) for result in runs])
 
 
+def kinds(mslt: list[str]) -> list[tuple[str, ...]]:
+    """The levers by kind, a run taking at most one of each: precision, XLA, records (RECORDS), dropout, schedule
+    shape (SHAPES), batch ramp, and `mslt`'s MSLT plans."""
+    return [("bf16",), ("xla",), RECORDS, ("no_dropout",), SHAPES, ("batch_ramp",), tuple(mslt)]
+
+
 def fastest_levers(results: dict[str, dict], level: float) -> list[str]:
     """The levers that beat `kbert` alone on median time to `level` over the seeds: of each kind (precision, XLA,
     records, dropout, schedule shape, batch ramp, MSLT plan) the fastest one that did."""
     runs = by_contestant(results)
     median = {name: statistics.median(seconds_to(run, level) for run in group) for name, group in runs.items()}
-    kinds = [["bf16"], ["xla"], ["packed", "mlm_only", "mask30", "mask40"], ["no_dropout"], ["wsd", "one_cycle"],
-             ["batch_ramp"], [name for name in runs if name.startswith("mslt_")]]
     chosen = []
-    for kind in kinds:
+    for kind in kinds([name for name in runs if name.startswith("mslt_")]):
         best = min((name for name in kind if name in runs), key=median.get, default=None)
         if best is not None and median[best] < median["kbert"]:
             chosen.append(best)
@@ -496,31 +583,45 @@ def main(argv: list[str]) -> None:
     if unknown:
         raise app.UsageError(f"--fastest_levers: unknown {', '.join(unknown)}; give some of "
                              f"{', '.join(LEVERS)} or mslt_N (N: the all-layer stage's percent of the steps).")
+    given = FLAGS.fastest_levers or []
+    for kind in kinds([lever for lever in given if lever.startswith("mslt_")]):
+        clash = [lever for lever in given if lever in kind]
+        if len(clash) > 1:
+            raise app.UsageError(f"--fastest_levers: {', '.join(clash)} exclude each other (one of "
+                                 f"{', '.join(kind) if kind[0] in LEVERS else 'mslt_N'} a run); keep one.")
     unknown = [lever for lever in FLAGS.levers if lever not in LEVERS + ("mslt",)]
     if unknown:
         raise app.UsageError(f"--levers: unknown {', '.join(unknown)}; give some of {', '.join(LEVERS)} or mslt.")
-    if "batch_ramp" in FLAGS.levers + (FLAGS.fastest_levers or []) and FLAGS.batch_size < RAMP_MICRO_BATCHES:
-        raise app.UsageError(f"--batch_size={FLAGS.batch_size}: the batch_ramp lever needs at least "
-                             f"{RAMP_MICRO_BATCHES} sequences a step (its micro-batches).")
+    if "batch_ramp" in FLAGS.levers + (FLAGS.fastest_levers or []) and FLAGS.batch_size % RAMP_MICRO_BATCHES:
+        raise app.UsageError(f"--batch_size={FLAGS.batch_size}: the batch_ramp lever splits the batch into "
+                             f"{RAMP_MICRO_BATCHES} micro-batches of gradient accumulation; give a multiple of "
+                             f"{RAMP_MICRO_BATCHES}.")
+    if "seq64" in FLAGS.levers + (FLAGS.fastest_levers or []) and FLAGS.seq_length <= SHORT_SEQ:
+        raise app.UsageError(f"--seq_length={FLAGS.seq_length}: the seq64 lever's phase 1 trains at seq {SHORT_SEQ}, "
+                             "shorter than the recipe's; give a longer --seq_length or leave seq64 out.")
     if not all(re.fullmatch(r"-?\d+", seed) for seed in FLAGS.seeds) or len(set(seeds())) < len(FLAGS.seeds):
         raise app.UsageError(f"--seeds={','.join(FLAGS.seeds)}: give distinct integers.")
     os.makedirs(FLAGS.work_dir, exist_ok=True)
     print(f"load average at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     data = make_data(FLAGS.work_dir)
+    contestants = [("kbert", [])] + [(lever, [lever]) for lever in alone(data)]
+    fastest_steps = round(FLAGS.fastest_steps_scale * FLAGS.total_steps)
+    check_configs([(name, levers, FLAGS.total_steps) for name, levers in contestants] +
+                  ([("fastest", FLAGS.fastest_levers, fastest_steps)] if FLAGS.fastest and FLAGS.fastest_levers
+                   else []), data)
     plateau = unigram_plateau(data)
     print(f"unigram plateau: {plateau:.4f} held-out masked-LM accuracy", flush=True)
     given = FLAGS.target_mlm_accuracy
     results = {}
     run_seeds(results, "model_garden", lambda seed: run_model_garden(data, given, seed))
     target = given if given is not None else default_target(results, plateau)
-    for name, levers in [("kbert", [])] + [(lever, [lever]) for lever in alone(data)]:
+    for name, levers in contestants:
         run_seeds(results, name, lambda seed: run_kbert(name, levers, data, given, seed))
     fastest = None
     if FLAGS.fastest:
         levers = FLAGS.fastest_levers or fastest_levers(results, selection_level(results, target))
         fastest = f"fastest ({'+'.join(levers) or 'no lever beat kbert alone'})"
-        steps = round(FLAGS.fastest_steps_scale * FLAGS.total_steps)
-        run_seeds(results, fastest, lambda seed: run_kbert("fastest", levers, data, target, seed, steps))
+        run_seeds(results, fastest, lambda seed: run_kbert("fastest", levers, data, target, seed, fastest_steps))
     with open(os.path.join(FLAGS.work_dir, "results.json"), "w") as f:
         json.dump({"target": target, "unigram_plateau": plateau, "plateau_exit": PLATEAU_EXIT, "results": results,
                    "flags": {name: FLAGS[name].value for name in RECORDED_FLAGS}}, f, indent=2)
