@@ -34,7 +34,7 @@ training samples for every contestant. Contestants, one after the other:
 Every contestant runs once per seed of `--seeds` (its `train.seed`: the weights, dropout and the data order, Model
 Garden's as kbert's), or once with `--seed` when `--seeds` is empty; the records and the vocabulary are made once,
 with `--seed`. With more than one seed a run is named by its contestant and seed (`kbert seed=1`; its files
-`kbert_seed1*`), levers are compared by their median time over the seeds, and the default target is taken from
+`kbert_seed1*`), levers are compared by their median time over the seeds, and the default target is judged by
 Model Garden's median final accuracy.
 
 The target is `--target_mlm_accuracy`, which every run stops at; by default it is the real regime's floor, the
@@ -77,6 +77,7 @@ from absl import app, flags  # noqa: E402
 from kbert.data import text_documents  # noqa: E402
 from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: E402
 from kbert.data.instances import InstanceConfig  # noqa: E402
+from kbert.data.masking import predictions_needed  # noqa: E402
 from kbert.data.pipeline import pretraining_dataset  # noqa: E402
 from kbert.data.tokenization import load_vocabulary  # noqa: E402
 from kbert.data.vocab import learn_vocabulary, write_vocabulary  # noqa: E402
@@ -297,12 +298,6 @@ def mslt_share(lever: str) -> float:
     return int(lever.split("_")[1]) / 100
 
 
-def dynamic_predictions(lever: str) -> int:
-    """A `maskNN` lever's data.max_predictions: room for NN% of a sequence's seq_length - 2 maskable tokens, the
-    least kbert accepts (38 at 30% of 128, 51 at 40%)."""
-    return math.ceil(round(int(lever[4:]) / 100 * (FLAGS.seq_length - 2), 6))
-
-
 def first_steps(config: dict) -> int:
     """The steps of the run's first phase (all of them without phases): what MSLT plans over and the ramp fits in."""
     return config["phases"][0]["steps"] if config.get("phases") else config["train"]["total_steps"]
@@ -332,8 +327,9 @@ def with_lever(config: dict, lever: str, data: Data) -> None:
     elif lever in ("mask30", "mask40"):
         # Training masks anew at the rate; the held-out records keep their static 15% masks and their own
         # max_predictions (kbert scores masked eval records on their own masks under dynamic masking).
-        config["data"].update(train_files=data.unmasked, dynamic_masking=True, masked_lm_prob=int(lever[4:]) / 100,
-                              vocab_file=data.vocab_file, max_predictions=dynamic_predictions(lever))
+        rate = int(lever[4:]) / 100  # data.max_predictions: the least kbert accepts (38 at 30% of 128, 51 at 40%)
+        config["data"].update(train_files=data.unmasked, dynamic_masking=True, masked_lm_prob=rate,
+                              vocab_file=data.vocab_file, max_predictions=predictions_needed(rate, FLAGS.seq_length))
     elif lever == "seq64":
         steps = config["train"]["total_steps"]
         short = min(steps - 1, round(SHORT_SHARE * steps))
@@ -583,20 +579,20 @@ def main(argv: list[str]) -> None:
     if unknown:
         raise app.UsageError(f"--fastest_levers: unknown {', '.join(unknown)}; give some of "
                              f"{', '.join(LEVERS)} or mslt_N (N: the all-layer stage's percent of the steps).")
-    given = FLAGS.fastest_levers or []
-    for kind in kinds([lever for lever in given if lever.startswith("mslt_")]):
-        clash = [lever for lever in given if lever in kind]
+    named = FLAGS.fastest_levers or []
+    for kind in kinds([lever for lever in named if lever.startswith("mslt_")]):
+        clash = [lever for lever in named if lever in kind]
         if len(clash) > 1:
             raise app.UsageError(f"--fastest_levers: {', '.join(clash)} exclude each other (one of "
                                  f"{', '.join(kind) if kind[0] in LEVERS else 'mslt_N'} a run); keep one.")
     unknown = [lever for lever in FLAGS.levers if lever not in LEVERS + ("mslt",)]
     if unknown:
         raise app.UsageError(f"--levers: unknown {', '.join(unknown)}; give some of {', '.join(LEVERS)} or mslt.")
-    if "batch_ramp" in FLAGS.levers + (FLAGS.fastest_levers or []) and FLAGS.batch_size % RAMP_MICRO_BATCHES:
+    if "batch_ramp" in FLAGS.levers + named and FLAGS.batch_size % RAMP_MICRO_BATCHES:
         raise app.UsageError(f"--batch_size={FLAGS.batch_size}: the batch_ramp lever splits the batch into "
                              f"{RAMP_MICRO_BATCHES} micro-batches of gradient accumulation; give a multiple of "
                              f"{RAMP_MICRO_BATCHES}.")
-    if "seq64" in FLAGS.levers + (FLAGS.fastest_levers or []) and FLAGS.seq_length <= SHORT_SEQ:
+    if "seq64" in FLAGS.levers + named and FLAGS.seq_length <= SHORT_SEQ:
         raise app.UsageError(f"--seq_length={FLAGS.seq_length}: the seq64 lever's phase 1 trains at seq {SHORT_SEQ}, "
                              "shorter than the recipe's; give a longer --seq_length or leave seq64 out.")
     if not all(re.fullmatch(r"-?\d+", seed) for seed in FLAGS.seeds) or len(set(seeds())) < len(FLAGS.seeds):

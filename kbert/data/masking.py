@@ -20,12 +20,19 @@ features = with_masks({"input_ids": tokens, "input_mask": input_mask, ...}, leng
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Protocol, Sequence
 
 import numpy as np
 
 # BERT's masking rate: the share of tokens chosen for prediction, statically (here) and dynamically.
 BERT_MASKED_LM_PROB = 0.15
+
+
+def predictions_needed(masked_lm_prob: float, seq_length: int) -> int:
+    """The masked positions a sequence of `seq_length` needs at `masked_lm_prob`: that share of its
+    `seq_length - 2` maskable tokens ([CLS] and [SEP] never are), rounded up (30% of 128: 38)."""
+    return math.ceil(round(masked_lm_prob * (seq_length - 2), 6))
 
 
 @dataclasses.dataclass(frozen=True)

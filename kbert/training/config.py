@@ -16,7 +16,7 @@ from typing import List, Optional, Union
 
 from kbert.choices import JIT_COMPILE, PRECISION_POLICIES, is_jit_compile_choice
 from kbert.config import MAX_STEPS, Section, load_config, need
-from kbert.data.masking import BERT_MASKED_LM_PROB
+from kbert.data.masking import BERT_MASKED_LM_PROB, predictions_needed
 from kbert.errors import ConfigError
 from kbert.modeling import BertConfig
 from kbert.modeling.imported_checkpoint import imported_checkpoint
@@ -87,7 +87,7 @@ class DataConfig(Section):
              f"data.masked_lm_prob={p} is dynamic masking's rate, but data.dynamic_masking is off and static records "
              "carry the masks they were written with (kbert-create-pretraining-data --masked_lm_prob): set "
              "data.dynamic_masking=true (records written with --no_masking) or remove data.masked_lm_prob.")
-        needed = math.ceil(round(p * (self.seq_length - 2), 6))
+        needed = predictions_needed(p, self.seq_length)
         need(not self.dynamic_masking or self.max_predictions >= needed,
              f"data.max_predictions={self.max_predictions} caps dynamic masking below data.masked_lm_prob={p} of "
              f"data.seq_length={self.seq_length} ({needed} tokens): set data.max_predictions={needed} or more.")
