@@ -188,6 +188,36 @@ def test_a_phase_whose_records_are_of_another_length_stops_the_run_before_phase_
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+def test_a_short_phase_is_scored_on_the_long_held_out_records_of_the_phase_after_it(tmp_path, data):
+    """BERT's phase 1 at seq 16 names phase 2's seq-32 held-out records: its evaluations read them at 32, the
+    same sequences and measure as phase 2's, and equal a later evaluation of its checkpoint at seq 32."""
+    config = load_experiment([write_config(
+        str(tmp_path / "c.yaml"), data[0], data[3], eval={"interval_samples": 32}, train={"max_checkpoints": 10},
+        phases=[{"steps": 4}, second_phase(data, 8)])])
+    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    assert [(e["step"], e["sequences"]) for e in summary["evaluations"]] == [(4, 8), (12, 8)]
+
+    from kbert.training.evaluation_history import METRIC
+    phase_2 = load_experiment([write_config(str(tmp_path / "2.yaml"), data[2], data[3], data={"seq_length": LONG},
+                                            train={"init_checkpoint": str(tmp_path / "run" / "checkpoints" /
+                                                                          "ckpt-4")})])
+    again = experiment.run(phase_2, str(tmp_path / "again"), make_strategy("one_device"), "eval",
+                           print_fn=lambda *a, **k: None)
+    assert again["eval"][METRIC] == pytest.approx(summary["evaluations"][0][METRIC], abs=1e-6)
+
+
+def test_held_out_records_longer_than_the_model_s_positions_stop_the_run_before_it_trains(tmp_path, data):
+    from kbert.errors import InputDataError
+
+    too_long = write_shards(str(tmp_path / "eval64"), "eval", shards=1, records_per_shard=2, seed=4, seq_length=64)
+    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], too_long,
+                                           eval={"interval_samples": 16})])
+    with pytest.raises(InputDataError, match=r"^training: its eval_files=.* hold records of seq_length 64, longer than the "
+                                             r"model's max_position_embeddings=32: give it held-out records"):
+        experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
 def test_a_phase_whose_checkpoints_are_all_gone_starts_again_from_the_last_of_the_phase_before(tmp_path, data):
     """Deleting (or losing) every checkpoint of phase 2 is a rerun of phase 2 from phase 1's last checkpoint,
     ending as the run did the first time; nothing of phase 1 is retrained."""

@@ -73,8 +73,10 @@ def build_model(config: PretrainingConfig) -> BertPretrainer:
 
 def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: Optional[int], seed_offset: int = 0):
     """`input_context -> tf.data.Dataset` of micro-batches (train) or eval batches; shuffled with
-    `train.seed + seed_offset`. Under dynamic masking, eval records written masked keep their masks (and their
-    max_predictions): a run masking 30% is scored on the same held-out masks as one masking 15%."""
+    `train.seed + seed_offset`. Eval records are read as they were written: at their own seq_length, and, where
+    they are masked, on their own masks and max_predictions even under dynamic masking. So a phase at seq 64 is
+    scored on the seq-128 held-out records of the phase after it, and a run masking 30% on the same held-out
+    masks as one masking 15%."""
     d = config.data
     files = d.train_files if is_training else d.eval_files
     if not files:
@@ -86,13 +88,15 @@ def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: Optiona
                           "--params_override=data.vocab_file=PATH.")
     batch = (config.train.global_batch_size // config.train.gradient_accumulation_steps if is_training
              else config.eval.global_batch_size)
-    dynamic, predictions = d.dynamic_masking, d.max_predictions
-    if dynamic and not is_training:  # held-out records written masked are scored on their own masks
+    seq_length, dynamic, predictions = d.seq_length, d.dynamic_masking, d.max_predictions
+    if not is_training:
         layout = first_layout(files, "data.eval_files")
-        dynamic, predictions = not layout.masked, layout.max_predictions if layout.masked else predictions
+        seq_length = layout.seq_length
+        if layout.masked:
+            dynamic, predictions = False, layout.max_predictions
 
     def make(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-        return pretraining_dataset(files, d.seq_length, predictions, batch, input_context,
+        return pretraining_dataset(files, seq_length, predictions, batch, input_context,
                                    is_training=is_training, dynamic_masking=dynamic,
                                    vocab_size=vocab_size if d.check_vocab_size or d.dynamic_masking else None,
                                    vocab_file=d.vocab_file or None, whole_word_masking=d.whole_word_masking,

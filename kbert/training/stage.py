@@ -79,8 +79,9 @@ def with_layouts(stages: Sequence[TrainingStage], evaluates: bool = False) -> li
     once per set of files: it decides which variables train and what the progress line shows.
 
     Raises:
-      InputDataError: a stage's training records (or, when the run `evaluates`, its eval records) are of another
-        sequence length than the stage trains at: said before the first stage starts, not when that stage does.
+      InputDataError: a stage's training records are of another sequence length than the stage trains at (or,
+        when the run `evaluates`, its eval records are longer than its model's positions): said before the first
+        stage starts, not when that stage does. Eval records of another length are read at their own.
     """
     layouts: dict[str, RecordLayout] = {}
 
@@ -92,14 +93,21 @@ def with_layouts(stages: Sequence[TrainingStage], evaluates: bool = False) -> li
     out = []
     for stage in stages:
         d = stage.config.data
-        for key in ("train_files", "eval_files") if evaluates and d.eval_files else ("train_files",):
-            found = layout_of(getattr(d, key), f"data.{key}").seq_length
-            if found != d.seq_length:
-                raise InputDataError(
-                    f"{stage.label}: its {key}={getattr(d, key)!r} hold records of seq_length {found}, but it "
-                    f"trains at {d.seq_length}: give it records written with --max_seq_length={d.seq_length}, or "
-                    f"set its seq_length to {found} (data.seq_length, or phases[N].seq_length for a phase).")
-        out.append(dataclasses.replace(stage, layout=layout_of(d.train_files, "data.train_files")))
+        layout = layout_of(d.train_files, "data.train_files")
+        if layout.seq_length != d.seq_length:
+            raise InputDataError(
+                f"{stage.label}: its train_files={d.train_files!r} hold records of seq_length {layout.seq_length}, "
+                f"but it trains at {d.seq_length}: give it records written with --max_seq_length={d.seq_length}, "
+                f"or set its seq_length to {layout.seq_length} (data.seq_length, or phases[N].seq_length for a "
+                "phase).")
+        positions = stage.config.model.bert_config().max_position_embeddings
+        evaluated = layout_of(d.eval_files, "data.eval_files").seq_length if evaluates and d.eval_files else 0
+        if evaluated > positions:
+            raise InputDataError(
+                f"{stage.label}: its eval_files={d.eval_files!r} hold records of seq_length {evaluated}, longer "
+                f"than the model's max_position_embeddings={positions}: give it held-out records written with "
+                f"--max_seq_length={positions} or less (data.eval_files, or phases[N].eval_files for a phase).")
+        out.append(dataclasses.replace(stage, layout=layout))
     return out
 
 
