@@ -40,7 +40,8 @@ default target is judged by Model Garden's median final accuracy.
 
 The target is `--target_mlm_accuracy`, which every run stops at; by default it is the real regime's floor, the
 higher of REAL_REGIME_FLOOR (0.25) and twice the unigram plateau, where Model Garden's median final accuracy
-reaches it, and otherwise (said in one line) that accuracy less `--target_margin`, read in this run; and then
+reaches it, and otherwise (said in one line) the lowest of its seeds' final accuracies less `--target_margin`,
+read in this run, so that every seed of Model Garden reaches it; and then
 every run trains to its end and its time to target is read from its evaluations
 (kbert.training.evaluation_history). Seconds count from each run's start of training (after its model is built),
 evaluations included. The unigram plateau is the held-out accuracy of always
@@ -119,8 +120,8 @@ flags.DEFINE_integer("eval_interval", 0, "Training samples (sequences) between h
 flags.DEFINE_integer("eval_sequences", 1024, "Held-out sequences per evaluation (the same ones every time; all of "
                      "them where the held-out records hold fewer).")
 flags.DEFINE_float("target_mlm_accuracy", None, "Held-out masked-LM accuracy to reach (every run stops there); "
-                   "default: max(0.25, twice the plateau) where Model Garden's recipe reaches it, else its final "
-                   "accuracy less --target_margin, read in this run.")
+                   "default: max(0.25, twice the plateau) where Model Garden's recipe reaches it, else its lowest "
+                   "final accuracy over the seeds less --target_margin, read in this run.")
 flags.DEFINE_float("target_margin", 0.0, "Subtracted from Model Garden's final accuracy where that is the default "
                    "target.")
 flags.DEFINE_list("levers", ["bf16", "packed", "mask30", "mask40", "seq64", "no_dropout", "wsd", "one_cycle",
@@ -143,6 +144,9 @@ flags.DEFINE_list("seeds", ["12345", "1"], "Seeds of the runs (train.seed: weigh
                   "Garden, kbert and the fastest run once per seed, each lever alone with the first; empty: --seed "
                   "alone. The records are made with --seed either way.")
 flags.DEFINE_string("plot", "", "PNG path; default WORK_DIR/time_to_accuracy.png.")
+flags.DEFINE_bool("report_only", False, "Train nothing: print the table and ratios of WORK_DIR/results.json again, at "
+                  "--target_mlm_accuracy or else at the default target of its runs (e.g. with another "
+                  "--target_margin).")
 FLAGS = flags.FLAGS
 HELDOUT_EVERY = 20  # every 20th document is held out
 RECORDED_FLAGS = ("corpus", "vocab_file", "model", "num_layers", "seq_length", "max_predictions", "batch_size",
@@ -439,16 +443,17 @@ def run_model_garden(data: Data, target: float | None, seed: int) -> dict:
 
 def default_target(results: dict[str, dict], plateau: float) -> float:
     """The real regime's floor, max(REAL_REGIME_FLOOR, 2 x the plateau), where Model Garden's median final accuracy
-    reaches it; else that median less --target_margin, said in one line."""
+    reaches it; else the lowest of its seeds' final accuracies (so that every seed has a ratio) less
+    --target_margin, said in one line."""
     floor = max(REAL_REGIME_FLOOR, 2 * plateau)
-    reached = statistics.median(final_accuracy(run["evaluations"]) for run in by_contestant(results)["model_garden"])
-    if reached >= floor:
+    finals = [final_accuracy(run["evaluations"]) for run in by_contestant(results)["model_garden"]]
+    if statistics.median(finals) >= floor:
         return floor
-    print(f"Model Garden's recipe ended at {reached:.4f} held-out accuracy, below the real regime's floor {floor:.4f} "
-          f"(the higher of {REAL_REGIME_FLOOR} and twice the plateau): the target is its final accuracy less "
-          f"--target_margin; give more --total_steps, a larger --model or a larger corpus to measure past it.",
-          flush=True)
-    return reached - FLAGS.target_margin
+    print(f"Model Garden's recipe ended at {statistics.median(finals):.4f} held-out accuracy (median over its "
+          f"seeds), below the real regime's floor {floor:.4f} (the higher of {REAL_REGIME_FLOOR} and twice the "
+          f"plateau): the target is its lowest final accuracy, {min(finals):.4f}, less --target_margin; give more "
+          "--total_steps, a larger --model or a larger corpus to measure past it.", flush=True)
+    return min(finals) - FLAGS.target_margin
 
 
 def run_seeds(results: dict[str, dict], contestant: str, run, every_seed: bool = True) -> None:
@@ -555,13 +560,14 @@ def ratio_line(label: str, runs: list[dict], peers: dict[int, dict], target: flo
     return line + f"{spread} ({reached}/{len(runs)} seeds reached it{both})"
 
 
-def report(results: dict[str, dict], target: float, fastest: str | None, plateau: float) -> None:
+def report(results: dict[str, dict], target: float, plateau: float) -> None:
     """The table (a row a run), then each contestant's ratios against Model Garden; the last line is kbert's
     fastest's (none without a `fastest` contestant)."""
     runs = by_contestant(results)
+    fastest = next((name for name in runs if name.startswith("fastest")), None)
     held_out = int(runs["model_garden"][0]["evaluations"][-1]["sequences"])  # --eval_sequences, or all there are
     print(f"\ntarget held-out masked-LM accuracy {target:.4f}; {held_out:,} held-out sequences every "
-          f"{eval_interval():,} training samples")
+          f"{runs['kbert'][0]['interval_samples']:,} training samples")
     print(f"unigram plateau: {plateau:.4f} held-out masked-LM accuracy; a run leaves it at its first evaluation at "
           f"{PLATEAU_EXIT}x, {PLATEAU_EXIT * plateau:.4f}")
     width = max([34] + [len(name) + 2 for name in results])
@@ -608,6 +614,12 @@ def main(argv: list[str]) -> None:
                              "shorter than the recipe's; give a longer --seq_length or leave seq64 out.")
     if not all(re.fullmatch(r"-?\d+", seed) for seed in FLAGS.seeds) or len(set(seeds())) < len(FLAGS.seeds):
         raise app.UsageError(f"--seeds={','.join(FLAGS.seeds)}: give distinct integers.")
+    if FLAGS.report_only:
+        with open(os.path.join(FLAGS.work_dir, "results.json")) as f:
+            saved = json.load(f)
+        given, plateau = FLAGS.target_mlm_accuracy, saved["unigram_plateau"]
+        report(saved["results"], given if given is not None else default_target(saved["results"], plateau), plateau)
+        return
     os.makedirs(FLAGS.work_dir, exist_ok=True)
     print(f"load average at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     data = make_data(FLAGS.work_dir)
@@ -624,7 +636,6 @@ def main(argv: list[str]) -> None:
     target = given if given is not None else default_target(results, plateau)
     for name, levers in contestants:  # kbert's recipe on every seed, each lever alone on the first
         run_seeds(results, name, lambda seed: run_kbert(name, levers, data, given, seed), every_seed=not levers)
-    fastest = None
     if FLAGS.fastest:
         levers = FLAGS.fastest_levers or fastest_levers(results, selection_level(results, target))
         fastest = f"fastest ({'+'.join(levers) or 'no lever beat kbert alone'})"
@@ -634,7 +645,7 @@ def main(argv: list[str]) -> None:
                    "flags": {name: FLAGS[name].value for name in RECORDED_FLAGS}}, f, indent=2)
     plot(results, target, FLAGS.plot or os.path.join(FLAGS.work_dir, "time_to_accuracy.png"))
     print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    report(results, target, fastest, plateau)
+    report(results, target, plateau)
 
 
 if __name__ == "__main__":
