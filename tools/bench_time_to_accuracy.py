@@ -122,8 +122,8 @@ flags.DEFINE_integer("eval_sequences", 1024, "Held-out sequences per evaluation 
 flags.DEFINE_float("target_mlm_accuracy", None, "Held-out masked-LM accuracy to reach (every run stops there); "
                    "default: max(0.25, twice the plateau) where Model Garden's recipe reaches it, else its lowest "
                    "final accuracy over the seeds less --target_margin, read in this run.")
-flags.DEFINE_float("target_margin", 0.0, "Subtracted from Model Garden's final accuracy where that is the default "
-                   "target.")
+flags.DEFINE_float("target_margin", 0.0, "Subtracted from Model Garden's lowest final accuracy where that is the "
+                   "default target.")
 flags.DEFINE_list("levers", ["bf16", "packed", "mask30", "mask40", "seq64", "no_dropout", "wsd", "mslt"],
                   "kbert's levers to run alone (of " + ", ".join(LEVERS) + " and mslt; mslt: "
                   "one run per --final_shares), before the fastest combination; one_cycle and batch_ramp, which "
