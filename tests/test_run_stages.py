@@ -212,8 +212,8 @@ def test_held_out_records_longer_than_the_model_s_positions_stop_the_run_before_
     too_long = write_shards(str(tmp_path / "eval64"), "eval", shards=1, records_per_shard=2, seed=4, seq_length=64)
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], too_long,
                                            eval={"interval_samples": 16})])
-    with pytest.raises(InputDataError, match=r"^training: its eval_files=.* hold records of seq_length 64, longer than the "
-                                             r"model's max_position_embeddings=32: give it held-out records"):
+    with pytest.raises(InputDataError, match=r"^training: its eval_files=.* hold records of seq_length 64, longer "
+                                             r"than the model's max_position_embeddings=32: give it held-out records"):
         experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     assert not (tmp_path / "run" / "checkpoints").exists()
 

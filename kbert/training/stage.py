@@ -100,13 +100,14 @@ def with_layouts(stages: Sequence[TrainingStage], evaluates: bool = False) -> li
                 f"but it trains at {d.seq_length}: give it records written with --max_seq_length={d.seq_length}, "
                 f"or set its seq_length to {layout.seq_length} (data.seq_length, or phases[N].seq_length for a "
                 "phase).")
-        positions = stage.config.model.bert_config().max_position_embeddings
-        evaluated = layout_of(d.eval_files, "data.eval_files").seq_length if evaluates and d.eval_files else 0
-        if evaluated > positions:
-            raise InputDataError(
-                f"{stage.label}: its eval_files={d.eval_files!r} hold records of seq_length {evaluated}, longer "
-                f"than the model's max_position_embeddings={positions}: give it held-out records written with "
-                f"--max_seq_length={positions} or less (data.eval_files, or phases[N].eval_files for a phase).")
+        if evaluates and d.eval_files:
+            evaluated = layout_of(d.eval_files, "data.eval_files").seq_length
+            positions = stage.config.model.bert_config().max_position_embeddings
+            if evaluated > positions:
+                raise InputDataError(
+                    f"{stage.label}: its eval_files={d.eval_files!r} hold records of seq_length {evaluated}, longer "
+                    f"than the model's max_position_embeddings={positions}: give it held-out records written with "
+                    f"--max_seq_length={positions} or less (data.eval_files, or phases[N].eval_files for a phase).")
         out.append(dataclasses.replace(stage, layout=layout))
     return out
 
