@@ -11,8 +11,8 @@ from kbert import experiment
 from kbert.errors import PlanError
 from kbert.experiment import load_experiment
 from kbert.runtime.strategy import make_strategy
-from training_fixtures import (checkpoint_weights, kill_once_written, pretrain_command, run_cli, write_config,
-                               write_train_and_eval)
+from training_fixtures import (checkpoint_weights, kill_once_written, pretrain_command, run_cli, run_here,
+                               write_config, write_train_and_eval)
 
 FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {
     "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
@@ -128,14 +128,14 @@ def test_kill_9_mid_stage_resumes_in_that_stage(tmp_path, data):
     two_layers = {"bert": "bert_tiny", "overrides": dict(FOUR_LAYERS["overrides"], num_hidden_layers=2)}
     config = mslt_config(tmp_path / "c.yaml", data, mslt, model=two_layers, steps_per_loop=1,
                          checkpoint_interval=4, max_checkpoints=100)
-    run_cli(_command(config, tmp_path / "straight"))
-    command = _command(config, tmp_path / "killed")
-    kill_once_written(command, tmp_path / "killed" / "checkpoints" / "ckpt-6.index")  # stage 2's first save
+    run_here(config, tmp_path / "straight")
+    kill_once_written(_command(config, tmp_path / "killed"),
+                      tmp_path / "killed" / "checkpoints" / "ckpt-6.index")  # stage 2's first save
     assert not (tmp_path / "killed" / "stage_2" / "summary.json").exists()  # killed inside stage 2
-    result = run_cli(command)
-    assert "MSLT stage 1/2" not in result.stdout  # stage 1 is done and not rebuilt
-    assert "MSLT stage 2/2: 2 layers, training blocks [1]" in result.stdout and "(resuming)" in result.stdout
-    assert "Resumed from" in result.stdout and "checkpoints/ckpt-6" in result.stdout
+    resumed = run_here(config, tmp_path / "killed")
+    assert "MSLT stage 1/2" not in resumed  # stage 1 is done and not rebuilt
+    assert "MSLT stage 2/2: 2 layers, training blocks [1]" in resumed and "(resuming)" in resumed
+    assert "Resumed from" in resumed and "checkpoints/ckpt-6" in resumed
     straight, resumed = checkpoint_weights(tmp_path / "straight", 62), checkpoint_weights(tmp_path / "killed", 62)
     assert straight.keys() == resumed.keys() and len(straight) > 30
     for name in straight:

@@ -12,7 +12,7 @@ from kbert import experiment
 from kbert.errors import ConfigError, PlanError
 from kbert.experiment import load_experiment
 from kbert.runtime.strategy import make_strategy
-from training_fixtures import (checkpoint_weights, kill_once_written, pretrain_command, run_cli, write_config,
+from training_fixtures import (checkpoint_weights, kill_once_written, pretrain_command, run_here, write_config,
                                write_shards, write_train_and_eval)
 
 LONG = 32  # phase 2's sequence length (the fixture model's max_position_embeddings)
@@ -44,12 +44,12 @@ def assert_same_weights(straight, resumed, step):
 def test_two_phases_in_one_command_resume_bit_identically_after_kill_9(tmp_path, data):
     config = write_config(str(tmp_path / "c.yaml"), data[0], data[1], phases=[{"steps": 4}, second_phase(data, 30)],
                           train={"steps_per_loop": 1, "checkpoint_interval": 2, "max_checkpoints": 100})
-    run_cli(pretrain_command(config, tmp_path / "straight"))
-    command = pretrain_command(config, tmp_path / "killed")
-    kill_once_written(command, tmp_path / "killed" / "checkpoints" / "ckpt-8.index")  # inside phase 2
-    result = run_cli(command)
-    assert "Phase 1/2" not in result.stdout  # phase 1 is done and not rebuilt
-    assert "Phase 2/2: seq 32, batch 4" in result.stdout and "(resuming)" in result.stdout
+    run_here(config, tmp_path / "straight")
+    killed = tmp_path / "killed"
+    kill_once_written(pretrain_command(config, killed), killed / "checkpoints" / "ckpt-8.index")  # inside phase 2
+    resumed = run_here(config, killed)
+    assert "Phase 1/2" not in resumed  # phase 1 is done and not rebuilt
+    assert "Phase 2/2: seq 32, batch 4" in resumed and "(resuming)" in resumed
     assert_same_weights(tmp_path / "straight", tmp_path / "killed", 34)
 
     with open(tmp_path / "straight" / "summary.json") as f:
@@ -83,24 +83,24 @@ FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {
 
 def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identically(tmp_path, data):
     """A pretrained 2-layer model grown to 4 layers (training blocks 2-3 only), then phase 2 at seq 32 (all
-    layers); killed inside the growth stage and again inside phase 2."""
+    layers); killed inside the growth stage, whose restart finishes it and runs phase 2 in the same process (a
+    kill inside phase 2 is the two-phase test's)."""
     pretrained = write_config(str(tmp_path / "p.yaml"), data[0], data[1], train={"total_steps": 4})
     experiment.run(load_experiment([pretrained]), str(tmp_path / "pretrained"), make_strategy("one_device"),
                    print_fn=lambda *a, **k: None)
     mslt = {"init_layers": 2, "stages": [{"num_layers": 4, "steps": 6}], "final_stage": {"steps": 0}}
     config = write_config(str(tmp_path / "c.yaml"), data[0], data[1], model=FOUR_LAYERS, mslt=mslt,
-                          phases=[{}, second_phase(data, 20)],
+                          phases=[{}, second_phase(data, 8)],
                           train={"steps_per_loop": 1, "checkpoint_interval": 2, "max_checkpoints": 100,
                                  "init_checkpoint": str(tmp_path / "pretrained")})
-    straight = run_cli(pretrain_command(config, tmp_path / "straight"))
-    assert "MSLT stage 1/1: 4 layers, training blocks [2, 3]" in straight.stdout
-    assert "Initialised the model from kbert checkpoint" in straight.stdout
-    command = pretrain_command(config, tmp_path / "killed")
-    kill_once_written(command, tmp_path / "killed" / "checkpoints" / "ckpt-2.index")  # inside MSLT stage 1
-    kill_once_written(command, tmp_path / "killed" / "checkpoints" / "ckpt-12.index")  # inside phase 2
-    resumed = run_cli(command)
-    assert "Phase 2/2" in resumed.stdout and "(resuming)" in resumed.stdout and "MSLT stage" not in resumed.stdout
-    assert_same_weights(tmp_path / "straight", tmp_path / "killed", 26)
+    straight = run_here(config, tmp_path / "straight")
+    assert "MSLT stage 1/1: 4 layers, training blocks [2, 3]" in straight
+    assert "Initialised the model from kbert checkpoint" in straight
+    killed = tmp_path / "killed"
+    kill_once_written(pretrain_command(config, killed), killed / "checkpoints" / "ckpt-2.index")  # in MSLT stage 1
+    resumed = run_here(config, killed)
+    assert "(resuming)" in resumed and "MSLT stage 1/1" in resumed and "Phase 2/2" in resumed
+    assert_same_weights(tmp_path / "straight", tmp_path / "killed", 14)
 
     # The pretrained blocks stayed as they were through the growth stage; the new ones moved.
     before, grown = checkpoint_weights(tmp_path / "pretrained", 4), checkpoint_weights(tmp_path / "straight", 6)

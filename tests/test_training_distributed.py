@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 from kbert.training.localhost_cluster import free_ports, tf_configs
-from training_fixtures import cli_env, pretrain_command, run_cli, write_config, write_train_and_eval
+from training_fixtures import (cli_env, kill_once_written, pretrain_command, run_cli, run_here, write_config,
+                               write_train_and_eval)
 
 def _weights(model_dir, step):
     reader = tf.train.load_checkpoint(os.path.join(model_dir, "checkpoints", f"ckpt-{step}"))
@@ -82,15 +83,11 @@ def test_kill_9_and_restart_gives_the_uninterrupted_weights(tmp_path, data):
     config = write_config(str(tmp_path / "c.yaml"), data[0],
                           train={"total_steps": 60, "steps_per_loop": 1, "checkpoint_interval": 4,
                                  "max_checkpoints": 100})
-    run_cli(pretrain_command(config, tmp_path / "straight"))
-    command = pretrain_command(config, tmp_path / "killed")
-    process = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _wait_for(tmp_path / "killed" / "checkpoints" / "checkpoint", process)
-    process.send_signal(signal.SIGKILL)
-    assert process.wait() == -signal.SIGKILL
+    run_here(config, tmp_path / "straight")
+    kill_once_written(pretrain_command(config, tmp_path / "killed"),
+                      tmp_path / "killed" / "checkpoints" / "checkpoint")
     assert not (tmp_path / "killed" / "checkpoints" / "ckpt-60.index").exists()
-    result = run_cli(command)
-    assert "Resumed from" in result.stdout
+    assert "Resumed from" in run_here(config, tmp_path / "killed")
     straight, resumed = _weights(tmp_path / "straight", 60), _weights(tmp_path / "killed", 60)
     for name in straight:
         np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)

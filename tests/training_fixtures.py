@@ -1,5 +1,6 @@
 """Fixtures for the training tests: tiny pretraining TFRecords, a tiny experiment YAML, and kbert-pretrain run in a
-subprocess (logical CPU devices and TF_CONFIG must be set before TensorFlow starts)."""
+subprocess (logical CPU devices and TF_CONFIG must be set before TensorFlow starts, and SIGKILL needs a process of
+its own) or, on one device, in this process (no TensorFlow start-up to pay)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,18 @@ def run_cli(command: list[str], env: dict = None, expect: int = 0) -> subprocess
     result = subprocess.run(command, env=env or cli_env(), capture_output=True, text=True, timeout=900)
     assert result.returncode == expect, result.stdout[-3000:] + result.stderr[-3000:]
     return result
+
+
+def run_here(config: str, model_dir, mode: str = "train") -> str:
+    """kbert-pretrain's run of `config` on one device in this process; returns the lines it printed, as the CLI's
+    stdout holds them."""
+    from kbert import experiment
+    from kbert.runtime.strategy import make_strategy
+
+    lines = []
+    experiment.run(experiment.load_experiment([config]), str(model_dir), make_strategy("one_device"), mode,
+                   print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
+    return "\n".join(lines)
 
 
 def kill_once_written(command: list[str], path, timeout: float = 600) -> None:
