@@ -18,7 +18,7 @@ from kbert.experiment import load_experiment
 from kbert.modeling import BertPretrainer, export_google_checkpoint
 from kbert.runtime.strategy import make_strategy
 from kbert.training.loop import trained_variables
-from training_fixtures import cli_env, pretrain_command, run_cli, write_config, write_shards
+from training_fixtures import cli_env, pretrain_command, run_cli, run_here, write_config, write_shards
 
 pytestmark = pytest.mark.usefixtures("float32_policy")
 
@@ -50,7 +50,7 @@ def test_eval_over_packed_records_equals_eval_over_the_same_instances_unpacked(t
     for name in ("eval", "eval_packed"):
         path = write_config(str(tmp_path / f"{name}.yaml"), records["train"], records[name],
                             train={"init_checkpoint": checkpoint})
-        run_cli(pretrain_command(path, tmp_path / name, mode="eval"))
+        run_here(path, tmp_path / name, mode="eval")
         evals[name] = _summary(tmp_path / name)["eval"]
     assert evals["eval_packed"]["sequences"] == evals["eval"]["sequences"] == 32
     for key, value in evals["eval"].items():

@@ -33,7 +33,7 @@ def test_one_device_and_two_mirrored_replicas_reach_the_same_weights(tmp_path, d
         "attention_probs_dropout_prob": 0.0}}
     config = write_config(str(tmp_path / "c.yaml"), data[0], model=no_dropout,
                           train={"gradient_accumulation_steps": 2, "total_steps": 4})
-    run_cli(pretrain_command(config, tmp_path / "one", "one_device"))
+    run_here(config, tmp_path / "one")
     result = run_cli(pretrain_command(config, tmp_path / "two", "mirrored", cpus=2))
     assert json.loads((tmp_path / "two" / "summary.json").read_text())["replicas"] == 2, result.stdout
     one, two = _weights(tmp_path / "one", 4), _weights(tmp_path / "two", 4)
