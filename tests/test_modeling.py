@@ -80,6 +80,25 @@ def test_every_random_weight_starts_from_its_own_draw():
             assert not np.array_equal(drawn[a][:n], drawn[b][:n]), (a, b)
 
 
+def test_the_pretrainer_draws_its_sentence_head_as_model_garden_and_the_encoder_alone_as_bert():
+    """The pretrainer's pooler and next-sentence classifier are glorot-uniform, as Model Garden's sentence head
+    (the 8-layer plateau in docs/time_to_accuracy.md); every other kernel, and a bare encoder's pooler (what
+    fine-tuning from scratch starts from), is BERT's truncated normal at initializer_range."""
+    keras.utils.set_random_seed(3)
+    model, encoder = BertPretrainer(TINY), BertEncoder(TINY)
+    h = TINY.hidden_size
+    glorot = {"bert/pooler/kernel": np.sqrt(2 / (h + h)),
+              "seq_relationship/seq_relationship/kernel": np.sqrt(2 / (h + 2))}
+    for variable in model.weights:
+        std = np.std(to_numpy(variable))
+        if variable.path in glorot:
+            assert std == pytest.approx(glorot[variable.path], rel=0.3), variable.path
+        elif variable.path.endswith(("kernel", "embeddings")):
+            assert std == pytest.approx(0.88 * TINY.initializer_range, rel=0.1), variable.path
+    assert np.std(to_numpy(encoder.pooler.kernel)) == pytest.approx(0.88 * TINY.initializer_range, rel=0.1)
+    assert BertEncoder.from_config(model.encoder.get_config()).pooler_initializer == "glorot_uniform"
+
+
 def test_loss_matches_reference_formula(model):
     batch = random_batch(np.random.default_rng(2), TINY)
     metrics = pretraining_metrics(pretraining_loss_terms(batch, model(batch)))

@@ -15,6 +15,12 @@ def truncated_normal(config: BertConfig) -> keras.initializers.Initializer:
     return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
 
 
+def kernel_initializer(config: BertConfig, name: str) -> keras.initializers.Initializer:
+    """A new initializer for one weight, by name: "truncated_normal" is BERT's (`truncated_normal`), any other
+    name one of Keras's, such as "glorot_uniform"."""
+    return truncated_normal(config) if name == "truncated_normal" else keras.initializers.get(name)
+
+
 class BertEmbeddings(keras.layers.Layer):
     """`bert/embeddings`: sum of word, position and token-type embeddings, normalised.
 

@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from kbert.modeling.config import BertConfig
-from kbert.modeling.embeddings import BertEmbeddings, truncated_normal
+from kbert.modeling.embeddings import BertEmbeddings, kernel_initializer
 from kbert.modeling.packing import attention_mask
 from kbert.modeling.transformer_block import TransformerBlock
 
@@ -23,6 +23,8 @@ class BertEncoder(keras.layers.Layer):
         dropout_below_cut: with a cut, whether the embeddings and the blocks below it apply dropout in training.
             False runs them as at inference (MSLT's frozen blocks: no dropout masks to draw, and the trained
             blocks see the frozen stack's clean features).
+        pooler_initializer: the pooler kernel's initializer, by name (`kernel_initializer`): BERT's truncated
+            normal, or "glorot_uniform" as `BertPretrainer` draws it.
 
     Example:
 
@@ -37,7 +39,7 @@ class BertEncoder(keras.layers.Layer):
     """
 
     def __init__(self, config: BertConfig, stop_gradient_below: int = 0, dropout_below_cut: bool = True,
-                 **kwargs):
+                 pooler_initializer: str = "truncated_normal", **kwargs):
         kwargs.setdefault("name", "bert")
         super().__init__(**kwargs)
         if not 0 <= stop_gradient_below <= config.num_hidden_layers:
@@ -46,12 +48,13 @@ class BertEncoder(keras.layers.Layer):
         self.config = config
         self.stop_gradient_below = stop_gradient_below
         self.dropout_below_cut = dropout_below_cut
+        self.pooler_initializer = pooler_initializer
         self.embeddings = BertEmbeddings(config, dtype=self.dtype_policy, name="embeddings")
         # One attribute per block, not a list attribute: tf.train.Checkpoint does not see Keras 3's tracked lists.
         for i in range(config.num_hidden_layers):
             setattr(self, f"layer_{i}", TransformerBlock(config, dtype=self.dtype_policy, name=f"layer_{i}"))
         self.pooler = keras.layers.Dense(config.hidden_size, activation="tanh",
-                                         kernel_initializer=truncated_normal(config),
+                                         kernel_initializer=kernel_initializer(config, pooler_initializer),
                                          dtype=self.dtype_policy, name="pooler")
         self.build()
 
@@ -86,7 +89,8 @@ class BertEncoder(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "config": self.config.to_dict(),
-                "stop_gradient_below": self.stop_gradient_below, "dropout_below_cut": self.dropout_below_cut}
+                "stop_gradient_below": self.stop_gradient_below, "dropout_below_cut": self.dropout_below_cut,
+                "pooler_initializer": self.pooler_initializer}
 
     @classmethod
     def from_config(cls, config):

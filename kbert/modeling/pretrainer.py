@@ -6,7 +6,7 @@ import keras
 
 from kbert.modeling.config import BertConfig
 from kbert.modeling.encoder import BertEncoder
-from kbert.modeling.heads import MaskedLMHead, NextSentenceHead
+from kbert.modeling.heads import SENTENCE_HEAD_INITIALIZER, MaskedLMHead, NextSentenceHead
 from kbert.modeling.losses import METRICS, pretraining_loss_terms, pretraining_metrics
 from kbert.modeling.packing import gather_tokens
 
@@ -32,8 +32,10 @@ class BertPretrainer(keras.Model):
         kwargs.setdefault("name", "bert_pretrainer")
         super().__init__(**kwargs)
         self.config = config
+        # The pooler is the sentence head's tanh layer in pretraining, drawn as its classifier is.
         self.encoder = BertEncoder(config, stop_gradient_below=stop_gradient_below,
-                                   dropout_below_cut=dropout_below_cut, dtype=self.dtype_policy, name="bert")
+                                   dropout_below_cut=dropout_below_cut, pooler_initializer=SENTENCE_HEAD_INITIALIZER,
+                                   dtype=self.dtype_policy, name="bert")
         self.mlm_head = MaskedLMHead(config, dtype=self.dtype_policy, name="predictions")
         self.nsp_head = NextSentenceHead(config, dtype=self.dtype_policy, name="seq_relationship")
         self._metric_trackers = [keras.metrics.Mean(name=name) for name in METRICS[1:]]
