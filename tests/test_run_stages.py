@@ -64,8 +64,7 @@ def test_two_phases_in_one_command_resume_bit_identically_after_kill_9(tmp_path,
 def test_the_old_two_command_way_still_works(tmp_path, data):
     """Phase 2 as its own run: train.init_checkpoint (weights only) and schedule.step_offset."""
     first = write_config(str(tmp_path / "1.yaml"), data[0], data[1], train={"total_steps": 4})
-    experiment.run(load_experiment([first]), str(tmp_path / "one"), make_strategy("one_device"),
-                   print_fn=lambda *a, **k: None)
+    run_here(first, tmp_path / "one")
     second = write_config(str(tmp_path / "2.yaml"), data[2], data[3], data={"seq_length": LONG},
                           train={"total_steps": 8, "init_checkpoint": str(tmp_path / "one")},
                           schedule={"step_offset": 4, "warmup_steps": 1})
@@ -86,8 +85,7 @@ def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identica
     layers); killed inside the growth stage, whose restart finishes it and runs phase 2 in the same process (a
     kill inside phase 2 is the two-phase test's)."""
     pretrained = write_config(str(tmp_path / "p.yaml"), data[0], data[1], train={"total_steps": 4})
-    experiment.run(load_experiment([pretrained]), str(tmp_path / "pretrained"), make_strategy("one_device"),
-                   print_fn=lambda *a, **k: None)
+    run_here(pretrained, tmp_path / "pretrained")
     mslt = {"init_layers": 2, "stages": [{"num_layers": 4, "steps": 6}], "final_stage": {"steps": 0}}
     config = write_config(str(tmp_path / "c.yaml"), data[0], data[1], model=FOUR_LAYERS, mslt=mslt,
                           phases=[{}, second_phase(data, 8)],
