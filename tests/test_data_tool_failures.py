@@ -10,6 +10,7 @@ import sys
 import pytest
 import tensorflow as tf
 
+from cli_batch import run_batch
 from kbert.data.outputs import STAGING_SUFFIX, staging_path
 from kbert.data.vocab_file import reserved_tokens
 
@@ -18,16 +19,20 @@ WORDS = [f"w{i}" for i in range(40)]
 SMALL = ["--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1"]
 
 
-@pytest.fixture
-def data(tmp_path):
-    """A corpus, its vocabulary, and an earlier run's output, in tmp_path/data."""
-    folder = tmp_path / "data"
-    folder.mkdir()
+def _make_data(folder: pathlib.Path) -> pathlib.Path:
+    """A corpus, its vocabulary, and an earlier run's output, in `folder`."""
+    folder.mkdir(parents=True)
     (folder / "vocab.txt").write_text("\n".join(reserved_tokens("compact") + WORDS) + "\n")
     documents = ["\n".join(" ".join(WORDS[(d + s + k) % 40] for k in range(6)) for s in range(5)) for d in range(12)]
     (folder / "corpus.txt").write_text("\n\n".join(documents) + "\n")
     (folder / "train.tfrecord").write_bytes(b"an earlier run's records")
     return folder
+
+
+@pytest.fixture
+def data(tmp_path):
+    """A corpus, its vocabulary, and an earlier run's output, in tmp_path/data."""
+    return _make_data(tmp_path / "data")
 
 
 def _snapshot(folder: pathlib.Path) -> dict[str, bytes]:
@@ -55,11 +60,14 @@ def _create(data: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
     return _run("create_pretraining_data", f"--vocab_file={data / 'vocab.txt'}", *SMALL, *args)
 
 
-@pytest.mark.parametrize("case", ["empty_input", "directory_input", "input_is_output", "output_twice",
-                                  "more_shards_than_instances", "work_unit_mb", "blank_vocab_line",
-                                  "only_special_tokens", "output_under_a_file", "no_text_column", "all_records_bad",
-                                  "dataset_not_a_folder", "runner_with_num_workers", "beam_args_without_runner"])
-def test_create_pretraining_data_refuses_and_keeps_every_file(data, case):
+REFUSALS = ["empty_input", "directory_input", "input_is_output", "output_twice", "more_shards_than_instances",
+            "work_unit_mb", "blank_vocab_line", "only_special_tokens", "output_under_a_file", "no_text_column",
+            "all_records_bad", "dataset_not_a_folder", "runner_with_num_workers", "beam_args_without_runner"]
+
+
+def _refusal(data: pathlib.Path, case: str) -> tuple[list[str], list[str]]:
+    """The arguments of a refused kbert-create-pretraining-data run on `data` (its files written there) and what its
+    error line must hold."""
     corpus, output = data / "corpus.txt", data / "train.tfrecord"
     (data / "empty.txt").write_text("\n\n")
     (data / "texts").mkdir()
@@ -67,7 +75,7 @@ def test_create_pretraining_data_refuses_and_keeps_every_file(data, case):
     (data / "special.txt").write_text("\n".join(reserved_tokens("compact")) + "\n")
     (data / "corpus.csv").write_text("id,body\n1,w1 w2\n")
     (data / "corpus.jsonl").write_text('{"text": 1}\n{"text": "w1 w2"\n')
-    args, needles = {
+    return {
         "empty_input": ([f"--input_file={data / 'empty.txt'}", f"--output_file={output}"],
                         ["--input_file", "empty.txt", "no text"]),
         "directory_input": ([f"--input_file={data / 'texts'}", f"--output_file={output}"],
@@ -101,9 +109,27 @@ def test_create_pretraining_data_refuses_and_keeps_every_file(data, case):
         "beam_args_without_runner": ([f"--input_file={corpus}", f"--output_file={output}",
                                       "--beam_pipeline_args=--direct_num_workers=2"], ["add --runner=DirectRunner"]),
     }[case]
-    before = _snapshot(data)
-    _assert_refused(_create(data, *args), "kbert-create-pretraining-data", *needles)
-    assert _snapshot(data) == before
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory):
+    """Every refusal case, each on a data folder of its own, run in one process (tests/cli_batch.py: one TensorFlow
+    start-up for all): case -> (its result, what its line must hold, its folder's files before, after)."""
+    root = tmp_path_factory.mktemp("refusals")
+    folders = {case: _make_data(root / case / "data") for case in REFUSALS}
+    cases = {case: _refusal(folder, case) for case, folder in folders.items()}
+    before = {case: _snapshot(folder) for case, folder in folders.items()}
+    results = run_batch("create_pretraining_data", [[f"--vocab_file={folders[case] / 'vocab.txt'}", *SMALL,
+                                                     *cases[case][0]] for case in REFUSALS])
+    return {case: (result, cases[case][1], before[case], _snapshot(folders[case]))
+            for case, result in zip(REFUSALS, results)}
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_create_pretraining_data_refuses_and_keeps_every_file(refusals, case):
+    result, needles, before, after = refusals[case]
+    _assert_refused(result, "kbert-create-pretraining-data", *needles)
+    assert after == before
 
 
 def test_killed_run_leaves_nothing_an_output_glob_matches_and_the_next_run_cleans_up(data):
@@ -153,8 +179,8 @@ def test_inspector_rejects_max_records_zero_and_a_blank_vocabulary_line(data, tm
     assert made.returncode == 0, made.stderr
     (data / "blank.txt").write_text("[PAD]\n\n[CLS]\n")
     before = _snapshot(tmp_path)
-    _assert_refused(_run("inspect_tfrecords", f"--input_file={records}", "--max_records=0"),
-                    "kbert-inspect-tfrecords", "--max_records=0", "leave it out")
-    _assert_refused(_run("inspect_tfrecords", f"--input_file={records}", f"--vocab_file={data / 'blank.txt'}"),
-                    "kbert-inspect-tfrecords", "--vocab_file", "blank.txt line 2 is blank")
+    zero, blank = run_batch("inspect_tfrecords", [[f"--input_file={records}", "--max_records=0"],
+                                                  [f"--input_file={records}", f"--vocab_file={data / 'blank.txt'}"]])
+    _assert_refused(zero, "kbert-inspect-tfrecords", "--max_records=0", "leave it out")
+    _assert_refused(blank, "kbert-inspect-tfrecords", "--vocab_file", "blank.txt line 2 is blank")
     assert _snapshot(tmp_path) == before

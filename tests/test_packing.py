@@ -3,15 +3,13 @@ independent of --num_workers, the inspector on packed files, and bad input refus
 is touched."""
 
 import collections
-import os
 import pathlib
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from cli_batch import run_batch
 from kbert.data import files, schema, validation
 from kbert.data.inspection import inspect_files
 from kbert.data.pack_pretraining_data import check_inputs, pack_pretraining_data
@@ -19,7 +17,6 @@ from kbert.data.packed_layout import row_sequences
 from kbert.errors import ConfigError, InputDataError, MissingFileError
 from tfrecord_fixtures import CLS, make_instances, write_records, write_vocab
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 SEQ, PRED, K = 32, 5, 3
 
 
@@ -195,12 +192,9 @@ def test_the_tool_refuses_bad_input_in_one_line_and_touches_no_file(data, tmp_pa
                      ["--max_sequences_per_pack=0", "at least 1"]),
     }
     before = _snapshot(folder, tmp_path)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    runs = {case: subprocess.Popen([sys.executable, "tools/pack_pretraining_data.py", f"--output_file={output}", *args],
-                                   cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for case, (args, _) in cases.items()}  # side by side: most of each run is importing TensorFlow
-    for case, run in runs.items():
-        _, stderr = run.communicate(timeout=300)
+    runs = run_batch("pack_pretraining_data", [[f"--output_file={output}", *args] for args, _ in cases.values()])
+    for case, run in zip(cases, runs):
+        stderr = run.stderr
         assert run.returncode == 1 and "Traceback" not in stderr, (case, stderr)
         lines = [line for line in stderr.splitlines() if line.startswith("kbert-pack-pretraining-data: error: ")]
         assert len(lines) == 1, (case, stderr)
