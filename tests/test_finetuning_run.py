@@ -49,6 +49,7 @@ def mnli_run(tmp_path_factory):
     return tmp, config, summary, lines
 
 
+@pytest.mark.xdist_group("mnli_run")  # one worker builds the shared run once
 def test_scores_predictions_and_files(mnli_run):
     tmp, _, summary, lines = mnli_run
     history = summary["epochs"]
@@ -74,6 +75,7 @@ def test_scores_predictions_and_files(mnli_run):
     assert "eval_mismatched accuracy" in lines[-1]
 
 
+@pytest.mark.xdist_group("mnli_run")  # one worker builds the shared run once
 def test_finished_run_is_refused_and_partial_run_resumes(mnli_run):
     tmp, config, summary, _ = mnli_run
     with pytest.raises(ConfigError, match="holds a finished fine-tuning run"):

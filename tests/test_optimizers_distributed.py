@@ -13,6 +13,10 @@ import pytest
 
 from training_fixtures import cli_env
 
+# Its tests share an expensive module-scoped fixture: one worker runs them all and builds it once
+# (tools/test.sh: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("test_optimizers_distributed")
+
 GLOBAL_BATCH = 16
 STEPS = 6
 

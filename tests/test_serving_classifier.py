@@ -25,6 +25,10 @@ from kbert.modeling import BertConfig, BertPretrainer
 from serving_fixtures import run_without_kbert, saved_model_cli_show
 from training_fixtures import cli_env
 
+# Its tests share an expensive module-scoped fixture: one worker runs them all and builds it once
+# (tools/test.sh: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("test_serving_classifier")
+
 LABELS = ("neg", "neu", "pos")
 HEADER = ["a", "b", "y", "score"]
 

@@ -17,6 +17,10 @@ from kbert.modeling import BertConfig, BertPretrainer, export_google_checkpoint
 from serving_fixtures import run_without_kbert, saved_model_cli_show
 from tfrecord_fixtures import write_vocab
 
+# Its tests share an expensive module-scoped fixture: one worker runs them all and builds it once
+# (tools/test.sh: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("test_serving_tf_hub")
+
 # Words for accents, punctuation, CJK and pieces; the rest of the vocabulary is the fixtures' w0.. and ##p0..
 EXTRA_TOKENS = ["hello", "world", "cafe", "naive", "un", "##known", "##s", ",", ".", "!", "'", "中", "文", "ss"]
 TEXTS = ["Hello, World!", "Café naïve résumé", "中文 hello中world", "unknown unknowns w1W2p0", "Straße isn't",

@@ -97,6 +97,7 @@ def four_steps(tmp_path_factory, data):
     return folder / "run"
 
 
+@pytest.mark.xdist_group("four_steps")  # its cases share the four_steps run: one worker builds it once
 @pytest.mark.parametrize("damage, why", [("delete", "its .index file is missing"),
                                          ("truncate", "it cannot be read"),
                                          ("unfinished", "the save did not finish")])

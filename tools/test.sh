@@ -4,14 +4,15 @@
 # second run tests what runs on every Keras backend (optimizers, model, model.fit pretraining, the accelerator check)
 # under KERAS_BACKEND=jax on two logical CPU devices, unless the arguments pick tests (files or -k).
 # Two pytest workers (KBERT_TEST_WORKERS): many tests start kbert-pretrain processes, whose single-threaded start
-# (importing TensorFlow, tracing) leaves a core idle; two workers use it.
+# (importing TensorFlow, tracing) leaves a core idle; two workers use it. --dist loadgroup keeps the tests marked
+# with one xdist_group (those sharing an expensive module-scoped fixture) on one worker, which builds it once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/_venv.sh
 kbert_venv test
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 status=0
-.venv/bin/python -m pytest -n "${KBERT_TEST_WORKERS:-2}" "$@" || status=$?
+.venv/bin/python -m pytest -n "${KBERT_TEST_WORKERS:-2}" --dist loadgroup "$@" || status=$?
 picked=0
 for arg in "$@"; do
   case "$arg" in -k|-k*|[!-]*) picked=1 ;; esac
