@@ -58,18 +58,6 @@ def _finish(workers):
     return outputs
 
 
-def test_two_workers_train_and_only_the_chief_writes(tmp_path, data):
-    config = write_config(str(tmp_path / "c.yaml"), data[0], train={"total_steps": 4})
-    model_dir = tmp_path / "run"
-    outputs = _finish(_start_workers(config, model_dir))
-    assert "step 4/4" in outputs[0][0] and "step 4/4" not in outputs[1][0]  # only the chief reports
-    summary = json.loads((model_dir / "summary.json").read_text())
-    assert summary["replicas"] == 2 and summary["global_step"] == 4
-    assert sorted(os.listdir(model_dir)) == ["checkpoints", "summary.json", "train"]
-    assert len(os.listdir(model_dir / "train")) == 1  # one event file: the chief's
-    assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith("ckpt-4")
-
-
 def _wait_for(path, process, timeout=600):
     deadline = time.time() + timeout
     while not os.path.exists(path):
@@ -104,11 +92,20 @@ def test_the_two_workers_read_different_batches(data):
     assert first[0].shape == first[1].shape and not np.array_equal(first[0], first[1])
 
 
-def test_two_workers_killed_with_sigkill_resume_each_its_own_data_bit_identically(tmp_path, data):
+def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_bit_identically(tmp_path, data):
     config = write_config(str(tmp_path / "c.yaml"), data[0],
                           train={"total_steps": 40, "steps_per_loop": 1, "checkpoint_interval": 4,
                                  "max_checkpoints": 100})
-    _finish(_start_workers(config, tmp_path / "straight"))
+    model_dir = tmp_path / "straight"
+    outputs = _finish(_start_workers(config, model_dir))
+    assert "step 40/40" in outputs[0][0] and "step 40/40" not in outputs[1][0]  # only the chief reports
+    summary = json.loads((model_dir / "summary.json").read_text())
+    assert summary["replicas"] == 2 and summary["global_step"] == 40
+    assert sorted(os.listdir(model_dir)) == ["checkpoints", "summary.json", "train"]
+    assert len(os.listdir(model_dir / "train")) == 1  # one event file: the chief's
+    assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith("ckpt-40")
+
+    # Killed with SIGKILL after the first save, and restarted: each worker resumes its own data.
     workers = _start_workers(config, tmp_path / "killed", output=subprocess.DEVNULL)
     # The first save is complete: each worker saves its input position before it joins the weights' save, whose
     # index the chief writes last.
