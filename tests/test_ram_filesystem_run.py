@@ -1,5 +1,5 @@
 """Whole runs with model_dir on TensorFlow's in-memory file system (`ram://`), which only tf.io.gfile and
-tf.train.Checkpoint reach: a plain run, two phases and an MSLT plan write their checkpoints, stage exports,
+tf.train.Checkpoint reach: a plain run, and an MSLT plan followed by a phase, write their checkpoints, stage exports,
 summary.json and TensorBoard files there and resume from them; a divergence sets its checkpoints aside there. A
 file opened with open() or os.* on a run path would miss (or land on the local disk), as it would on gs://."""
 
@@ -47,21 +47,18 @@ def _run(config, model_dir, mode="train_and_eval"):
     return summary, lines
 
 
-RUNS = {
-    "plain": {},
-    "two_phases": {"phases": "two"},
-    "mslt": {"model": FOUR_LAYERS, "mslt": {"stages": [{"num_layers": 2, "steps": 2}, {"num_layers": 4, "steps": 2}],
-                                            "final_stage": {"steps": 2}}},
-}
+# An MSLT plan and a second phase after it: every kind of stage a run has, in one run.
+MSLT = {"stages": [{"num_layers": 2, "steps": 2}, {"num_layers": 4, "steps": 2}], "final_stage": {"steps": 2}}
+RUNS = {"plain": {}, "mslt_then_phase": {"model": FOUR_LAYERS, "mslt": MSLT}}
 
 
 @pytest.mark.parametrize("kind", sorted(RUNS))
 def test_a_run_lives_entirely_on_ram_and_resumes_from_it(tmp_path, data, kind, monkeypatch):
     monkeypatch.chdir(tmp_path)  # anything written to a relative local path would show up here
     sections = dict(RUNS[kind])
-    if sections.get("phases") == "two":
-        sections["phases"] = [{"steps": 4}, {"steps": 2, "train_files": data[2], "eval_files": data[3],
-                                             "seq_length": 32, "global_batch_size": 4, "warmup_steps": 1}]
+    if kind == "mslt_then_phase":
+        sections["phases"] = [{}, {"steps": 2, "train_files": data[2], "eval_files": data[3], "seq_length": 32,
+                                   "global_batch_size": 4, "warmup_steps": 1}]
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1], **sections)])
     model_dir = _ram_dir(kind)
     summary, lines = _run(config, model_dir)
