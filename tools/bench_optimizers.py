@@ -75,6 +75,8 @@ def contestants():
     keras_3 = {
         "Keras AdamW": (keras_decayed(keras.optimizers.AdamW), keras_variable),
         "kbert LAMB": (lambda: LAMB(1e-4), keras_variable),
+        # LAMB less its trust ratio (every variable excluded from layer adaptation): what its two norms cost.
+        "LAMB, no trust ratio": (lambda: LAMB(1e-4, exclude_from_layer_adaptation=[".*"]), keras_variable),
         "kbert LARS": (lambda: LARS(1e-4), keras_variable),
         "Keras Lamb": (keras_decayed(keras.optimizers.Lamb), keras_variable),
     }
