@@ -3,6 +3,7 @@ TensorFlow start-up instead of one each (about 6 s of CPU a run). Each run gets 
 as a fresh process would have them, and reports what a fresh process would: its exit status, stdout and stderr.
 
     run_batch("build_vocab", [[...args...], [...args...]])   # a subprocess.CompletedProcess each, in order
+    assert_refused(result, "kbert-build-vocab", "--input_file", "no words")  # the one-line refusal every tool gives
 """
 
 import contextlib
@@ -28,7 +29,9 @@ def run_once(tool_run, program: str, args: list[str]) -> dict:
         except SystemExit as exit_:
             if isinstance(exit_.code, str):  # sys.exit("message"): the interpreter prints it and exits 1
                 print(exit_.code, file=sys.stderr)
-            code = 1 if isinstance(exit_.code, str) else int(exit_.code or 0)
+                code = 1
+            else:
+                code = int(exit_.code or 0)
     return {"returncode": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()}
 
 
@@ -40,6 +43,16 @@ def run_batch(tool: str, runs: list[list[str]]) -> list[subprocess.CompletedProc
     assert batch.returncode == 0, batch.stderr[-3000:]
     return [subprocess.CompletedProcess(args, r["returncode"], r["stdout"], r["stderr"])
             for args, r in zip(runs, json.loads(batch.stdout))]
+
+
+def assert_refused(result: subprocess.CompletedProcess, program: str, *needles: str) -> None:
+    """Exit 1, no traceback, and one `PROGRAM: error:` line that holds every needle."""
+    assert result.returncode == 1, (result.args, result.stderr)
+    assert "Traceback" not in result.stderr, (result.args, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.startswith(f"{program}: error: ")]
+    assert len(lines) == 1, (result.args, result.stderr)
+    for needle in needles:
+        assert needle in lines[0], (result.args, lines[0])
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from cli_batch import run_batch
+from cli_batch import assert_refused, run_batch
 from kbert.data.outputs import STAGING_SUFFIX, staging_path
 from kbert.data.vocab_file import reserved_tokens
 
@@ -44,16 +44,6 @@ def _run(tool: str, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run([sys.executable, f"tools/{tool}.py", *args], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=300)
-
-
-def _assert_refused(result: subprocess.CompletedProcess, program: str, *needles: str) -> None:
-    """Exit 1, no traceback, and one `PROGRAM: error:` line that holds every needle."""
-    assert result.returncode == 1, result.stderr
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.startswith(f"{program}: error: ")]
-    assert len(lines) == 1, result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def _create(data: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
@@ -128,7 +118,7 @@ def refusals(tmp_path_factory):
 @pytest.mark.parametrize("case", REFUSALS)
 def test_create_pretraining_data_refuses_and_keeps_every_file(refusals, case):
     result, needles, before, after = refusals[case]
-    _assert_refused(result, "kbert-create-pretraining-data", *needles)
+    assert_refused(result, "kbert-create-pretraining-data", *needles)
     assert after == before
 
 
@@ -164,11 +154,11 @@ def test_build_vocab_on_text_without_words_is_one_line(tmp_path):
     empty.write_bytes(b"")
     out.write_text("an earlier vocabulary\n")
     before = _snapshot(tmp_path)
-    _assert_refused(_run("build_vocab", f"--input_file={controls}", f"--output_file={out}", "--vocab_size=50",
+    assert_refused(_run("build_vocab", f"--input_file={controls}", f"--output_file={out}", "--vocab_size=50",
                          "--reserved_layout=compact"), "kbert-build-vocab", "--input_file", "no words", "controls.txt")
-    _assert_refused(_run("build_vocab", f"--input_file={empty}", f"--output_file={out}"), "kbert-build-vocab",
+    assert_refused(_run("build_vocab", f"--input_file={empty}", f"--output_file={out}"), "kbert-build-vocab",
                     "--input_file", "empty.txt", "no text")
-    _assert_refused(_run("build_vocab", f"--input_file={out}", f"--output_file={out}"), "kbert-build-vocab",
+    assert_refused(_run("build_vocab", f"--input_file={out}", f"--output_file={out}"), "kbert-build-vocab",
                     "--output_file", "is also --input_file")
     assert _snapshot(tmp_path) == before
 
@@ -181,6 +171,6 @@ def test_inspector_rejects_max_records_zero_and_a_blank_vocabulary_line(data, tm
     before = _snapshot(tmp_path)
     zero, blank = run_batch("inspect_tfrecords", [[f"--input_file={records}", "--max_records=0"],
                                                   [f"--input_file={records}", f"--vocab_file={data / 'blank.txt'}"]])
-    _assert_refused(zero, "kbert-inspect-tfrecords", "--max_records=0", "leave it out")
-    _assert_refused(blank, "kbert-inspect-tfrecords", "--vocab_file", "blank.txt line 2 is blank")
+    assert_refused(zero, "kbert-inspect-tfrecords", "--max_records=0", "leave it out")
+    assert_refused(blank, "kbert-inspect-tfrecords", "--vocab_file", "blank.txt line 2 is blank")
     assert _snapshot(tmp_path) == before
