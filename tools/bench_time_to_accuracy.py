@@ -132,10 +132,11 @@ flags.DEFINE_list("final_shares", ["0.2"], "MSLT all-layer stage's shares of the
                   "is about 20%).")
 flags.DEFINE_float("final_rate_scale", 1.0, "MSLT all-layer stage's peak rate as a multiple of the growth stages' "
                    "(docs/mslt.md: 1.0 beats the library's 0.1 at these stage lengths).")
-flags.DEFINE_list("fastest_levers", None, "The fastest contestant's levers; default: those that beat kbert alone.")
+flags.DEFINE_list("fastest_levers", None, "The fastest contestant's levers; default: those that beat kbert alone by "
+                  "--min_gain.")
 flags.DEFINE_float("min_gain", 1.05, "A lever beats kbert alone where kbert's median time to the level over the "
-                   "lever's is at least this: a smaller gain on one seed is a run's noise (at the end of a run an "
-                   "evaluation's held-out accuracy moves by about 0.004 on 523 sequences).")
+                   "lever's is at least this: a smaller gain on one seed is within a run's noise "
+                   "(docs/time_to_accuracy.md).")
 flags.DEFINE_bool("fastest", True, "Run the fastest contestant; false: only Model Garden, kbert and --levers.")
 flags.DEFINE_float("fastest_steps_scale", 1.5, "The fastest contestant's step budget as a multiple of --total_steps; "
                    "it stops at the target, so levers that trade accuracy per step for speed can still reach it.")
@@ -153,8 +154,8 @@ FLAGS = flags.FLAGS
 HELDOUT_EVERY = 20  # every 20th document is held out
 RECORDED_FLAGS = ("corpus", "vocab_file", "model", "num_layers", "seq_length", "max_predictions", "batch_size",
                   "total_steps", "fastest_steps_scale", "fastest_levers", "min_gain", "peak_learning_rate",
-                  "warmup_share", "eval_sequences", "target_mlm_accuracy", "target_margin", "stages", "final_rate_scale",
-                  "dupe_factor", "seed", "seeds", "fastest")
+                  "warmup_share", "eval_sequences", "target_mlm_accuracy", "target_margin", "stages",
+                  "final_rate_scale", "dupe_factor", "seed", "seeds", "fastest")
 EVAL_BATCH = 64
 REAL_REGIME_FLOOR = 0.25  # the default target: at least this held-out accuracy, and at least twice the plateau
 PLATEAU_EXIT = 1.25  # a run leaves the unigram plateau at its first evaluation at this multiple of it or above
