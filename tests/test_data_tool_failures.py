@@ -155,11 +155,11 @@ def test_build_vocab_on_text_without_words_is_one_line(tmp_path):
     out.write_text("an earlier vocabulary\n")
     before = _snapshot(tmp_path)
     assert_refused(_run("build_vocab", f"--input_file={controls}", f"--output_file={out}", "--vocab_size=50",
-                         "--reserved_layout=compact"), "kbert-build-vocab", "--input_file", "no words", "controls.txt")
+                        "--reserved_layout=compact"), "kbert-build-vocab", "--input_file", "no words", "controls.txt")
     assert_refused(_run("build_vocab", f"--input_file={empty}", f"--output_file={out}"), "kbert-build-vocab",
-                    "--input_file", "empty.txt", "no text")
+                   "--input_file", "empty.txt", "no text")
     assert_refused(_run("build_vocab", f"--input_file={out}", f"--output_file={out}"), "kbert-build-vocab",
-                    "--output_file", "is also --input_file")
+                   "--output_file", "is also --input_file")
     assert _snapshot(tmp_path) == before
 
 

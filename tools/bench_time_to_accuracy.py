@@ -508,7 +508,10 @@ def fastest_levers(results: dict[str, dict], level: float) -> list[str]:
     chosen = []
     for kind in kinds([name for name in runs if name.startswith("mslt_")]):
         best = min((name for name in kind if name in runs), key=median, default=None)
-        if best is not None and math.isfinite(median(best)) and median(best) * FLAGS.min_gain <= recipe_median(best):
+        if best is None:
+            continue
+        seconds = median(best)
+        if math.isfinite(seconds) and seconds * FLAGS.min_gain <= recipe_median(best):
             chosen.append(best)
     return chosen
 
