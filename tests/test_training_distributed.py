@@ -44,10 +44,10 @@ def test_one_device_and_two_mirrored_replicas_reach_the_same_weights(tmp_path, d
     assert any(not np.allclose(start[n], one[n]) for n in one)  # training moved the weights
 
 
-def _start_workers(config, model_dir, output=subprocess.PIPE):
+def _start_workers(config, model_dir, output=subprocess.PIPE, **env):
     """Two kbert-pretrain processes forming a MultiWorkerMirroredStrategy cluster on localhost."""
     return [subprocess.Popen(pretrain_command(config, model_dir, "multi_worker_mirrored"), stdout=output,
-                             stderr=output, text=True, env=cli_env(TF_CONFIG=tf_config))
+                             stderr=output, text=True, env=cli_env(TF_CONFIG=tf_config, **env))
             for tf_config in tf_configs(free_ports(2))]
 
 
@@ -106,7 +106,9 @@ def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_
     assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith("ckpt-40")
 
     # Killed with SIGKILL after the first save, and restarted: each worker resumes its own data.
-    workers = _start_workers(config, tmp_path / "killed", output=subprocess.DEVNULL)
+    temp = tmp_path / "temp"  # the workers' temp dir
+    temp.mkdir()
+    workers = _start_workers(config, tmp_path / "killed", output=subprocess.DEVNULL, TMPDIR=str(temp))
     # The first save is complete: each worker saves its input position before it joins the weights' save, whose
     # index the chief writes last.
     _wait_for(tmp_path / "killed" / "checkpoints" / "checkpoint", workers[0])
@@ -114,8 +116,11 @@ def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_
         process.send_signal(signal.SIGKILL)
         assert process.wait() == -signal.SIGKILL
     assert not (tmp_path / "killed" / "checkpoints" / "ckpt-40.index").exists()
-    outputs = _finish(_start_workers(config, tmp_path / "killed"))
+    leftovers = [name for name in os.listdir(temp) if name.startswith("kbert_worker_ckpt_")]
+    assert len(leftovers) == 1  # the killed worker 1's copy of the save
+    outputs = _finish(_start_workers(config, tmp_path / "killed", TMPDIR=str(temp)))
     assert "Resumed from" in outputs[0][0]
+    assert not [name for name in os.listdir(temp) if name.startswith("kbert_worker_ckpt_")]  # reused, then removed
     straight, resumed = _weights(tmp_path / "straight", 40), _weights(tmp_path / "killed", 40)
     for name in straight:
         np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)

@@ -22,6 +22,7 @@ checkpoints.save(step)                # every `interval` steps; save(step, final
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -140,7 +141,8 @@ class TrainingCheckpoints:
     newer one is skipped with a note saying why); one that does not fit the model or optimizer stops the run
     with the full listing; `max_to_keep` checkpoints are kept besides the newest, so the newest known-good one
     (a step after it had a finite loss) survives the save of one not yet checked. The chief writes; other
-    workers take part in every save (a collective) into a temp dir that `close()` removes. With `async_writes`
+    workers take part in every save (a collective) into a local temp folder of their own (`_worker_folder`) that
+    `close()` removes, and that a restart after a kill empties. With `async_writes`
     the periodic saves copy the variables and write them on a background thread while training goes on; the
     index names a checkpoint only once its files are written, the final save is synchronous, and `wait()` (also in
     `close()` and before setting checkpoints aside) blocks until every write is on disk.
@@ -173,7 +175,7 @@ class TrainingCheckpoints:
                                for p in checkpoint_files.remove_unfinished_saves(self.directory)]
             self.manager = _Manager(self.checkpoint, self.directory, max_to_keep + 1, inputs)
         else:  # its copy of each save is thrown away: keep one, on this host's disk (local-only by design)
-            self.manager = _Manager(self.checkpoint, tempfile.mkdtemp(prefix="kbert_worker_ckpt_"), 1, inputs)
+            self.manager = _Manager(self.checkpoint, _worker_folder(model_dir, self._worker), 1, inputs)
 
     def restore_latest(self, after_step: int = -1, up_to_step: Optional[int] = None) -> Optional[str]:
         """Restores the newest usable checkpoint of a step in (`after_step`, `up_to_step`] (a stage's own: the
@@ -284,7 +286,18 @@ class TrainingCheckpoints:
         """Waits for every write; a non-chief worker then removes its throw-away copies."""
         self.wait()
         if not self._chief:
-            shutil.rmtree(self.manager.directory, ignore_errors=True)  # the local temp folder made above
+            shutil.rmtree(self.manager.directory, ignore_errors=True)  # the local folder of _worker_folder
+
+
+def _worker_folder(model_dir: str, worker: int) -> str:
+    """An empty local folder for a non-chief worker's throw-away copies, named for the run and the worker: a worker
+    killed before `close()` (SIGKILL, a preempted VM) leaves it behind, and its restart empties and reuses it, so
+    kills do not pile checkpoint-sized folders up in the temp dir."""
+    key = hashlib.sha256(f"{getattr(os, 'getuid', lambda: 0)()}|{model_dir}".encode()).hexdigest()[:16]
+    folder = os.path.join(tempfile.gettempdir(), f"kbert_worker_ckpt_{key}_{worker}")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    return folder
 
 
 def _is_google_checkpoint(path: str) -> bool:
