@@ -30,6 +30,14 @@ training samples for every contestant. Contestants, one after the other:
   match, and it stops at the target: as in MLPerf, a submission picks its own schedule and only its time to target
   counts. `--fastest=false` leaves it out (e.g. `--levers= --fastest=false`: Model Garden and kbert alone).
 
+MLPerf's mode: `--start_checkpoint` (a google-research/bert checkpoint of `--model` at `--num_layers` with the
+bench's vocabulary, e.g. an exported phase 1) or `--start_steps` (kbert's recipe trained that many steps with `--seed`
+on the bench's records, exported to Google's format as WORK_DIR/start/bert_model.ckpt and reused by later runs with
+the same flags) is the one shared start of every contestant, Model Garden's included (train.init_checkpoint;
+tools/model_garden_peer.py loads it into its pretrainer), as MLPerf starts every submission from its phase-1
+checkpoint: the race then runs past the unigram plateau from its first step. MSLT levers, which grow the model from
+a shallower one, are refused there.
+
 Model Garden, kbert and the fastest run once per seed of `--seeds` (default 12345 and 1; its `train.seed`: the
 weights, dropout and the data order, Model Garden's as kbert's), each lever alone once with the first seed, and
 every contestant once with `--seed` when `--seeds` is empty; the records and the vocabulary are made once, with
@@ -147,6 +155,11 @@ flags.DEFINE_list("seeds", ["12345", "1"], "Seeds of the runs (train.seed: weigh
                   "Garden, kbert and the fastest run once per seed, each lever alone with the first; empty: --seed "
                   "alone. The records are made with --seed either way.")
 flags.DEFINE_string("plot", "", "PNG path; default WORK_DIR/time_to_accuracy.png.")
+flags.DEFINE_string("start_checkpoint", "", "MLPerf's mode: a google-research/bert checkpoint (prefix) of --model at "
+                    "--num_layers and the bench's vocabulary that every contestant starts from (train.init_checkpoint).")
+flags.DEFINE_integer("start_steps", 0, "MLPerf's mode, with a start made here: kbert's recipe trained this many steps "
+                     "with --seed, exported as WORK_DIR/start/bert_model.ckpt (reused with the same flags), every "
+                     "contestant's start. 0: each run starts from its own draw.")
 flags.DEFINE_bool("report_only", False, "Train nothing: print the table and ratios of WORK_DIR/results.json again, at "
                   "--target_mlm_accuracy or else at the default target of its runs (e.g. with another "
                   "--target_margin).")
@@ -155,7 +168,7 @@ HELDOUT_EVERY = 20  # every 20th document is held out
 RECORDED_FLAGS = ("corpus", "vocab_file", "model", "num_layers", "seq_length", "max_predictions", "batch_size",
                   "total_steps", "fastest_steps_scale", "fastest_levers", "min_gain", "peak_learning_rate",
                   "warmup_share", "eval_sequences", "target_mlm_accuracy", "target_margin", "stages",
-                  "final_rate_scale", "dupe_factor", "seed", "seeds", "fastest")
+                  "final_rate_scale", "dupe_factor", "seed", "seeds", "fastest", "start_checkpoint", "start_steps")
 EVAL_BATCH = 64
 REAL_REGIME_FLOOR = 0.25  # the default target: at least this held-out accuracy, and at least twice the plateau
 PLATEAU_EXIT = 1.25  # a run leaves the unigram plateau at its first evaluation at this multiple of it or above
@@ -282,10 +295,18 @@ def eval_interval() -> int:
     return FLAGS.eval_interval or per_loop * max(1, round(FLAGS.total_steps / FLAGS.steps_per_loop / 24))
 
 
-def recipe(data: Data, target: float | None, steps: int, seed: int) -> dict:
-    """Model Garden's recipe as a kbert experiment over `steps` with train.seed `seed`: the `kbert` contestant's
-    config, the others' starting point."""
+def shared_start() -> str:
+    """The checkpoint every contestant starts from in MLPerf's mode ("" otherwise)."""
+    if FLAGS.start_steps:
+        return os.path.join(FLAGS.work_dir, "start", "bert_model.ckpt")
+    return FLAGS.start_checkpoint
+
+
+def recipe(data: Data, target: float | None, steps: int, seed: int, start: str | None = None) -> dict:
+    """Model Garden's recipe as a kbert experiment over `steps` with train.seed `seed`, from `start` (default: the
+    shared start, if any): the `kbert` contestant's config, the others' starting point."""
     loop = FLAGS.steps_per_loop
+    start = shared_start() if start is None else start
     return {
         "model": {"bert": FLAGS.model, "overrides": {"num_hidden_layers": FLAGS.num_layers,
                                                       "vocab_size": data.vocab_size}},
@@ -297,7 +318,7 @@ def recipe(data: Data, target: float | None, steps: int, seed: int) -> dict:
         # One checkpoint, at the end (or at the target): saves are no part of the race.
         "train": {"global_batch_size": FLAGS.batch_size, "total_steps": steps, "steps_per_loop": loop,
                   "summary_interval": loop, "checkpoint_interval": loop * math.ceil(steps / loop),
-                  "max_checkpoints": 1, "seed": seed},
+                  "max_checkpoints": 1, "seed": seed, **({"init_checkpoint": start} if start else {})},
         "eval": {"global_batch_size": EVAL_BATCH, "steps": eval_steps(),
                  "interval_samples": eval_interval(), "target_mlm_accuracy": target},
     }
@@ -391,9 +412,10 @@ def alone(data: Data) -> list[str]:
     return names
 
 
-def kbert_config(levers: list[str], data: Data, target: float | None, seed: int, steps: int) -> dict:
-    """The recipe over `steps` with `levers` and `seed`, as a kbert experiment config."""
-    config = recipe(data, target, steps, seed)
+def kbert_config(levers: list[str], data: Data, target: float | None, seed: int, steps: int,
+                 start: str | None = None) -> dict:
+    """The recipe over `steps` with `levers` and `seed` from `start` (see `recipe`), as a kbert experiment config."""
+    config = recipe(data, target, steps, seed, start)
     for lever in in_order(levers):
         with_lever(config, lever, data)
     return config
@@ -402,10 +424,12 @@ def kbert_config(levers: list[str], data: Data, target: float | None, seed: int,
 def check_configs(runs: list[tuple[str, list[str], int]], data: Data) -> None:
     """kbert's load-time checks (the config, its phases and MSLT plan, each stage's records and held-out records)
     on every (name, levers, steps) run before anything trains: a lever kbert refuses stops the bench now, not
-    after the runs before it."""
+    after the runs before it. A start made here is checked from scratch (it is not there yet)."""
+    start = "" if FLAGS.start_steps else None
     for name, levers, steps in runs:
         try:
-            config = load_experiment(params_override=json.dumps(kbert_config(levers, data, None, seeds()[0], steps)))
+            config = load_experiment(params_override=json.dumps(kbert_config(levers, data, None, seeds()[0], steps,
+                                                                             start)))
             with_layouts(stages_of(config), evaluates=True)
         except KbertError as error:
             raise app.UsageError(f"{name}: kbert-pretrain refuses its config ({'+'.join(levers) or 'the recipe'}): "
@@ -417,21 +441,56 @@ def run_kbert(name: str, levers: list[str], data: Data, target: float | None, se
     """kbert-pretrain of the recipe with `levers` and `seed` over `steps` (default --total_steps), in its own process,
     its files named by `name` and `seed`; returns its summary.json and wall seconds."""
     config = kbert_config(levers, data, target, seed, steps or FLAGS.total_steps)
-    stem = os.path.join(FLAGS.work_dir, seeded(name, seed, "_seed"))
+    return pretrain(os.path.join(FLAGS.work_dir, seeded(name, seed, "_seed")), seeded(name, seed), config, levers)
+
+
+def pretrain(stem: str, label: str, config: dict, levers: list[str]) -> dict:
+    """kbert-pretrain of `config` in its own process, into STEM (model_dir), STEM.log and STEM.yaml; returns its
+    summary.json and wall seconds."""
     model_dir, log, config_file = (stem + suffix for suffix in ("", ".log", ".yaml"))
     with open(config_file, "w") as f:
         yaml.safe_dump(config, f)
     subprocess.run(["rm", "-rf", model_dir], check=True)
-    print(f"{seeded(name, seed)}: kbert-pretrain{' with ' + '+'.join(levers) if levers else ''} (log {log})",
-          flush=True)
+    print(f"{label}: kbert-pretrain{' with ' + '+'.join(levers) if levers else ''} (log {log})", flush=True)
     started = time.time()
     with open(log, "w") as out:
         code = subprocess.call([sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
                                 f"--model_dir={model_dir}", "--strategy=one_device", "--mode=train",
                                 "--device=cpu"], stdout=out, stderr=subprocess.STDOUT)
     if code:
-        raise RuntimeError(f"{name} failed (exit {code}); see {log}.")
+        raise RuntimeError(f"{label} failed (exit {code}); see {log}.")
     return {**read_summary(model_dir), "process_seconds": time.time() - started, "levers": levers}
+
+
+def make_start(data: Data) -> None:
+    """--start_steps' shared start: kbert's recipe over that many steps with --seed, its pretrainer (heads included)
+    exported in Google's format to `shared_start()`; reused when an earlier run made it with the same flags."""
+    from kbert.finetuning.exporting import checkpoint_pretrainer
+    from kbert.modeling import export_google_checkpoint
+
+    directory = os.path.dirname(shared_start())
+    settings = {**data.settings, **{name: FLAGS[name].value for name in (
+        "model", "num_layers", "batch_size", "peak_learning_rate", "warmup_share", "start_steps")}}
+    described = os.path.join(directory, "start.json")
+    if os.path.exists(described):
+        with open(described) as f:
+            made = json.load(f)
+        if made["settings"] == settings:
+            print(f"shared start: {shared_start()} (made earlier: {made['steps']:,} steps of kbert's recipe, held-out "
+                  f"accuracy {made['accuracy']:.4f})", flush=True)
+            return
+        subprocess.run(["rm", "-rf", directory], check=True)  # made with other flags: make it anew
+    os.makedirs(directory, exist_ok=True)
+    config = recipe(data, None, FLAGS.start_steps, FLAGS.seed, start="")
+    config["eval"]["interval_samples"] = FLAGS.start_steps * FLAGS.batch_size  # one evaluation, at its end
+    summary = pretrain(os.path.join(directory, "run"), "shared start", config, [])
+    pretrainer, _ = checkpoint_pretrainer(os.path.join(directory, "run"), "", data.vocab_file)
+    export_google_checkpoint(pretrainer, shared_start())
+    accuracy = final_accuracy(summary["evaluations"])
+    with open(described, "w") as f:
+        json.dump({"settings": settings, "steps": FLAGS.start_steps, "accuracy": accuracy}, f, indent=2)
+    print(f"shared start: {shared_start()} ({FLAGS.start_steps:,} steps of kbert's recipe, held-out accuracy "
+          f"{accuracy:.4f})", flush=True)
 
 
 def run_model_garden(data: Data, target: float | None, seed: int) -> dict:
@@ -618,6 +677,15 @@ def main(argv: list[str]) -> None:
     if "seq64" in FLAGS.levers + named and FLAGS.seq_length <= SHORT_SEQ:
         raise app.UsageError(f"--seq_length={FLAGS.seq_length}: the seq64 lever's phase 1 trains at seq {SHORT_SEQ}, "
                              "shorter than the recipe's; give a longer --seq_length or leave seq64 out.")
+    if FLAGS.start_checkpoint and FLAGS.start_steps:
+        raise app.UsageError("--start_checkpoint and --start_steps both name the shared start; give one.")
+    if (FLAGS.start_checkpoint or FLAGS.start_steps) and not FLAGS["levers"].present:
+        FLAGS.levers = [lever for lever in FLAGS.levers if lever != "mslt"]  # the defaults, but those that grow
+    grows = [lever for lever in FLAGS.levers + named if lever.startswith("mslt")]
+    if (FLAGS.start_checkpoint or FLAGS.start_steps) and grows:
+        raise app.UsageError(f"{', '.join(grows)}: MSLT grows the model from {FLAGS.stages[0]} layers, and the shared "
+                             f"start (--start_checkpoint, --start_steps) has --num_layers={FLAGS.num_layers}; leave "
+                             "MSLT out of --levers and --fastest_levers in MLPerf's mode.")
     if not all(re.fullmatch(r"-?\d+", seed) for seed in FLAGS.seeds) or len(set(seeds())) < len(FLAGS.seeds):
         raise app.UsageError(f"--seeds={','.join(FLAGS.seeds)}: give distinct integers.")
     if FLAGS.report_only:
@@ -636,6 +704,8 @@ def main(argv: list[str]) -> None:
                    else []), data)
     plateau = unigram_plateau(data)
     print(f"unigram plateau: {plateau:.4f} held-out masked-LM accuracy", flush=True)
+    if FLAGS.start_steps:
+        make_start(data)
     given = FLAGS.target_mlm_accuracy
     results = {}
     run_seeds(results, "model_garden", lambda seed: run_model_garden(data, given, seed))

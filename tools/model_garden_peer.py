@@ -1,12 +1,15 @@
 """The two training steps benchmarks put side by side: Model Garden's BERT pretraining (tf_keras `MaskedLMTask`)
 and kbert's bare `BertPretrainer` step, plus the synthetic batch they share (their FLOPs: kbert.runtime.flops);
 and Model Garden's whole recipe (its task, its LAMB and its warmup and decay) trained on kbert's records and
-evaluated on kbert's held-out sample schedule, for time to accuracy.
+evaluated on kbert's held-out sample schedule, for time to accuracy, from its own draw or from a Google-format
+checkpoint (`train.init_checkpoint`), as every kbert run can start.
 
 Not part of kbert: `tools/bench_*.py` import it to run the peer beside kbert in one process.
 """
 
 from __future__ import annotations
+
+import re
 
 import keras
 import numpy as np
@@ -19,6 +22,7 @@ from official.nlp.data import pretrain_dataloader
 from official.nlp.tasks import masked_lm
 
 from kbert.data import schema
+from kbert.errors import CheckpointMismatchError
 from kbert.modeling import BertConfig, BertPretrainer
 from kbert.training.bare_step import bare_train_step
 from kbert.training.config import PretrainingConfig
@@ -27,11 +31,17 @@ from kbert.training.loop import dataset_fn, evaluator
 from kbert.training.scheduled_training import train_on_schedule
 
 
+# kbert's `hidden_act` names that Model Garden spells otherwise: its "gelu" is the tanh approximation
+# (`official.modeling.activations.gelu`), which kbert calls "gelu_approximate"; kbert's "gelu" is the exact erf form,
+# which Model Garden's recipe replaces with its own.
+_MODEL_GARDEN_ACTIVATIONS = {"gelu_approximate": "gelu", "gelu_new": "gelu"}
+
+
 def model_garden_task(config: BertConfig) -> masked_lm.MaskedLMTask:
     encoder = mg_encoders.EncoderConfig(type="bert", bert=mg_encoders.BertEncoderConfig(
         vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_layers=config.num_hidden_layers,
         num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
-        hidden_activation=config.hidden_act, dropout_rate=config.hidden_dropout_prob,
+        hidden_activation=_MODEL_GARDEN_ACTIVATIONS.get(config.hidden_act, config.hidden_act), dropout_rate=config.hidden_dropout_prob,
         attention_dropout_rate=config.attention_probs_dropout_prob,
         max_position_embeddings=config.max_position_embeddings, type_vocab_size=config.type_vocab_size,
         initializer_range=config.initializer_range))
@@ -40,6 +50,62 @@ def model_garden_task(config: BertConfig) -> masked_lm.MaskedLMTask:
         name="next_sentence")])
     data = pretrain_dataloader.BertPretrainDataConfig(use_next_sentence_label=True)
     return masked_lm.MaskedLMTask(masked_lm.MaskedLMConfig(model=model_config, train_data=data))
+
+
+# Model Garden's pretrainer variable -> google-research/bert's name (kbert's `export_google_checkpoint` writes it).
+# Its attention kernels are [hidden, heads, head size] and [heads, head size, hidden], Google's the same numbers as
+# [hidden, hidden]. Its sentence head has a pooler of its own, and the encoder's pooler (unused) gets Google's too.
+_GOOGLE_NAMES = [
+    (r"^word_embeddings/embeddings$", "bert/embeddings/word_embeddings"),
+    (r"^position_embedding/embeddings$", "bert/embeddings/position_embeddings"),
+    (r"^type_embeddings/embeddings$", "bert/embeddings/token_type_embeddings"),
+    (r"^embeddings/layer_norm/", "bert/embeddings/LayerNorm/"),
+    (r"^transformer/layer_(\d+)/self_attention/(query|key|value)/", r"bert/encoder/layer_\1/attention/self/\2/"),
+    (r"^transformer/layer_(\d+)/self_attention/attention_output/", r"bert/encoder/layer_\1/attention/output/dense/"),
+    (r"^transformer/layer_(\d+)/self_attention_layer_norm/", r"bert/encoder/layer_\1/attention/output/LayerNorm/"),
+    (r"^transformer/layer_(\d+)/(intermediate|output)/", r"bert/encoder/layer_\1/\2/dense/"),
+    (r"^transformer/layer_(\d+)/output_layer_norm/", r"bert/encoder/layer_\1/output/LayerNorm/"),
+    (r"^(pooler_transform|bert/next_sentence/pooler_dense)/", "bert/pooler/dense/"),
+    (r"^bert/next_sentence/logits/kernel$", "cls/seq_relationship/output_weights"),  # stored [2, hidden]
+    (r"^bert/next_sentence/logits/bias$", "cls/seq_relationship/output_bias"),
+    (r"^bert/cls/predictions/output_bias/bias$", "cls/predictions/output_bias"),
+    (r"^bert/cls/predictions/", "cls/predictions/"),
+]
+
+
+def _google_name(variable_name: str) -> str:
+    name = variable_name.split(":")[0]
+    for pattern, google in _GOOGLE_NAMES:
+        if re.search(pattern, name):
+            return re.sub(pattern, google, name)
+    raise ValueError(f"No google-research/bert name for Model Garden's variable {name!r}.")
+
+
+def load_google_checkpoint_into_model_garden(model: tf_keras.Model, path: str) -> None:
+    """Assigns every weight of Model Garden's `BertPretrainerV2` from the google-research/bert checkpoint at `path`
+    (what `train.init_checkpoint` loads into a kbert run), so both sides start from the same weights.
+
+    Raises:
+      CheckpointMismatchError: naming every variable the checkpoint lacks or holds in another size; nothing is
+        assigned then.
+    """
+    model(model.inputs)  # builds the heads, which Model Garden builds at their first call
+    reader = tf.train.load_checkpoint(path)
+    stored = reader.get_variable_to_shape_map()
+    values, problems = {}, []
+    for variable in model.weights:
+        google = _google_name(variable.name)
+        if google not in stored:
+            problems.append(f"{google} is missing")
+        elif np.prod(stored[google]) != np.prod(variable.shape):
+            problems.append(f"{google} is {stored[google]}, Model Garden's {variable.name} {variable.shape}")
+        else:
+            value = reader.get_tensor(google)
+            values[variable.name] = value.T if google == "cls/seq_relationship/output_weights" else value
+    if problems:
+        raise CheckpointMismatchError(f"{path}: does not fit Model Garden's model ({'; '.join(problems)}).")
+    for variable in model.weights:
+        variable.assign(np.reshape(values[variable.name], variable.shape))
 
 
 def model_garden_batch(batch: dict) -> dict:
@@ -97,7 +163,7 @@ class KbertOutputs:
 
 class ModelGardenPretraining:
     """Model Garden's recipe on kbert's records: `MaskedLMTask`'s model and `train_step` with its LAMB and schedule
-    (float32), seeded with `train.seed`, fed the batches a kbert-pretrain run of `config` reads (the same files,
+    (float32), seeded with `train.seed` or started from the Google-format `train.init_checkpoint`, fed the batches a kbert-pretrain run of `config` reads (the same files,
     shuffle seed and batch), in Model Garden's own loop form (a `tf.range` of `strategy.run` in one tf.function).
     `evaluate` is kbert's evaluator over the same held-out records, so both sides are scored by one piece of code.
     """
@@ -113,6 +179,8 @@ class ModelGardenPretraining:
             model = task.build_model()
             metrics = task.build_metrics()
             optimizer = model_garden_optimizer(config)
+            if config.train.init_checkpoint:  # in the scope: the heads it builds need their slots there
+                load_google_checkpoint_into_model_garden(model, config.train.init_checkpoint)
         make = dataset_fn(config, True, bert.vocab_size)
         batches = iter(strategy.distribute_datasets_from_function(
             lambda context: make(context).map(model_garden_batch)))
