@@ -14,7 +14,6 @@ from kbert.modeling import BertPretrainer, export_google_checkpoint
 from model_fixtures import TINY, randomize, unpacked
 from training_fixtures import ROOT
 
-
 CONFIG = TINY.__class__(**{**TINY.to_dict(), "hidden_act": "gelu_approximate"})
 
 
@@ -55,7 +54,7 @@ def test_a_checkpoint_of_another_size_is_refused_naming_it(peer, tmp_path):
     garden = peer.model_garden_task(wider).build_model()
     garden(garden.inputs)  # its heads built, so that their weights are compared too
     before = [w.numpy() for w in garden.weights]
-    with pytest.raises(CheckpointMismatchError, match=r"bert_model.ckpt: does not fit Model Garden's model "
-                                                      r"\(bert/encoder/layer_0/intermediate/dense/kernel is \[32, 64\]"):
+    with pytest.raises(CheckpointMismatchError, match=r"bert_model.ckpt: does not fit Model Garden's model \(bert/"
+                                                      r"encoder/layer_0/intermediate/dense/kernel is \[32, 64\]"):
         peer.load_google_checkpoint_into_model_garden(garden, path)
     assert all(np.array_equal(a, w.numpy()) for a, w in zip(before, garden.weights))  # nothing assigned

@@ -156,7 +156,8 @@ flags.DEFINE_list("seeds", ["12345", "1"], "Seeds of the runs (train.seed: weigh
                   "alone. The records are made with --seed either way.")
 flags.DEFINE_string("plot", "", "PNG path; default WORK_DIR/time_to_accuracy.png.")
 flags.DEFINE_string("start_checkpoint", "", "MLPerf's mode: a google-research/bert checkpoint (prefix) of --model at "
-                    "--num_layers and the bench's vocabulary that every contestant starts from (train.init_checkpoint).")
+                    "--num_layers and the bench's vocabulary that every contestant starts from "
+                    "(train.init_checkpoint).")
 flags.DEFINE_integer("start_steps", 0, "MLPerf's mode, with a start made here: kbert's recipe trained this many steps "
                      "with --seed, exported as WORK_DIR/start/bert_model.ckpt (reused with the same flags), every "
                      "contestant's start. 0: each run starts from its own draw.")

@@ -41,8 +41,8 @@ def model_garden_task(config: BertConfig) -> masked_lm.MaskedLMTask:
     encoder = mg_encoders.EncoderConfig(type="bert", bert=mg_encoders.BertEncoderConfig(
         vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_layers=config.num_hidden_layers,
         num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
-        hidden_activation=_MODEL_GARDEN_ACTIVATIONS.get(config.hidden_act, config.hidden_act), dropout_rate=config.hidden_dropout_prob,
-        attention_dropout_rate=config.attention_probs_dropout_prob,
+        hidden_activation=_MODEL_GARDEN_ACTIVATIONS.get(config.hidden_act, config.hidden_act),
+        dropout_rate=config.hidden_dropout_prob, attention_dropout_rate=config.attention_probs_dropout_prob,
         max_position_embeddings=config.max_position_embeddings, type_vocab_size=config.type_vocab_size,
         initializer_range=config.initializer_range))
     model_config = mg_bert.PretrainerConfig(encoder=encoder, cls_heads=[mg_bert.ClsHeadConfig(
@@ -163,8 +163,9 @@ class KbertOutputs:
 
 class ModelGardenPretraining:
     """Model Garden's recipe on kbert's records: `MaskedLMTask`'s model and `train_step` with its LAMB and schedule
-    (float32), seeded with `train.seed` or started from the Google-format `train.init_checkpoint`, fed the batches a kbert-pretrain run of `config` reads (the same files,
-    shuffle seed and batch), in Model Garden's own loop form (a `tf.range` of `strategy.run` in one tf.function).
+    (float32), seeded with `train.seed` or started from the Google-format `train.init_checkpoint`, fed the batches
+    a kbert-pretrain run of `config` reads (the same files, shuffle seed and batch), in Model Garden's own loop form
+    (a `tf.range` of `strategy.run` in one tf.function).
     `evaluate` is kbert's evaluator over the same held-out records, so both sides are scored by one piece of code.
     """
 
