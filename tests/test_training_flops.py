@@ -1,9 +1,11 @@
 """kbert.runtime.flops and kbert.training.flops: FLOPs per sequence, the data-sheet peak of a device's model name,
 and a matmul timed on the spot."""
 
+import tensorflow as tf
+
 from kbert.modeling import BertConfig
 from kbert.runtime.flops import peak_bf16_flops, training_flops_per_sequence
-from kbert.training.flops import measured_peak_flops
+from kbert.training.flops import measured_peak_flops, peak_flops_of
 
 
 def test_the_first_matching_data_sheet_entry_wins():
@@ -16,6 +18,15 @@ def test_a_timed_matmul_gives_a_positive_rate():
     assert measured_peak_flops(size=64, repeats=2) > 0
 
 
+def test_a_cpu_peak_is_timed_in_the_run_s_precision():
+    """A bf16 run on a CPU is measured against a bf16 matmul: against a float32 one, AMX's bf16 units put its MFU
+    above 100%."""
+    cpu = tf.distribute.OneDeviceStrategy("/cpu:0")
+    for dtype in ("float32", "bfloat16"):
+        peak, source = peak_flops_of(cpu, "", dtype)
+        assert peak > 0 and source == f"a {dtype} matmul timed on this host"
+
+
 def test_flops_per_sequence_of_bert_base_with_and_without_the_sentence_head():
     base = BertConfig.load("bert_base")
     assert training_flops_per_sequence(base, 128, 20) == 69928989696.0
@@ -24,3 +35,10 @@ def test_flops_per_sequence_of_bert_base_with_and_without_the_sentence_head():
         + 2 * 768 ** 2 + 4 * 768)
     assert training_flops_per_sequence(base, 128, 20) - training_flops_per_sequence(base, 128, 20, False) == 3 * (
         2 * 768 ** 2 + 4 * 768)
+
+
+def test_blocks_below_an_mslt_cut_count_their_forward_pass_alone():
+    base = BertConfig.load("bert_base")
+    per_layer = 128 * (8 * 768 ** 2 + 4 * 768 * 3072 + 4 * 128 * 768)
+    full = training_flops_per_sequence(base, 128, 20)
+    assert training_flops_per_sequence(base, 128, 20, forward_only_layers=8) == full - 8 * 2 * per_layer

@@ -13,6 +13,7 @@ from kbert.data import first_layout, schema
 from kbert.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError
 from kbert.experiment import load_experiment
 from kbert.modeling import BertPretrainer, export_google_checkpoint
+from kbert.training import loop
 from kbert.training.loop import build_optimizer, dataset_fn
 from kbert.runtime.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
@@ -149,11 +150,15 @@ def test_non_finite_loss_stops_with_the_step_and_never_saves_bad_weights(tmp_pat
 
 @pytest.mark.parametrize("override", ["train.mixed_precision=mixed_bfloat16", "train.mixed_precision=mixed_float16",
                                       "train.jit_compile=true,train.gradient_accumulation_steps=2"])
-def test_precision_policies_and_xla_train(tmp_path, data, override):
+def test_precision_policies_and_xla_train(tmp_path, data, override, monkeypatch):
     config = _experiment(tmp_path, data, f"{override},train.total_steps=2")
+    peaks = []  # MFU's denominator on a CPU: a matmul timed in the run's compute precision
+    monkeypatch.setattr(loop, "peak_flops_of", lambda strategy, model, dtype: peaks.append(dtype) or (1e9, ""))
     summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
                              print_fn=lambda *a, **k: None)
     assert np.isfinite(summary["train"]["loss"]) and summary["global_step"] == 2
+    assert peaks == [{"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}.get(
+        config.train.mixed_precision, "float32")]
     reader = _model_weights(str(tmp_path / "run"))
     kernels = [n for n in reader.get_variable_to_shape_map() if n.startswith("model/") and "kernel" in n]
     assert kernels and all(reader.get_tensor(n).dtype == np.float32 for n in kernels)  # float32 master weights

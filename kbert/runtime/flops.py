@@ -4,6 +4,7 @@ per sequence, the data sheets' dense bf16 peaks, and their ratio. `kbert.trainin
 
 Invariant: MFU counts the model's own matmul FLOPs (forward and backward, the embeddings' gathers excluded),
 whatever the implementation recomputes or skips, so two implementations of one model compare by their step rate.
+Blocks the model itself cuts off from the backward pass (an MSLT stage's frozen ones) count forward only.
 
 Example:
 
@@ -32,14 +33,15 @@ PEAK_BF16_FLOPS = [(r"H100.*PCIe", 756e12), (r"H100.*NVL", 835e12), (r"H100|H200
 
 
 def training_flops_per_sequence(config: BertConfig, seq_length: int, max_predictions: int,
-                                sentence_head: bool = True) -> float:
+                                sentence_head: bool = True, forward_only_layers: int = 0) -> float:
     """Matmul FLOPs of one forward+backward pass (3x forward) for one sequence; embeddings' gathers excluded.
     `sentence_head=False` leaves out the pooler and next-sentence head (a masked-LM-only model, e.g. keras-hub's
-    BertMaskedLM)."""
+    BertMaskedLM). `forward_only_layers` bottom blocks count their forward pass alone: an MSLT stage's frozen
+    blocks below its backward cut (`BertEncoder.stop_gradient_below`), which have no backward pass in the model."""
     h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-    per_token = layers * (2 * 4 * h * h + 2 * 2 * h * i + 2 * 2 * seq_length * h)
+    per_layer = seq_length * (2 * 4 * h * h + 2 * 2 * h * i + 2 * 2 * seq_length * h)
     head = max_predictions * (2 * h * h + 2 * h * config.vocab_size) + (2 * h * h + 2 * h * 2 if sentence_head else 0)
-    return 3.0 * (seq_length * per_token + head)
+    return 3.0 * ((layers - forward_only_layers) * per_layer + head) + forward_only_layers * per_layer
 
 
 def peak_bf16_flops(device_model: str) -> Optional[float]:

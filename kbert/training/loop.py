@@ -175,8 +175,10 @@ def _reporter(config: PretrainingConfig, strategy: tf.distribute.Strategy, train
     chief = strategy.extended.should_checkpoint
     writer = tf.summary.create_file_writer(os.path.join(checkpoints.model_dir, "train")) if chief else None
     layerwise = hasattr(getattr(trainer.optimizer, "inner_optimizer", trainer.optimizer), "trust_ratios")
-    peak, _ = peak_flops_of(strategy, find_accelerators().model)
-    flops = training_flops_per_sequence(trainer.model.config, config.data.seq_length, config.data.max_predictions)
+    compute_dtype = keras.mixed_precision.Policy(config.train.mixed_precision).compute_dtype
+    peak, _ = peak_flops_of(strategy, find_accelerators().model, compute_dtype)
+    flops = training_flops_per_sequence(trainer.model.config, config.data.seq_length, config.data.max_predictions,
+                                        forward_only_layers=trainer.model.encoder.stop_gradient_below)
     return ProgressReporter(until_step, writer, config.train.summary_interval,
                             trainer.optimizer if layerwise else None, print_fn=print_fn if chief else _silent,
                             flops_per_row=flops, peak_flops=peak, sentences=sentences)
