@@ -19,7 +19,7 @@ def test_a_timed_matmul_gives_a_positive_rate():
 
 
 def test_a_cpu_peak_is_timed_in_the_run_s_precision():
-    """A bf16 run on a CPU is measured against a bf16 matmul: against a float32 one, AMX's bf16 units put its MFU
+    """A bf16 run on a CPU is measured against a bf16 matmul: against a float32 one, the CPU's bf16 units put its MFU
     above 100%."""
     cpu = tf.distribute.OneDeviceStrategy("/cpu:0")
     for dtype in ("float32", "bfloat16"):
