@@ -35,6 +35,38 @@ def test_global_clipnorm_clips_the_gradients():
         np.testing.assert_allclose(b - a, 0.1 * g * 0.5 / norm, rtol=1e-5)
 
 
+@pytest.mark.parametrize("make", [LAMB, LARS], ids=["lamb", "lars"])
+def test_trust_ratios_are_one_vector_and_excluded_entries_stay_one(make):
+    """One optimizer variable holds every trust ratio (under jit each variable is a buffer into and out of the step);
+    a traced step writes the adapted variables' entries and leaves the excluded ones (the bias) at 1.0."""
+    variables = _variables()
+    optimizer = make(0.1)
+    traced_step(optimizer, variables)([keras.ops.ones((4, 3)), keras.ops.ones((3,))])
+    vectors = [v for v in optimizer.variables if "trust_ratio" in v.path]
+    assert [(v.path, tuple(v.shape)) for v in vectors] == [(f"{optimizer.name}/trust_ratios", (2,))]
+    ratios = {path: float(ratio) for path, ratio in optimizer.trust_ratios.items()}
+    assert list(ratios) == ["kernel", "bias"] and ratios["bias"] == 1.0 and 0.0 < ratios["kernel"] != 1.0
+    legacy = [f"{optimizer.name}/{name}_trust_ratio" for name in ("kernel", "bias")]
+    assert optimizer.trust_ratio_paths() == (f"{optimizer.name}/trust_ratios", legacy)
+
+
+def test_keras_state_with_a_scalar_per_trust_ratio_loads():
+    """A `.keras` file's optimizer state from before the vector (a scalar per ratio, right where the vector is now)
+    loads whole, its scalars into the vector; the present layout loads as Keras loads it."""
+    optimizer = LAMB(0.1, exclude_from_layer_adaptation=[])
+    traced_step(optimizer, _variables())([keras.ops.ones((4, 3)), keras.ops.ones((3,))])
+    saved = _numpy(optimizer.variables)
+    first = next(i for i, v in enumerate(optimizer.variables) if v.path.endswith("/trust_ratios"))
+    scalars = saved[:first] + list(saved[first]) + saved[first + 1:]
+    assert len(set(saved[first].tolist())) == 2  # two different ratios: a mix-up would show
+    for store in (scalars, saved):
+        restored = LAMB(0.1, exclude_from_layer_adaptation=[])
+        restored.build(_variables(seed=1))
+        restored.load_own_variables({str(i): np.asarray(v) for i, v in enumerate(store)})
+        for got, want in zip(_numpy(restored.variables), saved):
+            np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("make", [lambda **k: LAMB(PolynomialWarmup(0.02, 2, 4), **k),
                                   lambda **k: LARS(PolynomialWarmup(0.5, 2, 4), eeta=0.01, **k)],
                          ids=["lamb", "lars"])

@@ -10,6 +10,7 @@ import tensorflow as tf
 from kbert import experiment
 from kbert.errors import CheckpointMismatchError, CorruptCheckpointError, InputDataError, NonFiniteLossError
 from kbert.experiment import load_experiment
+from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
 from training_fixtures import pretrain_command, run_cli, write_config, write_train_and_eval
@@ -140,8 +141,8 @@ def test_a_model_dir_or_init_checkpoint_of_a_deeper_model_is_refused(tmp_path, d
     before = _files(tmp_path / "run" / "checkpoints")
     shallower = _config(tmp_path, data, "model.overrides.num_hidden_layers=1", total_steps=4)
     with pytest.raises(CheckpointMismatchError, match=r"does not fit the model \(1 layers, hidden 32, vocab 64\) "
-                                                      r"\(64 unexpected variables\).*\n.*unexpected in the "
-                                                      r"checkpoint \(64\):\n    model/bert/layer_1/"):
+                                                      r"\(48 unexpected, 1 wrong-shape variables\).*\n.*unexpected "
+                                                      r"in the checkpoint \(48\):\n    model/bert/layer_1/"):
         _run(shallower, tmp_path / "run")
     assert _files(tmp_path / "run" / "checkpoints") == before
     init = _config(tmp_path, data, f"model.overrides.num_hidden_layers=1,train.init_checkpoint={tmp_path / 'run'}",
@@ -149,6 +150,55 @@ def test_a_model_dir_or_init_checkpoint_of_a_deeper_model_is_refused(tmp_path, d
     with pytest.raises(CheckpointMismatchError, match=r"\(16 unexpected variables\): set model.\* to the "
                                                       r"checkpoint's sizes"):
         _run(init, tmp_path / "fresh")
+
+
+def _rewrite(prefix, change):
+    """Writes checkpoint `prefix` again with `change(values)` applied to its {object path: value} (the object graph
+    rebuilt from the keys: nested dicts serve for the checkpoint's dicts and lists alike)."""
+    reader, root = tf.train.load_checkpoint(prefix), {}
+    suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
+    values = {key[:-len(suffix)]: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
+              if key.endswith(suffix) and not key.startswith("save_counter/")}  # the Checkpoint's own
+    for path, value in change(values).items():
+        *parents, name = (part.replace(".S", "/").replace("..", ".") for part in path.split("/"))  # TF's escapes
+        node = root
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[name] = tf.Variable(value)
+    for suffix in (".index", ".data-00000-of-00001"):
+        os.remove(prefix + suffix)
+    tf.train.Checkpoint(**root).write(prefix)
+
+
+def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, data, monkeypatch):
+    """Checkpoints of kbert before 2026-12-04 kept each LAMB trust ratio in a scalar of its own: a run resumes from
+    them as from its own, to the bits of an uninterrupted run."""
+    _run(_config(tmp_path, data, total_steps=4, steps_per_loop=2, checkpoint_interval=2), tmp_path / "straight")
+    config = _config(tmp_path, data, total_steps=2, steps_per_loop=2, checkpoint_interval=2)
+    optimizers, init = [], TrainingCheckpoints.__init__
+    monkeypatch.setattr(TrainingCheckpoints, "__init__",
+                        lambda self, model, optimizer, *a, **k: optimizers.append(optimizer) or init(
+                            self, model, optimizer, *a, **k))
+    _run(config, tmp_path / "run")
+    vector = "optimizer/lamb.Strust_ratios"
+    _, names = optimizers[0].trust_ratio_paths()  # 'lamb/<variable path with _ for />_trust_ratio', in vector order
+
+    def scalars(values):
+        ratios = values.pop(vector)
+        assert len(ratios) == len(names) and 1.0 in ratios and ratios.min() != ratios.max()
+        return {**values, **{"optimizer/" + name.replace("/", ".S"): r for name, r in zip(names, ratios)}}
+
+    _rewrite(str(tmp_path / "run" / "checkpoints" / "ckpt-2"), scalars)
+    assert vector + "/.ATTRIBUTES/VARIABLE_VALUE" not in tf.train.load_checkpoint(
+        str(tmp_path / "run" / "checkpoints" / "ckpt-2")).get_variable_to_shape_map()
+    config.override({"train": {"total_steps": 4}})
+    _run(config, tmp_path / "run")
+    straight, resumed = (tf.train.load_checkpoint(str(tmp_path / run / "checkpoints" / "ckpt-4"))
+                         for run in ("straight", "run"))
+    keys = [k for k in straight.get_variable_to_shape_map() if k.startswith(("model/", "optimizer/"))]
+    assert vector + "/.ATTRIBUTES/VARIABLE_VALUE" in keys
+    for key in keys:
+        np.testing.assert_array_equal(resumed.get_tensor(key), straight.get_tensor(key), err_msg=key)
 
 
 def test_changed_train_files_name_checkpoint_input(tmp_path, data):

@@ -168,10 +168,10 @@ def test_model_dir_of_another_model_is_refused_by_name(tmp_path, data):
     config = _experiment(tmp_path, data, "train.total_steps=2")
     experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     bigger = _experiment(tmp_path, data, "model.overrides.num_hidden_layers=3,train.total_steps=4")
-    # 16 weights of layer 2 and their 48 LAMB slots
+    # 16 weights of layer 2 and their 32 LAMB moments; the trust-ratio vector is longer
     with pytest.raises(CheckpointMismatchError, match=r"ckpt-2 does not fit the model \(3 layers, hidden 32, "
-                                                      r"vocab 64\) \(64 missing variables\): resume with the "
-                                                      r"config that wrote it"):
+                                                      r"vocab 64\) \(48 missing, 1 wrong-shape variables\): "
+                                                      r"resume with the config that wrote it"):
         experiment.run(bigger, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 

@@ -8,7 +8,7 @@ cuDNN flash attention on and off, and kbert's LAMB against a float64 reference, 
 Needs JAX, numpy, absl-py, keras and keras-hub (which imports kagglehub, kagglesdk, regex, tokenizers and
 sentencepiece), never TensorFlow (keras-hub imports it where it is installed; nothing here uses it).
 docs/accelerators.md says how to run it on a lent H200 (the wheels and the command) and what good figures look
-like. Status on 2026-12-02: run with --smoke on CPUs only; it has not run on a GPU yet.
+like, and the figures of its run on an H200 on 2026-12-04 (every phase ok, 329 s).
 
 Phases, in this order, in one process (each one's failure is its result; the next still runs):
 

@@ -148,14 +148,15 @@ class LAMB(LayerwiseOptimizer):
 
         # Decoupled decay shrinks w before the trust ratio: ‖w·(1 − lr·λ)‖ is a scalar rescale of ‖w‖.
         w_scale = 1.0 - lr * self.weight_decay if decoupled else ops.ones((), "float32")
-        ratio = ops.ones((), "float32")
+        rate = lr
         if adapt or self.always_adapt:
             update_norm = self._norm_apart(update, _direction, direction)
             ratio = self._safe_ratio(
                 w_scale * self._norm(w), update_norm, 1.0, self.min_trust_ratio, self.max_trust_ratio
             )
-        self._record_trust_ratio(index, ratio)
-        delta = (lr * ratio) * update
+            self._record_trust_ratio(index, ratio)
+            rate = lr * ratio
+        delta = rate * update
         if decoupled:
             delta = delta + (lr * self.weight_decay) * w
         self.assign_sub(variable, delta)

@@ -97,11 +97,11 @@ class LARS(LayerwiseOptimizer):
         self._momentums = self._add_float32_slots(var_list, "momentum")
 
     def _trust_ratio(self, index: int, adapt: bool, weights, direction, lr):
-        ratio = ops.ones((), "float32")
-        if adapt:
-            ratio = self.eeta * self._safe_ratio(self._norm(weights), self._norm(direction) + self.epsilon, 1.0)
-            if self.larc_clip:
-                ratio = ops.minimum(ops.divide_no_nan(ratio, lr), 1.0)
+        if not adapt:
+            return ops.ones((), "float32")
+        ratio = self.eeta * self._safe_ratio(self._norm(weights), self._norm(direction) + self.epsilon, 1.0)
+        if self.larc_clip:
+            ratio = ops.minimum(ops.divide_no_nan(ratio, lr), 1.0)
         self._record_trust_ratio(index, ratio)
         return ratio
 

@@ -86,6 +86,24 @@ def _stored_shapes(prefix: str, groups: Sequence[str]) -> dict[str, tuple]:
     return shapes
 
 
+def _key(group: str, path: str) -> str:
+    """The checkpoint key of `group/path`, as tf.train.Checkpoint escapes it ('.' as '..', then '/' as '.S')."""
+    return f"{group}/{path.replace('.', '..').replace('/', '.S')}{_VALUE}"
+
+
+def _scalar_trust_ratios(optimizer, stored: dict[str, tuple]) -> Optional[tuple[str, list[str]]]:
+    """(the trust-ratio vector's name, the scalar names to fill it from) when checkpoint names `stored` keep a
+    layer-wise optimizer's trust ratios as one scalar per variable (kbert before 2026-12-04), else None."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not hasattr(inner, "trust_ratio_paths") or not inner.built:
+        return None
+    vector, scalars = inner.trust_ratio_paths()
+    vector, scalars = f"optimizer/{vector}", [f"optimizer/{path}" for path in scalars]
+    if vector in stored or not all(stored.get(name) == () for name in scalars):
+        return None
+    return vector, scalars
+
+
 def saved_counter(prefix: str, name: str) -> int:
     """The value of counter `name` (e.g. `sequences_trained`) in training checkpoint `prefix`."""
     return int(checkpoint_files.reader(prefix).get_tensor(name + _VALUE))
@@ -155,7 +173,7 @@ class TrainingCheckpoints:
         self.model_dir = model_dir
         self.directory = os.path.join(model_dir, "checkpoints")
         self.notes: list[str] = []  # what restoring skipped or cleaned up, for the run to print
-        self._model = model
+        self._model, self._optimizer = model, optimizer
         self._state = _model_state(model, optimizer, global_step, counters)
         self._iterator = iterator
         self._chief = strategy.extended.should_checkpoint
@@ -212,13 +230,22 @@ class TrainingCheckpoints:
 
     def _restore(self, prefix: str) -> Optional[str]:
         """Restores `prefix`; returns why it cannot be read, or None."""
-        error = mismatch(prefix, _shapes(self._state), _stored_shapes(prefix, (MODEL_KEY, "optimizer")),
-                         _describe(self._model), "resume with the config that wrote it, or train into a new "
-                         "--model_dir (train.init_checkpoint loads weights only).")
+        expected, stored = _shapes(self._state), _stored_shapes(prefix, (MODEL_KEY, "optimizer"))
+        scalar_ratios = _scalar_trust_ratios(self._optimizer, stored)
+        if scalar_ratios:  # an older layout of the same state: restored below, entry by entry
+            vector, scalars = scalar_ratios
+            stored = {name: shape for name, shape in stored.items() if name not in scalars}
+            stored[vector] = expected[vector]
+        error = mismatch(prefix, expected, stored, _describe(self._model), "resume with the config that wrote it, "
+                         "or train into a new --model_dir (train.init_checkpoint loads weights only).")
         if error:
             raise error
         try:
             self.checkpoint.restore(prefix).expect_partial()
+            if scalar_ratios:
+                read = checkpoint_files.reader(prefix).get_tensor
+                self._state["optimizer"][vector.partition("/")[2]].assign(
+                    [read(_key(*name.split("/", 1))) for name in scalars])
         except (tf.errors.OpError, IndexError, ValueError) as e:
             return f"it cannot be read ({(str(e).strip().splitlines() or [type(e).__name__])[0][:200]})"
         self.restore_input(prefix)
