@@ -223,12 +223,13 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
         """Loads the optimizer state of a `.keras` file, also one saved with a scalar variable per trust ratio (kbert
         before 2026-12-04; `trust_ratio_paths`): its scalars fill the vector, where Keras would skip the whole state
         (another variable count) with a warning."""
-        if not self.built:
+        # Another count than the scalar layout's: the present layout, or a mismatch Keras reports; read once, by Keras.
+        if not self.built or len(store.keys()) != len(self.variables) - 1 + len(self._variable_paths):
             return super().load_own_variables(store)
         count, first = len(self._variable_paths), next(
             i for i, v in enumerate(self.variables) if v is self._trust_ratios)
         values = [np.asarray(store[str(i)]) for i in range(len(store.keys()))]
-        if len(values) == len(self.variables) - 1 + count and all(v.shape == () for v in values[first:first + count]):
+        if all(v.shape == () for v in values[first:first + count]):
             store = {str(i): v for i, v in enumerate(
                 values[:first] + [np.stack(values[first:first + count])] + values[first + count:])}
         super().load_own_variables(store)
