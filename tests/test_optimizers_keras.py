@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kbert.optimizers import LAMB, LARS, PolynomialWarmup, TrustRatioCallback, write_trust_ratio_summaries
+from kbert.optimizers import (LAMB, LARS, LossScaleOptimizer, PolynomialWarmup, TrustRatioCallback,
+                              write_trust_ratio_summaries)
+from kbert.optimizers.layerwise import layerwise_optimizer
 
 
 def _model(seed=0):
@@ -120,6 +122,15 @@ def test_callback_rejects_a_non_layerwise_optimizer(tmp_path):
     model.compile(keras.optimizers.Adam(), "mse")
     with pytest.raises(ValueError, match="kbert LAMB or LARS"):
         model.fit(x, y, verbose=0, callbacks=[TrustRatioCallback(str(tmp_path))])
+
+
+def test_layerwise_optimizer_unwraps_loss_scaling_and_names_what_it_is_not():
+    lamb, adam = LAMB(0.01), keras.optimizers.Adam()
+    assert layerwise_optimizer(lamb) is lamb
+    assert layerwise_optimizer(LossScaleOptimizer(lamb)) is lamb
+    assert layerwise_optimizer(adam) is None and layerwise_optimizer(LossScaleOptimizer(adam)) is None
+    with pytest.raises(ValueError, match="LAMB or LARS optimizer; got Adam"):
+        write_trust_ratio_summaries(LossScaleOptimizer(adam), 0)
 
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))

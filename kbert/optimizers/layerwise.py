@@ -333,3 +333,9 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
             }
         )
         return config
+
+
+def layerwise_optimizer(optimizer) -> LayerwiseOptimizer | None:
+    """The LAMB or LARS that `optimizer` is or wraps (a LossScaleOptimizer's `inner_optimizer`), else None."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    return inner if isinstance(inner, LayerwiseOptimizer) else None

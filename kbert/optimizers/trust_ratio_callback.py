@@ -10,19 +10,18 @@ from typing import TYPE_CHECKING
 
 import keras
 
-from kbert.optimizers.layerwise import on_tensorflow
+from kbert.optimizers.layerwise import LayerwiseOptimizer, layerwise_optimizer, on_tensorflow
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
 
-def _layerwise(optimizer):
+def _layerwise(optimizer) -> LayerwiseOptimizer:
     """The LAMB/LARS inside `optimizer` (which may be a LossScaleOptimizer), or a clear error."""
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if not hasattr(inner, "trust_ratios"):
-        raise ValueError(
-            f"Trust-ratio telemetry needs a kbert LAMB or LARS optimizer; got {type(inner).__name__}."
-        )
+    inner = layerwise_optimizer(optimizer)
+    if inner is None:
+        name = type(getattr(optimizer, "inner_optimizer", optimizer)).__name__
+        raise ValueError(f"Trust-ratio telemetry needs a kbert LAMB or LARS optimizer; got {name}.")
     return inner
 
 

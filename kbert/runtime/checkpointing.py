@@ -35,6 +35,7 @@ from kbert.errors import CorruptCheckpointError, InputDataError, MissingFileErro
 from kbert.modeling.checkpoint_fit import describe_model, mismatch
 from kbert.modeling.google_checkpoint import load_google_checkpoint
 from kbert.modeling.imported_checkpoint import imported_checkpoint
+from kbert.optimizers.layerwise import layerwise_optimizer
 from kbert.runtime import checkpoint_files
 from kbert.runtime.strategy import worker_index_and_count
 
@@ -94,8 +95,8 @@ def _key(group: str, path: str) -> str:
 def _scalar_trust_ratios(optimizer, stored: dict[str, tuple]) -> Optional[tuple[str, list[str]]]:
     """(the trust-ratio vector's name, the scalar names to fill it from) when checkpoint names `stored` keep a
     layer-wise optimizer's trust ratios as one scalar per variable (kbert before 2026-12-04), else None."""
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if not hasattr(inner, "trust_ratio_paths") or not inner.built:
+    inner = layerwise_optimizer(optimizer)
+    if inner is None or not inner.built:
         return None
     vector, scalars = inner.trust_ratio_paths()
     vector, scalars = f"optimizer/{vector}", [f"optimizer/{path}" for path in scalars]

@@ -36,6 +36,7 @@ from kbert.data.pipeline import distribute_options
 from kbert.errors import ConfigError, InputDataError, NonFiniteLossError
 from kbert.modeling import BertPretrainer
 from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
+from kbert.optimizers.layerwise import layerwise_optimizer
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.devices import find_accelerators
 from kbert.runtime.flops import training_flops_per_sequence
@@ -174,7 +175,7 @@ def _reporter(config: PretrainingConfig, strategy: tf.distribute.Strategy, train
     """The progress lines (chief), TensorBoard scalars and MFU of `train`."""
     chief = strategy.extended.should_checkpoint
     writer = tf.summary.create_file_writer(os.path.join(checkpoints.model_dir, "train")) if chief else None
-    layerwise = hasattr(getattr(trainer.optimizer, "inner_optimizer", trainer.optimizer), "trust_ratios")
+    layerwise = layerwise_optimizer(trainer.optimizer) is not None
     compute_dtype = keras.mixed_precision.Policy(config.train.mixed_precision).compute_dtype
     peak, _ = peak_flops_of(strategy, find_accelerators().model, compute_dtype)
     flops = training_flops_per_sequence(trainer.model.config, config.data.seq_length, config.data.max_predictions,
