@@ -9,7 +9,7 @@ vocabulary (`--vocab_file`, else `--vocab_size` pieces learned from the training
 training samples for every contestant. Contestants, one after the other:
 
 - `model_garden`: Model Garden's recipe, its `MaskedLMTask` and its LAMB with its warmup and decay, float32,
-  unpacked sentence-pair records (tools/model_garden_peer.py), in this process;
+  unpacked sentence-pair records (tools/model_garden_peer.py), in a process of its own;
 - `kbert`: kbert-pretrain with the same recipe (model size, records, batch, steps, schedule, seed);
 - each of `--levers` alone on that recipe (none with `--levers=`): `bf16` (train.mixed_precision=mixed_bfloat16),
   `xla` (train.jit_compile=step), `packed` (the same records packed by kbert-pack-pretraining-data, as many rows a
@@ -92,12 +92,10 @@ from kbert.data.tokenization import load_vocabulary  # noqa: E402
 from kbert.data.vocab import learn_vocabulary, write_vocabulary  # noqa: E402
 from kbert.errors import KbertError  # noqa: E402
 from kbert.experiment import load_experiment, stages_of  # noqa: E402
-from kbert.runtime.strategy import make_strategy  # noqa: E402
 from kbert.training.evaluation_history import final_accuracy, first_reaching, read_summary, time_to_target  # noqa: E402
 from kbert.training.stage import with_layouts  # noqa: E402
 
 import bench_flags  # noqa: E402
-from model_garden_peer import train_model_garden  # noqa: E402
 
 LEVERS = ("bf16", "xla", "packed", "mlm_only", "mask30", "mask40", "seq64", "no_dropout", "wsd", "one_cycle",
           "batch_ramp")  # and mslt_N
@@ -495,13 +493,23 @@ def make_start(data: Data) -> None:
 
 
 def run_model_garden(data: Data, target: float | None, seed: int) -> dict:
-    """Model Garden's recipe in this process (float32, one device), on the `kbert` contestant's config with `seed`
-    (its weights, dropout and data order follow train.seed)."""
-    print(f"{seeded('model_garden', seed)}: Model Garden's MaskedLMTask and LAMB, float32", flush=True)
+    """Model Garden's recipe (float32, one device) on the `kbert` contestant's config with `seed` (its weights,
+    dropout and data order follow train.seed), in its own process as kbert's runs are: MODEL_GARDEN_SEED.yaml,
+    .log and .json under --work_dir."""
+    stem = os.path.join(FLAGS.work_dir, seeded("model_garden", seed, "_seed"))
+    config_file, log, summary = (stem + suffix for suffix in (".yaml", ".log", ".json"))
+    with open(config_file, "w") as f:
+        yaml.safe_dump(recipe(data, target, FLAGS.total_steps, seed), f)
+    print(f"{seeded('model_garden', seed)}: Model Garden's MaskedLMTask and LAMB, float32 (log {log})", flush=True)
     started = time.time()
-    config = load_experiment(params_override=json.dumps(recipe(data, target, FLAGS.total_steps, seed)))
-    result = train_model_garden(config, make_strategy("one_device"))
-    return {**result, "process_seconds": time.time() - started, "levers": []}
+    with open(log, "w") as out:
+        code = subprocess.call([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                             "model_garden_peer.py"), config_file, summary],
+                               stdout=out, stderr=subprocess.STDOUT)
+    if code:
+        raise RuntimeError(f"{seeded('model_garden', seed)} failed (exit {code}); see {log}.")
+    with open(summary) as f:
+        return {**json.load(f), "process_seconds": time.time() - started, "levers": []}
 
 
 def default_target(results: dict[str, dict], plateau: float) -> float:

@@ -4,12 +4,15 @@ and Model Garden's whole recipe (its task, its LAMB and its warmup and decay) tr
 evaluated on kbert's held-out sample schedule, for time to accuracy, from its own draw or from a Google-format
 checkpoint (`train.init_checkpoint`), as every kbert run can start.
 
-Not part of kbert: `tools/bench_*.py` import it to run the peer beside kbert in one process.
+Not part of kbert: `tools/bench_*.py` import it to run the peer's step beside kbert's in one process. Whole
+runs go in a process each, as kbert-pretrain's do: `python tools/model_garden_peer.py CONFIG.yaml SUMMARY.json`.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 
 import keras
 import numpy as np
@@ -23,7 +26,9 @@ from official.nlp.tasks import masked_lm
 
 from kbert.data import schema
 from kbert.errors import CheckpointMismatchError
+from kbert.experiment import load_experiment
 from kbert.modeling import BertConfig, BertPretrainer
+from kbert.runtime.strategy import make_strategy
 from kbert.training.bare_step import bare_train_step
 from kbert.training.config import PretrainingConfig
 from kbert.training.eval_schedule import EvalSchedule
@@ -231,3 +236,19 @@ def synthetic_batch(config: BertConfig, batch_size: int, seq_length: int, max_pr
         "masked_lm_weights": tf.ones((batch_size, max_predictions), tf.float32),
         "next_sentence_labels": tf.constant(rng.integers(0, 2, (batch_size, 1)), tf.int32),
     }
+
+
+def main(argv: list[str]) -> None:
+    """Model Garden's recipe of the kbert config CONFIG.yaml on one device, its summary written to SUMMARY.json.
+
+    A run a process, as kbert-pretrain's: in a process that has trained one run, a second sometimes waits 36-55 s
+    before its first evaluation (docs/time_to_accuracy.md, "A process each")."""
+    if len(argv) != 3:
+        raise SystemExit(f"usage: python {argv[0]} CONFIG.yaml SUMMARY.json")
+    summary = train_model_garden(load_experiment([argv[1]]), make_strategy("one_device"))
+    with open(argv[2], "w") as f:
+        json.dump(summary, f, indent=1, default=float)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
