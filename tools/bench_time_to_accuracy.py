@@ -450,15 +450,22 @@ def pretrain(stem: str, label: str, config: dict, levers: list[str]) -> dict:
     with open(config_file, "w") as f:
         yaml.safe_dump(config, f)
     subprocess.run(["rm", "-rf", model_dir], check=True)
-    print(f"{label}: kbert-pretrain{' with ' + '+'.join(levers) if levers else ''} (log {log})", flush=True)
+    seconds = call_logged(label, f"kbert-pretrain{' with ' + '+'.join(levers) if levers else ''}", log, [
+        "-m", "kbert.run_pretraining", f"--config_file={config_file}", f"--model_dir={model_dir}",
+        "--strategy=one_device", "--mode=train", "--device=cpu"])
+    return {**read_summary(model_dir), "process_seconds": seconds, "levers": levers}
+
+
+def call_logged(label: str, what: str, log: str, args: list[str]) -> float:
+    """Runs this Python with `args`, its output in `log`, announced as `label: what (log LOG)`; returns its wall
+    seconds, or raises naming the log where it fails."""
+    print(f"{label}: {what} (log {log})", flush=True)
     started = time.time()
     with open(log, "w") as out:
-        code = subprocess.call([sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
-                                f"--model_dir={model_dir}", "--strategy=one_device", "--mode=train",
-                                "--device=cpu"], stdout=out, stderr=subprocess.STDOUT)
+        code = subprocess.call([sys.executable, *args], stdout=out, stderr=subprocess.STDOUT)
     if code:
         raise RuntimeError(f"{label} failed (exit {code}); see {log}.")
-    return {**read_summary(model_dir), "process_seconds": time.time() - started, "levers": levers}
+    return time.time() - started
 
 
 def make_start(data: Data) -> None:
@@ -500,16 +507,10 @@ def run_model_garden(data: Data, target: float | None, seed: int) -> dict:
     config_file, log, summary = (stem + suffix for suffix in (".yaml", ".log", ".json"))
     with open(config_file, "w") as f:
         yaml.safe_dump(recipe(data, target, FLAGS.total_steps, seed), f)
-    print(f"{seeded('model_garden', seed)}: Model Garden's MaskedLMTask and LAMB, float32 (log {log})", flush=True)
-    started = time.time()
-    with open(log, "w") as out:
-        code = subprocess.call([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                             "model_garden_peer.py"), config_file, summary],
-                               stdout=out, stderr=subprocess.STDOUT)
-    if code:
-        raise RuntimeError(f"{seeded('model_garden', seed)} failed (exit {code}); see {log}.")
+    seconds = call_logged(seeded("model_garden", seed), "Model Garden's MaskedLMTask and LAMB, float32", log, [
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_garden_peer.py"), config_file, summary])
     with open(summary) as f:
-        return {**json.load(f), "process_seconds": time.time() - started, "levers": []}
+        return {**json.load(f), "process_seconds": seconds, "levers": []}
 
 
 def default_target(results: dict[str, dict], plateau: float) -> float:
