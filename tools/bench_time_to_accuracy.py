@@ -14,15 +14,15 @@ training samples for every contestant. Contestants, one after the other:
 - each of `--levers` alone on that recipe (none with `--levers=`): `bf16` (train.mixed_precision=mixed_bfloat16),
   `xla` (train.jit_compile=step), `packed` (the same records packed by kbert-pack-pretraining-data, as many rows a
   step as hold `--batch_size` sequences), `mlm_only` (full-sentence MLM-only records of the same text,
-  kbert-create-pretraining-data --objective=mlm), `mask30` and `mask40` (dynamic masking of 30% or 40% of the
-  tokens, anew each pass, on the same sentence pairs written unmasked, data.max_predictions 38 or 51 at seq 128;
-  the held-out records keep their 15% masks), `seq64` (BERT's two phases: SHORT_SHARE of the steps at seq 64 on
-  sentence pairs written at that length, twice the batch, then the rest at `--seq_length`, each phase with its own
-  warmup, both evaluated on the same held-out records), `no_dropout` (Cramming's dropout off), `wsd` and
-  `one_cycle` (schedule.shape: warmup-stable-decay, the triangle, with the recipe's warmup), `batch_ramp` (the
-  batch grows from a quarter, one of RAMP_MICRO_BATCHES micro-batches of gradient accumulation, to the full batch
-  over the first RAMP_SHARE of the steps, the rate scaled by the batch's square root) and `mslt_N` (MSLT in
-  `--stages`, its all-layer stage N% of the steps, for each of `--final_shares`);
+  kbert-create-pretraining-data --objective=mlm), `mask30` to `mask60` (MASKS: dynamic masking of 30%, 40%, 50%
+  or 60% of the tokens, anew each pass, on the same sentence pairs written unmasked, data.max_predictions 38, 51, 63
+  or 76 at seq 128; the held-out records keep their 15% masks), `seq64` (BERT's two phases: SHORT_SHARE of the
+  steps at seq 64 on sentence pairs written at that length, twice the batch, then the rest at `--seq_length`,
+  each phase with its own warmup, both evaluated on the same held-out records), `no_dropout` (Cramming's dropout
+  off), `wsd` and `one_cycle` (schedule.shape: warmup-stable-decay, the triangle, with the recipe's warmup),
+  `batch_ramp` (the batch grows from a quarter, one of RAMP_MICRO_BATCHES micro-batches of gradient accumulation,
+  to the full batch over the first RAMP_SHARE of the steps, the rate scaled by the batch's square root) and
+  `mslt_N` (MSLT in `--stages`, its all-layer stage N% of the steps, for each of `--final_shares`);
 - `fastest`: kbert with every lever that beat `kbert` alone by `--min_gain` on time to target (or, where a run ended
   below it, to the highest accuracy all of them reached), the fastest of each kind (one of RECORDS: packed, MLM-only,
   dynamically masked and seq-64 records; one schedule shape of SHAPES; one MSLT plan), or `--fastest_levers` (refused
@@ -97,11 +97,13 @@ from kbert.training.stage import with_layouts  # noqa: E402
 
 import bench_flags  # noqa: E402
 
-LEVERS = ("bf16", "xla", "packed", "mlm_only", "mask30", "mask40", "seq64", "no_dropout", "wsd", "one_cycle",
+# Dynamic masking of 30% to 60% of the tokens (`maskNN`).
+MASKS = tuple(f"mask{percent}" for percent in (30, 40, 50, 60))
+LEVERS = ("bf16", "xla", "packed", "mlm_only", *MASKS, "seq64", "no_dropout", "wsd", "one_cycle",
           "batch_ramp")  # and mslt_N
 # Levers that exclude each other, at most one of a kind in a run: each of these trains on its own records (the
 # dynamic-masking levers on unmasked pairs, seq64 on seq-64 pairs), and a run has one schedule shape.
-RECORDS, SHAPES = ("packed", "mlm_only", "mask30", "mask40", "seq64"), ("wsd", "one_cycle")
+RECORDS, SHAPES = ("packed", "mlm_only", *MASKS, "seq64"), ("wsd", "one_cycle")
 # The batch ramp: 4 micro-batches a full step, from one micro-batch over the first quarter of the steps.
 RAMP_MICRO_BATCHES, RAMP_SHARE = 4, 0.25
 # seq64: BERT's two phases at CPU sizes, phase 1 (this share of the steps) at seq SHORT_SEQ, the rest at
@@ -355,10 +357,10 @@ def with_lever(config: dict, lever: str, data: Data) -> None:
         config["train"]["global_batch_size"] = max(1, round(FLAGS.batch_size / data.sequences_per_row))
     elif lever == "mlm_only":
         config["data"]["train_files"] = data.mlm_only
-    elif lever in ("mask30", "mask40"):
+    elif lever in MASKS:
         # Training masks anew at the rate; the held-out records keep their static 15% masks and their own
         # max_predictions (kbert scores masked eval records on their own masks under dynamic masking).
-        rate = int(lever[4:]) / 100  # data.max_predictions: the least kbert accepts (38 at 30% of 128, 51 at 40%)
+        rate = int(lever[4:]) / 100  # data.max_predictions: the least kbert accepts (38, 51, 63, 76 at seq 128)
         config["data"].update(train_files=data.unmasked, dynamic_masking=True, masked_lm_prob=rate,
                               vocab_file=data.vocab_file, max_predictions=predictions_needed(rate, FLAGS.seq_length))
     elif lever == "seq64":
