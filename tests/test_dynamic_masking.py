@@ -1,4 +1,5 @@
-"""Dynamic masking: RoBERTa-style statistics, special tokens, fresh masks per epoch, whole-word masking."""
+"""Dynamic masking: RoBERTa-style statistics, special tokens, fresh masks per epoch, masks drawn from the seed,
+whole-word masking."""
 
 import math
 
@@ -36,8 +37,7 @@ def stack(dataset) -> dict[str, np.ndarray]:
 
 def test_masking_statistics_15_percent_and_80_10_10(files):
     tmp_path, vocab, instances = files
-    tf.random.set_seed(1)
-    out = stack(one_epoch(tmp_path, vocab))
+    out = stack(one_epoch(tmp_path, vocab, seed=1))
     original = np.array([inst["input_ids"] for inst in instances])
     lengths = out["input_mask"].sum(1)
 
@@ -103,11 +103,33 @@ def test_new_masks_every_epoch(files):
     assert same_rows.mean() < 0.2
 
 
+def test_masks_are_drawn_from_the_seed_and_resume_with_skipped_batches(files):
+    """The same seed masks the same records the same way, whatever the global seed and however parallel the map;
+    another seed masks them otherwise; skipping batches draws the masks the full stream draws for them. (Records in
+    file order, so only the masks can differ.)"""
+    tmp_path, vocab, _ = files
+
+    def batches(seed: int, skip: int = 0, take: int = 6) -> dict[str, np.ndarray]:
+        return stack(one_epoch(tmp_path, vocab, seed=seed, skip_batches=skip).take(take))
+
+    tf.random.set_seed(1)
+    first = batches(seed=5)
+    tf.random.set_seed(2)
+    again = batches(seed=5)
+    for name in first:
+        np.testing.assert_array_equal(first[name], again[name], err_msg=name)
+    other = batches(seed=6)
+    np.testing.assert_array_equal(first["segment_ids"], other["segment_ids"])  # the same records
+    assert np.mean(np.all(first["masked_lm_positions"] == other["masked_lm_positions"], axis=1)) < 0.2
+    resumed = batches(seed=5, skip=4, take=2)
+    for name in first:
+        np.testing.assert_array_equal(first[name][4 * 64:], resumed[name], err_msg=name)
+
+
 def test_whole_word_masking_masks_all_pieces_of_a_word(files):
     tmp_path, vocab, instances = files
     continues = np.array([t.startswith("##") for t in vocab])
-    tf.random.set_seed(3)
-    out = stack(one_epoch(tmp_path, vocab, whole_word_masking=True))
+    out = stack(one_epoch(tmp_path, vocab, whole_word_masking=True, seed=3))
     original = np.array([inst["input_ids"] for inst in instances])
     expected_words, total_selected_words = 0, 0
     for row in range(len(original)):

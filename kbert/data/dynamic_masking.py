@@ -1,14 +1,23 @@
-"""Dynamic (RoBERTa-style) masking of unmasked pretraining batches with tensorflow-text's masking ops.
+"""Dynamic (RoBERTa-style) masking of unmasked pretraining batches, drawn from a seed.
 
-Each pass over the data draws new masks: `masked_lm_prob` of the real tokens (of the words, with whole-word
-masking), at most `max_predictions` positions, never [PAD]/[CLS]/[SEP]/[MASK]; each chosen token becomes [MASK]
-80%, a random id 10%, itself 10%. Output shapes are static: predictions are padded to `max_predictions`.
+Each batch is masked from its own seed, so the masks are a function of (seed, batch): a run with the same
+`train.seed` masks the same records the same way, a resumed run draws the masks the uninterrupted run would have,
+and each pass over the data still draws new ones (the pipeline keys the seed by the batch's index in the stream).
+`masked_lm_prob` of the real tokens (of the words, with whole-word masking) are selected, at most
+`max_predictions` positions, never [PAD]/[CLS]/[SEP]/[MASK]; each chosen token becomes [MASK] 80%, a random id
+10%, itself 10%. Output shapes are static: predictions are padded to `max_predictions`.
+
+The selection follows tensorflow-text's `RandomItemSelector` and `MaskValuesChooser` (ceil(rate x selectable
+items) a row, capped at `max_predictions`; an item is selectable when none of its pieces is special), in dense
+stateless ops: tensorflow-text draws from stateful random ops that take no seed per batch, so under a parallel
+`tf.data` map its masks could not be reproduced nor resumed.
 
 Example:
 
 ```python
 masker = DynamicMasker.from_vocab_file("vocab.txt", max_predictions=20, whole_word=True)
-dataset = unmasked_batches.map(masker)   # adds masked_lm_positions / masked_lm_ids / masked_lm_weights
+dataset = tf.data.Dataset.zip((unmasked_batches, tf.data.Dataset.counter()))
+dataset = dataset.map(lambda batch, i: masker(batch, seed=[7, i]))  # adds masked_lm_positions / ids / weights
 ```
 """
 
@@ -18,10 +27,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as text
 
 from kbert.data.masking import BERT_MASKED_LM_PROB
 from kbert.data.vocab_file import BERT_SPECIAL_IDS, MASKING_TOKENS, read_vocabulary
+
 
 class DynamicMasker:
     """Masks a parsed batch dict (`input_ids`, `input_mask`, ...) and adds the masked-LM features.
@@ -47,16 +56,16 @@ class DynamicMasker:
         mask_token_rate: float = 0.8,
         random_token_rate: float = 0.1,
     ):
+        if mask_token_rate + random_token_rate > 1:
+            raise ValueError(f"mask_token_rate + random_token_rate = {mask_token_rate + random_token_rate} > 1.")
         self.vocab_size = vocab_size
         self.max_predictions = max_predictions
+        self.mask_id = mask_id
+        self.selection_rate, self.mask_token_rate, self.random_token_rate = (
+            selection_rate, mask_token_rate, random_token_rate)
         self.whole_word = continues_word is not None
         self._continues_word = None if continues_word is None else tf.constant(np.asarray(continues_word, bool))
-        self._selector = text.RandomItemSelector(
-            max_selections_per_batch=max_predictions,
-            selection_rate=selection_rate,
-            unselectable_ids=[int(i) for i in unmaskable_ids],
-        )
-        self._chooser = text.MaskValuesChooser(vocab_size, mask_id, mask_token_rate, random_token_rate)
+        self._unmaskable = tf.constant([int(i) for i in unmaskable_ids], tf.int32)
 
     @classmethod
     def from_vocab_file(cls, vocab_file: str, max_predictions: int, whole_word: bool = False, **kwargs):
@@ -73,53 +82,66 @@ class DynamicMasker:
             **kwargs,
         )
 
-    def _items(self, tokens: tf.RaggedTensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
-        """The units masked atomically ([B, (words), (pieces)] or [B, (tokens)]) and each token's unit index."""
+    def _items(self, ids: tf.Tensor) -> tf.Tensor:
+        """[B, S] index of the unit each token is masked with: its word (whole-word masking) or itself."""
+        positions = tf.broadcast_to(tf.range(tf.shape(ids)[1]), tf.shape(ids))
         if not self.whole_word:
-            return tokens, tf.ragged.range(tokens.row_lengths())
-        starts = tf.logical_not(tf.gather(self._continues_word, tokens.flat_values))
+            return positions
         # A row always starts a word, even if its first token is a stray `##` piece.
-        starts = tf.tensor_scatter_nd_update(
-            starts, tokens.row_starts()[:, None], tf.ones_like(tokens.row_starts(), tf.bool)
-        )
-        word_index = tf.cumsum(tf.cast(starts, tf.int64)) - 1
-        words = tf.RaggedTensor.from_value_rowids(tokens.flat_values, word_index)
-        words_per_row = tf.reduce_sum(tf.cast(tokens.with_flat_values(starts), tf.int64), axis=1)
-        return tf.RaggedTensor.from_row_lengths(words, words_per_row), tokens.with_flat_values(word_index)
+        starts = tf.logical_not(tf.gather(self._continues_word, ids)) | tf.equal(positions, 0)
+        return tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
 
-    def __call__(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        """The batch with `input_ids` masked and `masked_lm_positions/ids/weights` [B, max_predictions] added."""
+    def __call__(self, batch: dict[str, tf.Tensor], seed) -> dict[str, tf.Tensor]:
+        """The batch with `input_ids` masked and `masked_lm_positions/ids/weights` [B, max_predictions] added,
+        drawn from `seed` (two integers, as for `tf.random.stateless_uniform`)."""
         input_ids = batch["input_ids"]
-        seq_length = input_ids.shape[1]
+        ids = tf.cast(input_ids, tf.int32)
+        rows, seq_length = tf.shape(ids)[0], input_ids.shape[1]
+        select_seed, value_seed, random_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 3))
         # Real tokens lead the row; a packed row's input_mask counts its sequences (1, 2, ...), not ones.
-        lengths = tf.math.count_nonzero(batch["input_mask"], axis=1, dtype=batch["input_mask"].dtype)
-        tokens = tf.RaggedTensor.from_tensor(tf.cast(input_ids, tf.int64), lengths=lengths)
-        items, token_item = self._items(tokens)
-        masked_tokens, positions, labels = text.mask_language_model(items, self._selector, self._chooser, axis=1)
+        real = tf.sequence_mask(tf.math.count_nonzero(batch["input_mask"], axis=1), seq_length)
+        special = tf.reduce_any(tf.equal(ids[:, :, None], self._unmaskable), axis=2)
 
+        # Units (words or tokens) by their index in the row: real, and selectable when none of their pieces is special.
+        item = self._items(ids)
+        flat_item = item + seq_length * tf.range(rows)[:, None]
+
+        def per_item(values: tf.Tensor) -> tf.Tensor:  # any over each unit's tokens, [B, S] by unit index
+            counts = tf.math.unsorted_segment_sum(tf.cast(values, tf.int32), flat_item, rows * seq_length)
+            return tf.reshape(counts, [rows, seq_length]) > 0
+
+        selectable = per_item(real) & ~per_item(real & special)
+        # As tensorflow-text: ceil(rate x selectable units) a row, capped at max_predictions, uniformly at random.
+        wanted = tf.math.ceil(tf.reduce_sum(tf.cast(selectable, tf.float32), axis=1) * self.selection_rate)
+        wanted = tf.cast(tf.minimum(wanted, self.max_predictions), tf.int32)
+        scores = tf.where(selectable, tf.random.stateless_uniform([rows, seq_length], select_seed), -1.0)
+        rank = tf.argsort(tf.argsort(scores, axis=1, direction="DESCENDING", stable=True), axis=1, stable=True)
+        chosen = selectable & (rank < wanted[:, None])
+        token_chosen = tf.gather(chosen, item, batch_dims=1) & real
         # Whole words can overflow max_predictions: keep the (ascending) words whose last piece still fits.
-        item_of_position = tf.gather(token_item, positions, batch_dims=1)
-        dense_items = item_of_position.to_tensor(default_value=tf.int64.max, shape=[None, seq_length])
-        word_end = tf.searchsorted(dense_items, dense_items, side="right")
-        valid = tf.sequence_mask(positions.row_lengths(), seq_length)
-        keep = valid & (word_end <= self.max_predictions)
-        dense_positions = positions.to_tensor(shape=[None, seq_length])
+        filled = tf.cumsum(tf.cast(token_chosen, tf.int32), axis=1)
+        overflows = per_item(token_chosen & (filled > self.max_predictions))
+        keep = token_chosen & ~tf.gather(overflows, item, batch_dims=1)
 
-        masked_ids = masked_tokens.to_tensor(shape=[None, seq_length])
-        dropped = tf.where(valid & ~keep)
-        dropped_at = tf.stack([dropped[:, 0], tf.gather_nd(dense_positions, dropped)], axis=1)
-        original = tf.gather_nd(tf.cast(input_ids, tf.int64), dropped_at)
-        masked_ids = tf.tensor_scatter_nd_update(masked_ids, dropped_at, original)
+        # Kept positions in ascending order, then padding, cut (or padded) to max_predictions.
+        position = tf.broadcast_to(tf.range(seq_length), tf.shape(ids))
+        ordered = tf.sort(tf.where(keep, position, seq_length + position), axis=1)
+        ordered = tf.pad(ordered, [[0, 0], [0, max(0, self.max_predictions - seq_length)]],
+                         constant_values=2 * seq_length)[:, : self.max_predictions]
+        kept = ordered < seq_length
+        positions = tf.where(kept, ordered, 0)
+        labels = tf.where(kept, tf.gather(ids, positions, batch_dims=1), 0)
 
-        def predictions(values: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
-            """[B, seq_length] -> [B, max_predictions], zero where not kept."""
-            values = tf.cast(tf.where(keep, values, tf.zeros_like(values)), dtype)
-            values = tf.pad(values, [[0, 0], [0, max(0, self.max_predictions - seq_length)]])
-            return values[:, : self.max_predictions]
+        # [MASK] mask_token_rate of the time, a random id random_token_rate, else the token itself.
+        draw = tf.random.stateless_uniform([rows, seq_length], value_seed)
+        random_ids = tf.random.stateless_uniform([rows, seq_length], random_seed, 0, self.vocab_size, tf.int32)
+        masked = tf.where(keep & (draw < self.mask_token_rate), self.mask_id, ids)
+        replaced = keep & (draw > self.mask_token_rate) & (draw < self.mask_token_rate + self.random_token_rate)
+        masked = tf.where(replaced, random_ids, masked)
 
         out = dict(batch)
-        out["input_ids"] = tf.cast(masked_ids, input_ids.dtype)
-        out["masked_lm_positions"] = predictions(dense_positions, tf.int32)
-        out["masked_lm_ids"] = predictions(labels.to_tensor(shape=[None, seq_length]), tf.int32)
-        out["masked_lm_weights"] = predictions(tf.ones_like(keep, tf.float32), tf.float32)
+        out["input_ids"] = tf.cast(masked, input_ids.dtype)
+        out["masked_lm_positions"] = tf.cast(positions, tf.int32)
+        out["masked_lm_ids"] = tf.cast(labels, tf.int32)
+        out["masked_lm_weights"] = tf.cast(kept, tf.float32)
         return out

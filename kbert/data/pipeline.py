@@ -147,11 +147,11 @@ def pretraining_dataset(
       compression: None detects ('GZIP' or plain) from the files; '' or 'GZIP' forces it.
       shuffle_buffer: records in the shuffle buffer when training.
       cycle_length: files read at once.
-      seed: seeds file and record shuffling (and nothing else: masking follows `tf.random.set_seed`).
+      seed: seeds file and record shuffling, and dynamic masks (None: masks from seed 0).
       validate_records: records per file checked up front (None: all; 0: skip the checks).
       skip_batches: batches left out at the start, never parsed: with the same files, batch size and `seed`, the
-        records that follow are those a run that had taken `skip_batches` batches would take next, so a resumed
-        run continues the data where it stopped (dynamic masks are drawn anew).
+        records that follow, and their dynamic masks, are those a run that had taken `skip_batches` batches would
+        take next, so a resumed run continues the data where it stopped.
 
     Returns:
       A `tf.data.Dataset` of dicts: `input_ids`, `input_mask`, `segment_ids`, `masked_lm_positions`,
@@ -190,12 +190,15 @@ def pretraining_dataset(
     dataset = dataset.batch(batch_size, drop_remainder=is_training).skip(skip_batches)
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     if masker is not None:
-        dataset = dataset.map(masker, num_parallel_calls=tf.data.AUTOTUNE)
+        # Each batch's masks are drawn from (seed, input pipeline, its index in the stream): reproducible, new on
+        # every pass, and saved with the iterator (the counter is part of its state).
+        pipeline = input_context.input_pipeline_id if input_context else 0
+        stream = tf.data.Dataset.counter(start=skip_batches)
+        dataset = tf.data.Dataset.zip((dataset, stream)).map(
+            lambda batch, index: masker(batch, tf.random.experimental.stateless_fold_in(
+                tf.constant([seed or 0, pipeline], tf.int64), index)),
+            num_parallel_calls=tf.data.AUTOTUNE)
     options = tf.data.Options()
     # Files are sharded here by hand; auto-sharding again would drop data.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    if masker is not None:
-        # The masking ops' random state cannot be saved with the iterator: a restored iterator resumes at the
-        # same record with fresh masks, which is harmless for masked-LM training.
-        options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)

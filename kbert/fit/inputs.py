@@ -34,13 +34,13 @@ def fit_dataset(file_pattern: str | Sequence[str], seq_length: int, max_predicti
                 seed: int, skip_batches: int = 0, **options: Any) -> tf.data.Dataset:
     """Training batches of `batch_size` examples, shuffled by `seed`, the first `skip_batches` left out unparsed.
 
-    Two datasets with the same files, `batch_size` and `seed` yield the same batches (dynamic masks aside, which
-    are drawn anew), so one that skips the batches a run has trained continues that run's data.
+    Two datasets with the same files, `batch_size` and `seed` yield the same batches (dynamic masks included), so
+    one that skips the batches a run has trained continues that run's data.
 
     Args:
       file_pattern, seq_length, max_predictions: as `kbert.data.pretraining_dataset` takes them.
       batch_size: examples per batch, over all devices (a micro-batch under gradient accumulation).
-      seed: shuffles the files and records.
+      seed: shuffles the files and records, and draws dynamic masks.
       skip_batches: batches already trained.
       **options: other `pretraining_dataset` keywords (`dynamic_masking`, `vocab_size`, `shuffle_buffer`, ...).
     """
