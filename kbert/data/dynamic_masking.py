@@ -82,13 +82,13 @@ class DynamicMasker:
             **kwargs,
         )
 
-    def _items(self, ids: tf.Tensor) -> tf.Tensor:
-        """[B, S] index of the unit each token is masked with: its word (whole-word masking) or itself."""
-        positions = tf.broadcast_to(tf.range(tf.shape(ids)[1]), tf.shape(ids))
+    def _items(self, ids: tf.Tensor, position: tf.Tensor) -> tf.Tensor:
+        """[B, S] index of the unit each token is masked with: its word (whole-word masking) or itself, given each
+        token's `position` in its row."""
         if not self.whole_word:
-            return positions
+            return position
         # A row always starts a word, even if its first token is a stray `##` piece.
-        starts = tf.logical_not(tf.gather(self._continues_word, ids)) | tf.equal(positions, 0)
+        starts = tf.logical_not(tf.gather(self._continues_word, ids)) | tf.equal(position, 0)
         return tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
 
     def __call__(self, batch: dict[str, tf.Tensor], seed) -> dict[str, tf.Tensor]:
@@ -97,13 +97,14 @@ class DynamicMasker:
         input_ids = batch["input_ids"]
         ids = tf.cast(input_ids, tf.int32)
         rows, seq_length = tf.shape(ids)[0], input_ids.shape[1]
+        position = tf.broadcast_to(tf.range(seq_length), tf.shape(ids))
         select_seed, value_seed, random_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 3))
         # Real tokens lead the row; a packed row's input_mask counts its sequences (1, 2, ...), not ones.
         real = tf.sequence_mask(tf.math.count_nonzero(batch["input_mask"], axis=1), seq_length)
         special = tf.reduce_any(tf.equal(ids[:, :, None], self._unmaskable), axis=2)
 
         # Units (words or tokens) by their index in the row: real, and selectable when none of their pieces is special.
-        item = self._items(ids)
+        item = self._items(ids, position)
         flat_item = item + seq_length * tf.range(rows)[:, None]
 
         def per_item(values: tf.Tensor) -> tf.Tensor:  # any over each unit's tokens, [B, S] by unit index
@@ -124,7 +125,6 @@ class DynamicMasker:
         keep = token_chosen & ~tf.gather(overflows, item, batch_dims=1)
 
         # Kept positions in ascending order, then padding, cut (or padded) to max_predictions.
-        position = tf.broadcast_to(tf.range(seq_length), tf.shape(ids))
         ordered = tf.sort(tf.where(keep, position, seq_length + position), axis=1)
         ordered = tf.pad(ordered, [[0, 0], [0, max(0, self.max_predictions - seq_length)]],
                          constant_values=2 * seq_length)[:, : self.max_predictions]
@@ -141,7 +141,7 @@ class DynamicMasker:
 
         out = dict(batch)
         out["input_ids"] = tf.cast(masked, input_ids.dtype)
-        out["masked_lm_positions"] = tf.cast(positions, tf.int32)
-        out["masked_lm_ids"] = tf.cast(labels, tf.int32)
+        out["masked_lm_positions"] = positions  # int32, as `ids`
+        out["masked_lm_ids"] = labels
         out["masked_lm_weights"] = tf.cast(kept, tf.float32)
         return out
