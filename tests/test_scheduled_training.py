@@ -40,6 +40,12 @@ def test_evaluations_land_where_kbert_pretrains_do():
     assert result["global_step"] == 6 and result["sequences_trained"] == 48 and result["time_to_target"] is None
 
 
+def test_a_run_ending_between_two_evaluations_evaluates_at_its_end():
+    peer = Peer(batch=4)
+    result = train_on_schedule(peer.train, until_step=7, steps_per_loop=3, schedule=_schedule(peer, 12))
+    assert [(e["samples"], e["step"]) for e in result["evaluations"]] == [(12, 3), (24, 6), (28, 7)]
+
+
 def test_loops_end_on_multiples_of_the_loop_length_and_at_the_last_step():
     peer = Peer(batch=4)
     train_on_schedule(peer.train, until_step=7, steps_per_loop=3, schedule=_schedule(peer, 1000))

@@ -38,6 +38,13 @@ def test_evaluations_follow_the_sample_schedule(tmp_path, data):
     assert all("MFU" in line for line in lines if line.startswith("step "))
 
 
+def test_a_run_ending_between_two_evaluations_evaluates_at_its_end(tmp_path, data):
+    summary, lines = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=2")
+    # 48 samples: the evaluation at 32, then the final model's at 48, the run's last step
+    assert [(e["samples"], e["step"]) for e in summary["evaluations"]] == [(32, 4), (48, 6)]
+    assert sum(line.startswith("eval |") for line in lines) == 2
+
+
 def test_reaching_the_target_stops_after_a_checkpoint(tmp_path, data):
     # Any hit reaches 1e-6; an evaluation every loop (16 samples) over up to 12 steps: the run stops at the first
     # evaluation with a hit, wherever the random labels and the initialisation put it.

@@ -178,7 +178,8 @@ class EvalConfig(Section):
 
     global_batch_size: int = 256
     steps: int = -1
-    # Evaluate data.eval_files every this many training samples (sequences, packed or not); 0: none in training.
+    # Evaluate data.eval_files every this many training samples (sequences, packed or not) and at the run's end;
+    # 0: none in training.
     interval_samples: int = 0
     # Stop (after a checkpoint) once held-out masked-LM accuracy reaches this; summary.json records when.
     target_mlm_accuracy: Optional[float] = None

@@ -136,6 +136,8 @@ class PretrainingRun:
             if self.schedule is not None and self.schedule.reached:
                 break  # the target is reached: the later stages are not needed
         last = results[-1]  # trained here: the last stage always is, if only to find it finished
+        if self.schedule is not None:
+            self.schedule.finish(last["global_step"], self.samples)
         summary = {"stages": results, "global_step": last["global_step"], "train": last["train"],
                    "sequences_trained": self.samples, "sequences_per_second": last["sequences_per_second"],
                    "restored_from": restored_from}

@@ -2,8 +2,9 @@
 measure: wall time until held-out masked-LM accuracy reaches the target, evaluated every `interval` samples).
 
 Invariant: an evaluation runs at the first loop end at which the sequences trained so far (a packed row counts
-its sequences) reach the next multiple of `interval`; the run stops at the first one that reaches the target,
-and what it records (samples, seconds, step) is where that evaluation was.
+its sequences) reach the next multiple of `interval`, and once more at the run's end if that is between two; the
+run stops at the first one that reaches the target, and what it records (samples, seconds, step) is where that
+evaluation was.
 
 Example:
 
@@ -79,6 +80,14 @@ class EvalSchedule:
             if self.mlperf:
                 self.print_fn(mlperf_line("run_stop", "success", samples), flush=True)
         return self.reached is not None
+
+    def finish(self, step: int, samples: int) -> None:
+        """Evaluates the trained model once more at the run's end (`step`, `samples`) where the last evaluation came
+        before it (its steps end between two intervals) and the target is not reached, so the history ends with
+        the run's final accuracy. MLPerf's protocol evaluates on its interval only."""
+        if self.mlperf or self.reached is not None or (self.history and self.history[-1]["samples"] >= samples):
+            return
+        self(step, samples, time.perf_counter() - self.started)
 
     def summary(self) -> dict[str, Any]:
         """What summary.json records: every evaluation, and where the target was reached (None: not reached)."""

@@ -3,9 +3,10 @@ recipe) and studies that train outside `kbert.training.loop.train` but must be e
 is, so their evaluation histories compare point for point.
 
 Invariant: loops end where `kbert.training.loop.train`'s do (on multiples of `steps_per_loop`, and at
-`until_step`), and the schedule evaluates at the first loop end whose sample count reaches its next multiple; so
-with the same batch, steps per loop and interval, a contestant is evaluated at the same samples as a kbert-pretrain
-run. Training stops at the first evaluation that reaches the schedule's target (none: at `until_step`).
+`until_step`), and the schedule evaluates at the first loop end whose sample count reaches its next multiple, and
+at `until_step` if that is between two; so with the same batch, steps per loop and interval, a contestant is
+evaluated at the same samples as a kbert-pretrain run. Training stops at the first evaluation that reaches the
+schedule's target (none: at `until_step`).
 
 Example:
 
@@ -27,7 +28,7 @@ from kbert.training.eval_schedule import EvalSchedule
 def train_on_schedule(train_steps: Callable[[int], int], *, until_step: int, steps_per_loop: int,
                       schedule: EvalSchedule) -> dict[str, Any]:
     """Calls `train_steps(n)` (trains n optimizer steps, returns the samples trained so far) loop by loop up to
-    `until_step`, evaluating when `schedule` is due; seconds count from the schedule's start.
+    `until_step`, evaluating when `schedule` is due and at the end; seconds count from the schedule's start.
 
     Returns:
       `{"global_step", "sequences_trained"}` and the schedule's summary (`evaluations`, `time_to_target`, ...).
@@ -39,4 +40,5 @@ def train_on_schedule(train_steps: Callable[[int], int], *, until_step: int, ste
         step += steps
         if schedule.due(samples) and schedule(step, samples, time.perf_counter() - schedule.started):
             break
+    schedule.finish(step, samples)
     return {"global_step": step, "sequences_trained": samples, **schedule.summary()}
