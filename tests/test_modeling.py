@@ -117,6 +117,20 @@ def test_loss_matches_reference_formula(model):
     np.testing.assert_allclose(float(metrics["masked_lm_accuracy"]), mlm_acc, rtol=1e-6)
 
 
+def test_a_hit_is_a_label_no_other_token_scores_above():
+    """Distinct scores: argmax's hits. A tie at the top is a hit; a NaN score never is; the labels' shape stays."""
+    from kbert.modeling.losses import top1_hits
+
+    logits = np.array([[[0.1, 0.7, 0.2], [0.5, 0.5, -1.0]],
+                       [[0.3, 0.2, 0.1], [np.nan, 0.0, 0.0]]], "float32")
+    labels = np.array([[1, 1], [2, 0]], "int32")
+    np.testing.assert_array_equal(to_numpy(top1_hits(labels, logits)), [[1.0, 1.0], [0.0, 0.0]])
+    rng = np.random.default_rng(0)
+    logits, labels = rng.normal(size=(4, 6, 50)).astype("float32"), rng.integers(0, 50, (4, 6)).astype("int32")
+    labels[:, 0] = logits[:, 0].argmax(-1)
+    np.testing.assert_array_equal(to_numpy(top1_hits(labels, logits)), logits.argmax(-1) == labels)
+
+
 def test_padding_does_not_change_real_tokens(model):
     batch = random_batch(np.random.default_rng(3), TINY)
     changed = dict(batch)

@@ -36,6 +36,18 @@ def sentence_count(batch: Mapping):
     return sequence_count(batch) if "next_sentence_labels" in batch else ops.zeros((), "float32")
 
 
+def top1_hits(labels, logits):
+    """1.0 where no class scores above the label, else 0.0, in `labels`' shape: `ops.in_top_k` with k=1, so a tie
+    at the top counts as a hit (argmax would pick the tied class with the lower id).
+
+    Not `ops.argmax`: on float logits Keras's argmax first rewrites negative zeros across the whole [B*P, V] tensor,
+    12% of a 2-layer H128 bfloat16 step at 50% masking on CPU, where TensorFlow's `in_top_k` stops reading a row at
+    its second higher score."""
+    flat = ops.reshape(logits, (-1, ops.shape(logits)[-1]))
+    hits = ops.in_top_k(ops.reshape(labels, (-1,)), flat, 1)
+    return ops.reshape(ops.cast(hits, "float32"), ops.shape(labels))
+
+
 def _sentence_terms(batch: Mapping, outputs: Mapping) -> tuple:
     """(loss sum, correct sum) of the next-sentence head over the counted labels; zeros without the head."""
     if "nsp_logits" not in outputs:
@@ -44,7 +56,7 @@ def _sentence_terms(batch: Mapping, outputs: Mapping) -> tuple:
     labels = ops.reshape(ops.cast(batch["next_sentence_labels"], "int32"), ops.shape(logits)[:-1])
     weights = ops.reshape(sentence_weights(batch), ops.shape(labels))
     ce = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-    hits = ops.cast(ops.equal(ops.argmax(logits, axis=-1), labels), "float32")
+    hits = top1_hits(labels, logits)
     return ops.sum(weights * ce), ops.sum(weights * hits)
 
 
@@ -62,7 +74,7 @@ def pretraining_loss_terms(batch: Mapping, outputs: Mapping) -> dict:
     mlm_ids = ops.cast(batch["masked_lm_ids"], "int32")
     weights = ops.cast(batch["masked_lm_weights"], "float32")
     mlm_ce = ops.sparse_categorical_crossentropy(mlm_ids, mlm_logits, from_logits=True)
-    mlm_hits = ops.cast(ops.equal(ops.argmax(mlm_logits, axis=-1), mlm_ids), "float32")
+    mlm_hits = top1_hits(mlm_ids, mlm_logits)
     nsp_loss_sum, nsp_correct_sum = _sentence_terms(batch, outputs)
     return {
         "mlm_loss_sum": ops.sum(weights * mlm_ce),
