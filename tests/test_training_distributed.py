@@ -31,11 +31,17 @@ def test_one_device_and_two_mirrored_replicas_reach_the_same_weights(tmp_path, d
         "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
         "num_hidden_layers": 2, "max_position_embeddings": 32, "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0}}
-    config = write_config(str(tmp_path / "c.yaml"), data[0], model=no_dropout,
-                          train={"gradient_accumulation_steps": 2, "total_steps": 4})
-    run_here(config, tmp_path / "one")
-    result = run_cli(pretrain_command(config, tmp_path / "two", "mirrored", cpus=2))
-    assert json.loads((tmp_path / "two" / "summary.json").read_text())["replicas"] == 2, result.stdout
+    # Eval batches of 6 of the 16 records: one replica reads 6, 6, 4 from one kept iterator; two read 3 each,
+    # and an iterator of each evaluation shares the last batches.
+    config = write_config(str(tmp_path / "c.yaml"), data[0], data[1], model=no_dropout,
+                          train={"gradient_accumulation_steps": 2, "total_steps": 4}, eval={"global_batch_size": 6})
+    run_here(config, tmp_path / "one", "train_and_eval")
+    result = run_cli(pretrain_command(config, tmp_path / "two", "mirrored", cpus=2, mode="train_and_eval"))
+    summaries = [json.loads((tmp_path / run / "summary.json").read_text()) for run in ("one", "two")]
+    assert summaries[1]["replicas"] == 2, result.stdout
+    assert summaries[0]["eval"]["sequences"] == summaries[1]["eval"]["sequences"] == 16
+    for name in ("masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss", "next_sentence_accuracy"):
+        assert summaries[1]["eval"][name] == pytest.approx(summaries[0]["eval"][name], rel=1e-4, abs=1e-6), name
     one, two = _weights(tmp_path / "one", 4), _weights(tmp_path / "two", 4)
     assert one.keys() == two.keys()
     for name in one:

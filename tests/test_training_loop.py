@@ -91,6 +91,20 @@ def test_eval_counts_every_record_even_the_last_partial_batch(tmp_path, data, re
     assert summary["eval"]["sequences"] == records and summary["eval"]["loss"] > 0
 
 
+def test_an_evaluator_reads_the_same_records_at_every_call(tmp_path, data):
+    # With one replica the evaluator keeps one iterator over its records repeated: each call takes one pass.
+    config = _experiment(tmp_path, data, "eval.global_batch_size=6,eval.steps=2")
+    strategy = make_strategy("one_device")
+    with strategy.scope():
+        model = loop.build_model(config)
+    evaluate = loop.evaluator(config, strategy, model)
+    first = evaluate()
+    assert first["sequences"] == 12 and [evaluate(), evaluate()] == [first, first]
+    config.override({"eval": {"steps": -1}})
+    every = loop.evaluator(config, strategy, model)
+    assert [every()["sequences"], every()["sequences"]] == [16, 16]
+
+
 def test_train_starts_from_a_google_tf1_checkpoint(tmp_path, data):
     # A learning rate of ~0 keeps the weights where the Google checkpoint put them.
     config = _experiment(tmp_path, data, "schedule.peak_learning_rate=1e-12,train.total_steps=2")
