@@ -26,7 +26,7 @@ def data(tmp_path_factory):
     return write_train_and_eval(str(tmp_path_factory.mktemp("data")), 48)
 
 
-def test_one_device_and_two_mirrored_replicas_reach_the_same_weights(tmp_path, data):
+def test_one_device_and_two_mirrored_replicas_reach_the_same_weights_and_evaluations(tmp_path, data):
     no_dropout = {"bert": "bert_tiny", "overrides": {
         "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
         "num_hidden_layers": 2, "max_position_embeddings": 32, "hidden_dropout_prob": 0.0,

@@ -63,6 +63,10 @@ class EvalSchedule:
     def due(self, samples: int) -> bool:
         return samples >= self._next
 
+    def seconds(self) -> float:
+        """Seconds since the schedule started: an evaluation's time."""
+        return time.perf_counter() - self.started
+
     def __call__(self, step: int, samples: int, seconds: float) -> bool:
         """Evaluates (the caller checked `due`), records and prints it; returns whether the target is reached."""
         metrics = self.evaluate()
@@ -87,7 +91,7 @@ class EvalSchedule:
         the run's final accuracy. MLPerf's protocol evaluates on its interval only."""
         if self.mlperf or self.reached is not None or (self.history and self.history[-1]["samples"] >= samples):
             return
-        self(step, samples, time.perf_counter() - self.started)
+        self(step, samples, self.seconds())
 
     def summary(self) -> dict[str, Any]:
         """What summary.json records: every evaluation, and where the target was reached (None: not reached)."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from typing import Any, Callable, Optional, Sequence
 
 import keras
@@ -232,7 +231,7 @@ def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: 
             reporter(step, metrics, steps)
             _save(checkpoints, trainer, step)
             if schedule is not None and schedule.due(samples) and \
-                    schedule(step, samples, time.perf_counter() - schedule.started):
+                    schedule(step, samples, schedule.seconds()):
                 break
             preemption.check(checkpoints.manager, step)
         _save(checkpoints, trainer, step, final=True)

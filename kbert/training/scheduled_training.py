@@ -19,7 +19,6 @@ result["evaluations"][-1]["masked_lm_accuracy"]
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 from kbert.training.eval_schedule import EvalSchedule
@@ -38,7 +37,7 @@ def train_on_schedule(train_steps: Callable[[int], int], *, until_step: int, ste
         steps = min(steps_per_loop - step % steps_per_loop, until_step - step)
         samples = train_steps(steps)
         step += steps
-        if schedule.due(samples) and schedule(step, samples, time.perf_counter() - schedule.started):
+        if schedule.due(samples) and schedule(step, samples, schedule.seconds()):
             break
     schedule.finish(step, samples)
     return {"global_step": step, "sequences_trained": samples, **schedule.summary()}
