@@ -305,8 +305,9 @@ def _passes_of_one_iterator(strategy: tf.distribute.Strategy,
     A pass of the kept iterator takes the model's 0.6 s every time. Several replicas keep an iterator for each
     evaluation: only its end shares a pass's last, uneven batches among them.
     """
-    batches = int(records(tf.distribute.InputContext()).reduce(0, lambda count, _: count + 1))
-    iterator = iter(strategy.distribute_datasets_from_function(lambda context: records(context).repeat(),
+    one_pass = records(tf.distribute.InputContext())  # one replica's context: one pipeline, the whole batch
+    batches = int(one_pass.reduce(0, lambda count, _: count + 1))
+    iterator = iter(strategy.distribute_datasets_from_function(lambda _: one_pass.repeat(),
                                                                distribute_options(strategy)))
 
     @tf.function
