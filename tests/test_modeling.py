@@ -131,6 +131,40 @@ def test_a_hit_is_a_label_no_other_token_scores_above():
     np.testing.assert_array_equal(to_numpy(top1_hits(labels, logits)), logits.argmax(-1) == labels)
 
 
+def test_cross_entropy_and_its_gradient_match_float64():
+    """The written-out gradient is softmax minus the one-hot, times the upstream weights; large logits stay finite."""
+    from kbert.modeling.losses import sparse_cross_entropy
+
+    rng = np.random.default_rng(4)
+    logits = (rng.normal(size=(3, 4, 29)) * 4).astype("float32")
+    logits[0, 0, 5] = 300.0  # exp() of it overflows float32 unless the maximum is taken out first
+    labels = rng.integers(0, 29, (3, 4)).astype("int32")
+    weights = rng.uniform(size=(3, 4)).astype("float32")
+    weights[2, 3] = 0.0
+    z = logits.astype(np.float64)
+    log_probs = z - z.max(-1, keepdims=True)
+    log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+    expected_ce = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+    expected_grad = (np.exp(log_probs) - np.eye(29)[labels]) * weights[..., None]
+    weighted = lambda x: keras.ops.sum(sparse_cross_entropy(labels, x) * weights)
+    if BACKEND == "jax":
+        import jax
+
+        grad = jax.grad(weighted)(logits)
+    elif BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        x = tf.constant(logits)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            value = weighted(x)
+        grad = tape.gradient(value, x)
+    else:
+        pytest.skip(f"no gradient helper for the {BACKEND} backend")
+    np.testing.assert_allclose(to_numpy(sparse_cross_entropy(labels, logits)), expected_ce, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(grad), expected_grad, atol=1e-6)
+
+
 def test_padding_does_not_change_real_tokens(model):
     batch = random_batch(np.random.default_rng(3), TINY)
     changed = dict(batch)

@@ -118,7 +118,8 @@ def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_
     # The first save is complete: each worker saves its input position before it joins the weights' save, whose
     # index the chief writes last.
     _wait_for(tmp_path / "killed" / "checkpoints" / "checkpoint", workers[0])
-    for process in workers:
+    # Worker 1 first: killed second, it could see the chief's collectives fail, exit, and remove its copy itself.
+    for process in reversed(workers):
         process.send_signal(signal.SIGKILL)
         assert process.wait() == -signal.SIGKILL
     assert not (tmp_path / "killed" / "checkpoints" / "ckpt-40.index").exists()

