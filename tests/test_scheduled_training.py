@@ -59,3 +59,13 @@ def test_training_stops_at_the_first_evaluation_that_reaches_the_target():
     assert result["global_step"] == 3 and sum(peer.loops) == 3
     assert [e["masked_lm_accuracy"] for e in result["evaluations"]] == [0.1, 0.3, 0.5]
     assert all(e["seconds"] >= 0 for e in result["evaluations"])
+
+
+def test_nothing_trained_since_the_schedule_started_is_not_evaluated():
+    """A run with no steps to train, and a finished run started again, time nothing: no evaluation."""
+    peer = Peer(batch=4)
+    result = train_on_schedule(peer.train, until_step=0, steps_per_loop=3, schedule=_schedule(peer, 12))
+    assert result["evaluations"] == [] and peer.evaluated == 0
+    restarted = EvalSchedule(12, 0.05, peer.evaluate, print_fn=lambda *a, **k: None, samples_done=28)
+    restarted.finish(7, 28)
+    assert restarted.history == [] and restarted.reached is None and peer.evaluated == 0

@@ -67,6 +67,16 @@ def test_a_resumed_run_counts_samples_on_from_its_checkpoint(tmp_path, data):
     assert [e["samples"] for e in summary["evaluations"]] == [32] and summary["sequences_trained"] == 32
 
 
+def test_a_finished_run_started_again_times_nothing(tmp_path, data):
+    """Its model was trained before this process: an evaluation now would time it at a few seconds."""
+    first, _ = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=1")
+    assert first["global_step"] == 6 and [e["samples"] for e in first["evaluations"]] == [32, 48]
+    summary, lines = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=1,eval.target_mlm_accuracy=1e-6")
+    assert summary["global_step"] == 6 and summary["sequences_trained"] == 48
+    assert summary["evaluations"] == [] and summary["time_to_target"] is None
+    assert not any(line.startswith(("eval |", "Reached the target")) for line in lines)
+
+
 def test_mlperf_protocol_prints_its_result_lines(tmp_path, data):
     from kbert.modeling import BertPretrainer, export_google_checkpoint
 

@@ -2,9 +2,9 @@
 measure: wall time until held-out masked-LM accuracy reaches the target, evaluated every `interval` samples).
 
 Invariant: an evaluation runs at the first loop end at which the sequences trained so far (a packed row counts
-its sequences) reach the next multiple of `interval`, and once more at the run's end if that is between two; the
-run stops at the first one that reaches the target, and what it records (samples, seconds, step) is where that
-evaluation was.
+its sequences) reach the next multiple of `interval`, and once more at the run's end if that is between two and
+the run trained since the schedule started; the run stops at the first one that reaches the target, and what it
+records (samples, seconds, step) is where that evaluation was.
 
 Example:
 
@@ -58,6 +58,7 @@ class EvalSchedule:
         self.history: list[dict[str, float]] = []
         self.reached: Optional[dict[str, float]] = None
         self.started = time.perf_counter()  # seconds to target count from here, the schedule's start
+        self._samples_done = samples_done
         self._next = (samples_done // interval + 1) * interval
 
     def due(self, samples: int) -> bool:
@@ -88,8 +89,11 @@ class EvalSchedule:
     def finish(self, step: int, samples: int) -> None:
         """Evaluates the trained model once more at the run's end (`step`, `samples`) where the last evaluation came
         before it (its steps end between two intervals) and the target is not reached, so the history ends with
-        the run's final accuracy. MLPerf's protocol evaluates on its interval only."""
-        if self.mlperf or self.reached is not None or (self.history and self.history[-1]["samples"] >= samples):
+        the run's final accuracy. MLPerf's protocol evaluates on its interval only. Nothing trained since the
+        schedule started (a finished run started again, no steps to train) is not evaluated: its seconds would
+        time a model trained before them."""
+        if self.mlperf or self.reached is not None or samples <= self._samples_done or \
+                (self.history and self.history[-1]["samples"] >= samples):
             return
         self(step, samples, self.seconds())
 
