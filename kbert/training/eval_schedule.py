@@ -92,8 +92,8 @@ class EvalSchedule:
         the run's final accuracy. MLPerf's protocol evaluates on its interval only. Nothing trained since the
         schedule started (a finished run started again, no steps to train) is not evaluated: its seconds would
         time a model trained before them."""
-        if self.mlperf or self.reached is not None or samples <= self._samples_done or \
-                (self.history and self.history[-1]["samples"] >= samples):
+        evaluated_up_to = self.history[-1]["samples"] if self.history else self._samples_done
+        if self.mlperf or self.reached is not None or samples <= evaluated_up_to:
             return
         self(step, samples, self.seconds())
 
