@@ -10,8 +10,11 @@ DEVICES = ("auto", "cpu")  # --device: cpu trains on the CPU even beside a GPU o
 HF_ARCHITECTURES = ("BertForPreTraining", "BertForMaskedLM", "BertModel")
 # train.jit_compile -> what XLA compiles; "step" makes the whole replica step one cluster, optimizer update fused in.
 WHOLE_STEP = "step"
-JIT_COMPILE = {False: "nothing", True: "the forward and backward pass",
-               WHOLE_STEP: "the whole replica step, optimizer update included"}
+JIT_COMPILE = {
+    False: "nothing",
+    True: "the forward and backward pass",
+    WHOLE_STEP: "the whole replica step, optimizer update included",
+}
 
 
 def is_jit_compile_choice(value) -> bool:

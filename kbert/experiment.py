@@ -58,14 +58,25 @@ class ExperimentConfig(PretrainingConfig):
         # The first stage's batch ramp fits its batch and steps; each stage's schedule shape fits its own steps (a
         # wsd warmup ends before its decay).
         check_each_stage(stages, lambda stage: stage.config.train.check_batch_ramp())
-        check_each_stage(stages, lambda stage: stage.config.schedule.span(
-            stage.config.train.total_steps - stage.config.schedule.step_offset),
-            hint=lambda stage: " (an MSLT stage warms up for its mslt.stages[].warmup_steps, default "
-                               "mslt.warmup_fraction of its steps)" if stage.label.startswith("MSLT") else "")
+        check_each_stage(
+            stages,
+            lambda stage: stage.config.schedule.span(
+                stage.config.train.total_steps - stage.config.schedule.step_offset
+            ),
+            hint=lambda stage: (
+                " (an MSLT stage warms up for its mslt.stages[].warmup_steps, default "
+                "mslt.warmup_fraction of its steps)"
+                if stage.label.startswith("MSLT")
+                else ""
+            ),
+        )
 
 
-def check_each_stage(stages: Sequence[TrainingStage], check: Callable[[TrainingStage], Any],
-                     hint: Callable[[TrainingStage], str] = lambda stage: "") -> None:
+def check_each_stage(
+    stages: Sequence[TrainingStage],
+    check: Callable[[TrainingStage], Any],
+    hint: Callable[[TrainingStage], str] = lambda stage: "",
+) -> None:
     """`check(stage)` for every stage; its ConfigError is named by the stage (with `hint(stage)` after it) where
     the run has more than one."""
     for stage in stages:
@@ -93,8 +104,7 @@ def _set_up_session(config: ExperimentConfig) -> None:
     keras.mixed_precision.set_global_policy(config.train.mixed_precision)
 
 
-def _lease(model_dir: str, strategy: tf.distribute.Strategy, mode: str,
-           print_fn) -> contextlib.AbstractContextManager:
+def _lease(model_dir: str, strategy: tf.distribute.Strategy, mode: str, print_fn) -> contextlib.AbstractContextManager:
     """The model_dir's lease for a run that trains (the chief holds it for the job); evaluating needs none."""
     if mode == "eval" or not strategy.extended.should_checkpoint:
         return contextlib.nullcontext()
@@ -110,8 +120,9 @@ def stages_of(config: ExperimentConfig) -> list[TrainingStage]:
     return growth + phase_stages(config, first=1, number=len(growth) + 1, start_step=growth[-1].end_step)
 
 
-def _say_if_bfloat16_is_slow(stages: Sequence[TrainingStage], strategy: tf.distribute.Strategy,
-                             print_fn: Callable) -> None:
+def _say_if_bfloat16_is_slow(
+    stages: Sequence[TrainingStage], strategy: tf.distribute.Strategy, print_fn: Callable
+) -> None:
     """One line where a stage trains in mixed_bfloat16 on a CPU without bfloat16 units (cpu_isa.bfloat16_note)."""
     device_type = tf.DeviceSpec.from_string(strategy.extended.worker_devices[0]).device_type
     notes = {bfloat16_note(stage.config.train.mixed_precision, device_type) for stage in stages} - {None}
@@ -119,8 +130,9 @@ def _say_if_bfloat16_is_slow(stages: Sequence[TrainingStage], strategy: tf.distr
         print_fn(note, flush=True)
 
 
-def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strategy, mode: str = "train",
-        print_fn=print) -> dict[str, Any]:
+def run(
+    config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strategy, mode: str = "train", print_fn=print
+) -> dict[str, Any]:
     """Trains the stages not finished yet and/or evaluates the newest checkpoint, as `mode` says; writes
     `model_dir/summary.json` (chief only) and returns it."""
     if mode not in MODES:
@@ -129,20 +141,31 @@ def run(config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strate
     # Each phase's batch splits over the replicas.
     check_each_stage(stages, lambda stage: check_batch_sizes(stage.config, strategy.num_replicas_in_sync))
     if mode != "eval":
-        stages = with_layouts(stages, evaluates=mode != "train" or bool(config.eval.interval(
-            config.train.global_batch_size)))
+        stages = with_layouts(
+            stages, evaluates=mode != "train" or bool(config.eval.interval(config.train.global_batch_size))
+        )
     _set_up_session(config)
     if mode != "eval":
         _say_if_bfloat16_is_slow(stages, strategy, print_fn)
     tf.io.gfile.makedirs(model_dir)
     started = time.time()
-    summary: dict[str, Any] = {"mode": mode, "strategy": type(strategy).__name__,
-                               "replicas": strategy.num_replicas_in_sync, "config": config.as_dict()}
+    summary: dict[str, Any] = {
+        "mode": mode,
+        "strategy": type(strategy).__name__,
+        "replicas": strategy.num_replicas_in_sync,
+        "config": config.as_dict(),
+    }
     if config.mslt is not None:
         print_fn(plan_for(config).describe(), flush=True)
     with _lease(model_dir, strategy, mode, print_fn), PreemptionWatcher(strategy) as preemption:
-        engine = PretrainingRun(stages, model_dir, strategy, preemption, print_fn,
-                                build_ahead=config.mslt is not None and config.mslt.build_ahead)
+        engine = PretrainingRun(
+            stages,
+            model_dir,
+            strategy,
+            preemption,
+            print_fn,
+            build_ahead=config.mslt is not None and config.mslt.build_ahead,
+        )
         if mode != "eval":
             summary.update(engine.train())
             summary["train_data"] = summary["stages"][-1]["train_data"]

@@ -38,11 +38,19 @@ def run_once(tool_run, program: str, args: list[str]) -> dict:
 def run_batch(tool: str, runs: list[list[str]]) -> list[subprocess.CompletedProcess]:
     """Runs `kbert-TOOL ARGS` for each argument list in `runs`, all in one fresh process (TOOL: a module of
     kbert.cli, e.g. "build_vocab"); a CompletedProcess each, in order."""
-    batch = subprocess.run([sys.executable, __file__, tool], input=json.dumps(runs), capture_output=True, text=True,
-                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=300)
+    batch = subprocess.run(
+        [sys.executable, __file__, tool],
+        input=json.dumps(runs),
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        timeout=300,
+    )
     assert batch.returncode == 0, batch.stderr[-3000:]
-    return [subprocess.CompletedProcess(args, r["returncode"], r["stdout"], r["stderr"])
-            for args, r in zip(runs, json.loads(batch.stdout))]
+    return [
+        subprocess.CompletedProcess(args, r["returncode"], r["stdout"], r["stderr"])
+        for args, r in zip(runs, json.loads(batch.stdout))
+    ]
 
 
 def assert_refused(result: subprocess.CompletedProcess, program: str, *needles: str) -> None:

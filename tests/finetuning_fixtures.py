@@ -14,8 +14,10 @@ from tfrecord_fixtures import write_vocab
 
 SEQ_LENGTH = 16
 # A 2-layer, hidden-32 BERT; its vocabulary follows data.vocab_file.
-TINY_MODEL = {"bert": "bert_tiny", "overrides": {"hidden_size": 32, "num_attention_heads": 2,
-                                                 "intermediate_size": 64, "max_position_embeddings": 32}}
+TINY_MODEL = {
+    "bert": "bert_tiny",
+    "overrides": {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 32},
+}
 NLI_LABELS = ("contradiction", "entailment", "neutral")
 
 
@@ -46,16 +48,21 @@ def write_mnli(root, n_train: int = 48, n_dev: int = 12, seed: int = 0) -> str:
 
     def rows(n):
         labels = rng.integers(0, 3, n)
-        return [[i, i, f"{i}e", "fiction", words(rng, int(k)), words(rng, int(k)), NLI_LABELS[k], NLI_LABELS[k]]
-                for i, k in enumerate(labels)]
+        return [
+            [i, i, f"{i}e", "fiction", words(rng, int(k)), words(rng, int(k)), NLI_LABELS[k], NLI_LABELS[k]]
+            for i, k in enumerate(labels)
+        ]
 
     directory = os.path.join(root, "MNLI")
     write_tsv(os.path.join(directory, "train.tsv"), header, rows(n_train))
     for split in ("dev_matched", "dev_mismatched"):
         write_tsv(os.path.join(directory, f"{split}.tsv"), header, rows(n_dev))
     for split in ("test_matched", "test_mismatched"):
-        write_tsv(os.path.join(directory, f"{split}.tsv"), ["index", "sentence1", "sentence2"],
-                  [[100 + i, words(rng, 5), words(rng, i % 3)] for i in range(5)])
+        write_tsv(
+            os.path.join(directory, f"{split}.tsv"),
+            ["index", "sentence1", "sentence2"],
+            [[100 + i, words(rng, 5), words(rng, i % 3)] for i in range(5)],
+        )
     return str(root)
 
 

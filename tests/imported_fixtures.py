@@ -11,11 +11,24 @@ import re
 import numpy as np
 
 # A 2-layer, hidden-32 BERT as Hugging Face's config.json says it.
-HF_CONFIG = {"architectures": ["BertForPreTraining"], "model_type": "bert", "vocab_size": 64, "hidden_size": 32,
-             "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
-             "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 32,
-             "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12, "pad_token_id": 0,
-             "position_embedding_type": "absolute"}
+HF_CONFIG = {
+    "architectures": ["BertForPreTraining"],
+    "model_type": "bert",
+    "vocab_size": 64,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 32,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+    "layer_norm_eps": 1e-12,
+    "pad_token_id": 0,
+    "position_embedding_type": "absolute",
+}
 
 
 def write_vocab(path: str, size: int) -> str:
@@ -26,8 +39,13 @@ def write_vocab(path: str, size: int) -> str:
     return path
 
 
-def hf_tensors(values: dict, seed: int = 0, architecture: str = "BertForPreTraining", legacy_norms: bool = False,
-               scale: float = 0.3) -> dict[str, np.ndarray]:
+def hf_tensors(
+    values: dict,
+    seed: int = 0,
+    architecture: str = "BertForPreTraining",
+    legacy_norms: bool = False,
+    scale: float = 0.3,
+) -> dict[str, np.ndarray]:
     """Random float32 weights under Hugging Face's names for `architecture`; torch's layout (Linear [out, in])."""
     rng = np.random.default_rng(seed)
     h, i, v = values["hidden_size"], values["intermediate_size"], values["vocab_size"]
@@ -63,10 +81,12 @@ def hf_tensors(values: dict, seed: int = 0, architecture: str = "BertForPreTrain
     if architecture == "BertForPreTraining":
         linear("cls.seq_relationship", 2, h)
     if architecture == "BertModel":
-        t = {name[len("bert."):]: value for name, value in t.items()}
+        t = {name[len("bert.") :]: value for name, value in t.items()}
     if legacy_norms:
-        t = {re.sub(r"LayerNorm\.weight$", "LayerNorm.gamma", re.sub(r"LayerNorm\.bias$", "LayerNorm.beta", n)): x
-             for n, x in t.items()}
+        t = {
+            re.sub(r"LayerNorm\.weight$", "LayerNorm.gamma", re.sub(r"LayerNorm\.bias$", "LayerNorm.beta", n)): x
+            for n, x in t.items()
+        }
     return {name: value.astype(np.float32) for name, value in t.items()}
 
 
@@ -79,8 +99,11 @@ def write_hf(directory, values: dict = None, tensors: dict = None, vocab: bool =
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(values, f)
-    save_file(tensors if tensors is not None else hf_tensors(values, **weights),
-              os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        tensors if tensors is not None else hf_tensors(values, **weights),
+        os.path.join(directory, "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     if vocab:
         write_vocab(os.path.join(directory, "vocab.txt"), values["vocab_size"])
     return str(directory)
@@ -100,28 +123,32 @@ def google_weights_of_hf(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray
         else:
             google = re.sub(r"layer\.(\d+)", r"layer_\1", name).replace(".", "/")
             if google.endswith("_embeddings/weight"):
-                out[google[:-len("/weight")]] = value
+                out[google[: -len("/weight")]] = value
             elif "/LayerNorm/" in google:
                 out[google.replace("/weight", "/gamma").replace("/bias", "/beta")] = value
             elif google.endswith("/weight"):
-                out[google[:-len("weight")] + "kernel"] = value.T
+                out[google[: -len("weight")] + "kernel"] = value.T
             else:
                 out[google] = value
     return out
 
 
-def write_keras_hub_preset(directory, values: dict = None, masked_lm: bool = True, seed: int = 0,
-                           scale: float = 0.3):
+def write_keras_hub_preset(directory, values: dict = None, masked_lm: bool = True, seed: int = 0, scale: float = 0.3):
     """A keras-hub BERT preset made by keras-hub (a BertMaskedLM task or a BertBackbone alone) with random
     weights of `scale`, and its tokenizer; returns the keras-hub model."""
     import keras_hub
 
     values = dict(HF_CONFIG, **(values or {}))
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=values["vocab_size"], num_layers=values["num_hidden_layers"],
-        num_heads=values["num_attention_heads"], hidden_dim=values["hidden_size"],
-        intermediate_dim=values["intermediate_size"], max_sequence_length=values["max_position_embeddings"],
-        num_segments=values["type_vocab_size"], dtype="float32")
+        vocabulary_size=values["vocab_size"],
+        num_layers=values["num_hidden_layers"],
+        num_heads=values["num_attention_heads"],
+        hidden_dim=values["hidden_size"],
+        intermediate_dim=values["intermediate_size"],
+        max_sequence_length=values["max_position_embeddings"],
+        num_segments=values["type_vocab_size"],
+        dtype="float32",
+    )
     model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None) if masked_lm else backbone
     rng = np.random.default_rng(seed)
     for weight in model.weights:

@@ -8,8 +8,16 @@ import numpy as np
 
 from kbert.modeling import BertConfig, BertPretrainer
 
-TINY = BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                  max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+TINY = BertConfig(
+    vocab_size=97,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=32,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
 SEQ, PREDICTIONS, PER_ROW = 16, 3, 3
 SLOTS = PREDICTIONS + PER_ROW - 1  # a packed row's masked-LM slots: kbert.data.schema.packed_predictions
 LENGTHS = (5, 7, 4, 6, 9)
@@ -29,18 +37,21 @@ def unpacked(seed=0):
     """Short `[CLS] a [SEP] b [SEP]` sequences of LENGTHS, one a row, each with its own predictions and label."""
     rng = np.random.default_rng(seed)
     n = len(LENGTHS)
-    batch = {"input_ids": np.zeros((n, SEQ), np.int32), "input_mask": np.zeros((n, SEQ), np.int32),
-             "segment_ids": np.zeros((n, SEQ), np.int32),
-             "masked_lm_positions": np.zeros((n, PREDICTIONS), np.int32),
-             "masked_lm_ids": np.zeros((n, PREDICTIONS), np.int32),
-             "masked_lm_weights": np.zeros((n, PREDICTIONS), np.float32),
-             "next_sentence_labels": rng.integers(0, 2, (n, 1)).astype(np.int32)}
+    batch = {
+        "input_ids": np.zeros((n, SEQ), np.int32),
+        "input_mask": np.zeros((n, SEQ), np.int32),
+        "segment_ids": np.zeros((n, SEQ), np.int32),
+        "masked_lm_positions": np.zeros((n, PREDICTIONS), np.int32),
+        "masked_lm_ids": np.zeros((n, PREDICTIONS), np.int32),
+        "masked_lm_weights": np.zeros((n, PREDICTIONS), np.float32),
+        "next_sentence_labels": rng.integers(0, 2, (n, 1)).astype(np.int32),
+    }
     for row, length in enumerate(LENGTHS):
         middle = length // 2
         batch["input_ids"][row, :length] = rng.integers(5, TINY.vocab_size, length)
         batch["input_ids"][row, [0, middle, length - 1]] = [CLS, SEP, SEP]
         batch["input_mask"][row, :length] = 1
-        batch["segment_ids"][row, middle + 1:length] = 1
+        batch["segment_ids"][row, middle + 1 : length] = 1
         candidates = [i for i in range(1, length - 1) if i != middle]
         count = min(1 + row % PREDICTIONS, len(candidates))
         batch["masked_lm_positions"][row, :count] = np.sort(rng.choice(candidates, count, replace=False))
@@ -64,14 +75,18 @@ def pack(batch):
     """The packed layout of kbert.data.schema, written out plainly: the block-diagonal mask is the sequence index
     each token carries in `input_mask` (1, 2, ...; 0 = padding), and position ids restart with each sequence."""
     rows = len(GROUPS)
-    packed = {"input_ids": np.zeros((rows, SEQ), np.int32), "input_mask": np.zeros((rows, SEQ), np.int32),
-              "segment_ids": np.zeros((rows, SEQ), np.int32), "positions": np.zeros((rows, SEQ), np.int32),
-              "masked_lm_positions": np.zeros((rows, SLOTS), np.int32),
-              "masked_lm_ids": np.zeros((rows, SLOTS), np.int32),
-              "masked_lm_weights": np.zeros((rows, SLOTS), np.float32),
-              "next_sentence_positions": np.zeros((rows, PER_ROW), np.int32),
-              "next_sentence_labels": np.zeros((rows, PER_ROW), np.int32),
-              "next_sentence_weights": np.zeros((rows, PER_ROW), np.float32)}
+    packed = {
+        "input_ids": np.zeros((rows, SEQ), np.int32),
+        "input_mask": np.zeros((rows, SEQ), np.int32),
+        "segment_ids": np.zeros((rows, SEQ), np.int32),
+        "positions": np.zeros((rows, SEQ), np.int32),
+        "masked_lm_positions": np.zeros((rows, SLOTS), np.int32),
+        "masked_lm_ids": np.zeros((rows, SLOTS), np.int32),
+        "masked_lm_weights": np.zeros((rows, SLOTS), np.float32),
+        "next_sentence_positions": np.zeros((rows, PER_ROW), np.int32),
+        "next_sentence_labels": np.zeros((rows, PER_ROW), np.int32),
+        "next_sentence_weights": np.zeros((rows, PER_ROW), np.float32),
+    }
     for row, slot, source, offset, length, predicted, count in packed_slots(batch):
         span, where = slice(offset, offset + length), slice(predicted, predicted + count)
         packed["input_ids"][row, span] = batch["input_ids"][source, :length]
@@ -91,9 +106,12 @@ def inference_outputs(model, batch) -> dict:
     """A `BertPretrainer`'s logits and its encoder's per-layer outputs on `batch`, at inference, as NumPy arrays."""
     out = model(batch, training=False)
     encoded = model.encoder(batch, training=False)
-    arrays = {"mlm_logits": out["mlm_logits"], "nsp_logits": out["nsp_logits"],
-              "pooled_output": encoded["pooled_output"],
-              **{f"layer_{i}": h for i, h in enumerate(encoded["encoder_outputs"])}}
+    arrays = {
+        "mlm_logits": out["mlm_logits"],
+        "nsp_logits": out["nsp_logits"],
+        "pooled_output": encoded["pooled_output"],
+        **{f"layer_{i}": h for i, h in enumerate(encoded["encoder_outputs"])},
+    }
     return {name: keras.ops.convert_to_numpy(value) for name, value in arrays.items()}
 
 

@@ -9,8 +9,10 @@ from kbert.modeling import google_variable_map
 
 def google_weights(model) -> dict:
     """Google name -> float64 array in Google's layout."""
-    return {name: (np.asarray(v.numpy(), np.float64).T if transposed else np.asarray(v.numpy(), np.float64))
-            for name, (v, transposed) in google_variable_map(model).items()}
+    return {
+        name: (np.asarray(v.numpy(), np.float64).T if transposed else np.asarray(v.numpy(), np.float64))
+        for name, (v, transposed) in google_variable_map(model).items()
+    }
 
 
 def _layer_norm(x, w, prefix, eps):
@@ -26,7 +28,7 @@ def _dense(x, w, prefix):
 def _gelu(x, form="gelu"):
     """The exact erf GELU (`gelu`), or the tanh approximation (`gelu_approximate`, `gelu_new`)."""
     if form in ("gelu_approximate", "gelu_new"):
-        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
     erf = np.vectorize(math.erf)
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
@@ -39,8 +41,11 @@ def _softmax(x):
 def encode(w, config, input_ids, input_mask, segment_ids):
     """Returns (per-layer outputs, pooled output); the pooled output is None without pooler weights."""
     seq = input_ids.shape[1]
-    x = (w["bert/embeddings/word_embeddings"][input_ids] + w["bert/embeddings/token_type_embeddings"][segment_ids]
-         + w["bert/embeddings/position_embeddings"][:seq][None])
+    x = (
+        w["bert/embeddings/word_embeddings"][input_ids]
+        + w["bert/embeddings/token_type_embeddings"][segment_ids]
+        + w["bert/embeddings/position_embeddings"][:seq][None]
+    )
     x = _layer_norm(x, w, "bert/embeddings/LayerNorm", config.layer_norm_eps)
     heads, size = config.num_attention_heads, config.head_size
     bias = (1.0 - input_mask[:, None, None, :].astype(np.float64)) * -10000.0
@@ -51,8 +56,12 @@ def encode(w, config, input_ids, input_mask, segment_ids):
         q, k, v = (split(_dense(x, w, f"{p}/attention/self/{n}")) for n in ("query", "key", "value"))
         probs = _softmax(q @ k.transpose(0, 1, 3, 2) / math.sqrt(size) + bias)
         ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(x.shape)
-        x = _layer_norm(x + _dense(ctx, w, f"{p}/attention/output/dense"), w, f"{p}/attention/output/LayerNorm",
-                        config.layer_norm_eps)
+        x = _layer_norm(
+            x + _dense(ctx, w, f"{p}/attention/output/dense"),
+            w,
+            f"{p}/attention/output/LayerNorm",
+            config.layer_norm_eps,
+        )
         ffn = _dense(_gelu(_dense(x, w, f"{p}/intermediate/dense"), config.hidden_act), w, f"{p}/output/dense")
         x = _layer_norm(x + ffn, w, f"{p}/output/LayerNorm", config.layer_norm_eps)
         outputs.append(x)
@@ -92,10 +101,12 @@ def random_batch(rng, config, batch_size=3, seq_length=16, max_predictions=5):
         positions[b, :n] = np.sort(rng.choice(np.arange(1, length), n, replace=False))
         weights[b, :n] = 1.0
     segments = np.zeros_like(ids)
-    segments[:, seq_length // 2:] = 1
+    segments[:, seq_length // 2 :] = 1
     segments *= mask
     return {
-        "input_ids": ids, "input_mask": mask, "segment_ids": segments,
+        "input_ids": ids,
+        "input_mask": mask,
+        "segment_ids": segments,
         "masked_lm_positions": positions,
         "masked_lm_ids": (rng.integers(5, config.vocab_size, (batch_size, max_predictions)) * weights).astype(np.int32),
         "masked_lm_weights": weights,

@@ -16,10 +16,24 @@ def _prenormalize(grads, global_clipnorm):
     return [g / max(norm / global_clipnorm, 1.0) for g in grads]
 
 
-def lamb(weights, grad_steps, names, lr=1e-2, beta_1=0.9, beta_2=0.999, epsilon=1e-6, weight_decay=0.01,
-         weight_decay_mode="lamb", exclude_from_weight_decay=("LayerNorm", "layer_norm", "bias"),
-         exclude_from_layer_adaptation=None, bias_correction=True, always_adapt=False, min_trust_ratio=0.0,
-         max_trust_ratio=None, global_clipnorm=None):
+def lamb(
+    weights,
+    grad_steps,
+    names,
+    lr=1e-2,
+    beta_1=0.9,
+    beta_2=0.999,
+    epsilon=1e-6,
+    weight_decay=0.01,
+    weight_decay_mode="lamb",
+    exclude_from_weight_decay=("LayerNorm", "layer_norm", "bias"),
+    exclude_from_layer_adaptation=None,
+    bias_correction=True,
+    always_adapt=False,
+    min_trust_ratio=0.0,
+    max_trust_ratio=None,
+    global_clipnorm=None,
+):
     """Runs LAMB over `grad_steps` (a list of per-step gradient lists); `lr` is a float or a function of t-1."""
     if exclude_from_layer_adaptation is None:
         exclude_from_layer_adaptation = exclude_from_weight_decay
@@ -54,9 +68,22 @@ def lamb(weights, grad_steps, names, lr=1e-2, beta_1=0.9, beta_2=0.999, epsilon=
     return w, ratios
 
 
-def lars(weights, grad_steps, names, lr=0.5, momentum=0.9, nesterov=False, eeta=0.001, epsilon=0.0,
-         weight_decay=0.0, classic_momentum=True, exclude_from_weight_decay=("LayerNorm", "layer_norm", "bias"),
-         exclude_from_layer_adaptation=None, larc_clip=False, global_clipnorm=None):
+def lars(
+    weights,
+    grad_steps,
+    names,
+    lr=0.5,
+    momentum=0.9,
+    nesterov=False,
+    eeta=0.001,
+    epsilon=0.0,
+    weight_decay=0.0,
+    classic_momentum=True,
+    exclude_from_weight_decay=("LayerNorm", "layer_norm", "bias"),
+    exclude_from_layer_adaptation=None,
+    larc_clip=False,
+    global_clipnorm=None,
+):
     """Runs LARS (kbert's zero-norm rule: φ = η where ‖w‖ or the direction's norm is 0)."""
     if exclude_from_layer_adaptation is None:
         exclude_from_layer_adaptation = exclude_from_weight_decay

@@ -18,11 +18,16 @@ def run_without_kbert(script: str, *args: str) -> dict:
     """Runs `script` (with `json` and `sys` imported; it sets `result`, a JSON-able dict, and reads its `args` from
     `sys.argv[1:]`) in a fresh isolated Python; returns `result`."""
     program = "import json\nimport sys\n" + script + _NO_KBERT + "\nprint('RESULT ' + json.dumps(result))\n"
-    completed = subprocess.run([sys.executable, "-I", "-c", program, *args], capture_output=True, text=True,
-                               timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    completed = subprocess.run(
+        [sys.executable, "-I", "-c", program, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     line = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 _SAVED_MODEL_CLI = """
@@ -44,8 +49,12 @@ def saved_model_cli_show(*directories: str) -> list[str]:
     """`saved_model_cli show --dir DIRECTORY --all`'s output for each directory, all in one process (one
     TensorFlow start). It lists the signatures; it cannot list the functions that use tensorflow-text's ops, and
     says so."""
-    completed = subprocess.run([sys.executable, "-c", f"_MARK = {_MARK!r}\n" + _SAVED_MODEL_CLI, *directories],
-                               capture_output=True, text=True, timeout=300,
-                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    completed = subprocess.run(
+        [sys.executable, "-c", f"_MARK = {_MARK!r}\n" + _SAVED_MODEL_CLI, *directories],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return completed.stdout.split(_MARK + "\n")[1:]

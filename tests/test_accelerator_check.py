@@ -15,14 +15,24 @@ def test_smoke_run_reports_every_phase_ok_with_its_figures(tmp_path):
     # What an earlier check left in the same --work_dir: a finished run's log would signal the new run at once.
     (tmp_path / "resume").mkdir()
     (tmp_path / "resume" / "sigterm.log").write_text("step 99/100 | loss 1.0\n")
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "tools/accelerator_check.py"), "--smoke",
-                             f"--work_dir={tmp_path}", f"--json={tmp_path / 'check.json'}"],
-                            env=cli_env(), capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "tools/accelerator_check.py"),
+            "--smoke",
+            f"--work_dir={tmp_path}",
+            f"--json={tmp_path / 'check.json'}",
+        ],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     phases = json.loads((tmp_path / "check.json").read_text())["phases"]
     assert list(phases) == PHASES
     assert {name: r["status"] for name, r in phases.items()} == dict.fromkeys(PHASES, "ok"), result.stdout[-4000:]
-    table = result.stdout[result.stdout.index("phase       status"):]
+    table = result.stdout[result.stdout.index("phase       status") :]
     assert [line.split()[:2] for line in table.splitlines()[1:7]] == [[p, "ok"] for p in PHASES]
 
     report = phases["report"]

@@ -18,10 +18,20 @@ pytestmark = pytest.mark.skipif(keras.backend.backend() != "jax", reason="a JAX 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tools", "accelerator_check_jax.py")
 # Runs the script as __main__ with `import tensorflow` failing, as on a host without TensorFlow.
-WITHOUT_TENSORFLOW = ("import runpy, sys; sys.modules['tensorflow'] = None; sys.argv[0] = sys.argv[1]; "
-                      "del sys.argv[1]; runpy.run_path(sys.argv[0], run_name='__main__')")
-PHASES = ["devices", "matmul", "lamb_vs_float64", "kbert_lamb_32", "hub_lamb_32", "hub_adamw_32", "flash_off_32",
-          "flash_on_32"]
+WITHOUT_TENSORFLOW = (
+    "import runpy, sys; sys.modules['tensorflow'] = None; sys.argv[0] = sys.argv[1]; "
+    "del sys.argv[1]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+PHASES = [
+    "devices",
+    "matmul",
+    "lamb_vs_float64",
+    "kbert_lamb_32",
+    "hub_lamb_32",
+    "hub_adamw_32",
+    "flash_off_32",
+    "flash_on_32",
+]
 
 
 @pytest.fixture(scope="module")
@@ -36,15 +46,19 @@ def tool():
 
 def test_smoke_run_without_tensorflow_reports_every_phase_ok(tmp_path):
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-    result = subprocess.run([sys.executable, "-c", WITHOUT_TENSORFLOW, SCRIPT, "--smoke",
-                             f"--json={tmp_path / 'check.json'}"], env=env, capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TENSORFLOW, SCRIPT, "--smoke", f"--json={tmp_path / 'check.json'}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     report = json.loads((tmp_path / "check.json").read_text())
     phases = report["phases"]
     assert list(phases) == PHASES and report["ok"] and report["smoke"]
     assert {name: r["status"] for name, r in phases.items()} == dict.fromkeys(PHASES, "ok"), result.stdout[-4000:]
-    table = result.stdout[result.stdout.index("phase            status"):].splitlines()[1:len(PHASES) + 1]
+    table = result.stdout[result.stdout.index("phase            status") :].splitlines()[1 : len(PHASES) + 1]
     assert [line.split()[:2] for line in table] == [[name, "ok"] for name in PHASES]
 
     devices = phases["devices"]

@@ -51,10 +51,15 @@ def test_leaf_modules_import_nothing_from_kbert():
 
 def _edits_sys_path(path: pathlib.Path) -> bool:
     """Whether a file calls a method of `sys.path` (insert, append, ...)."""
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-               and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "path"
-               and isinstance(node.func.value.value, ast.Name) and node.func.value.value.id == "sys"
-               for node in ast.walk(ast.parse(path.read_text())))
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "path"
+        and isinstance(node.func.value.value, ast.Name)
+        and node.func.value.value.id == "sys"
+        for node in ast.walk(ast.parse(path.read_text()))
+    )
 
 
 def test_tools_and_tests_import_kbert_as_a_package_and_no_tool_imports_the_demo():
@@ -67,16 +72,28 @@ def test_tools_and_tests_import_kbert_as_a_package_and_no_tool_imports_the_demo(
 
 def _kbert_modules(path: pathlib.Path) -> set[str]:
     """The kbert modules a file imports from (`from kbert.training.loop import x` -> `kbert.training.loop`)."""
-    return {node.module for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("kbert.")} | \
-        {alias.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Import)
-         for alias in node.names if alias.name.startswith("kbert.")}
+    return {
+        node.module
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("kbert.")
+    } | {
+        alias.name
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name.startswith("kbert.")
+    }
 
 
 def test_mslt_holds_the_plan_and_growth_and_no_loop():
     """kbert/mslt makes stages for the engine; it never runs them, so it imports no loop, trainer or engine."""
-    running = {"kbert.training", "kbert.training.loop", "kbert.training.trainer", "kbert.training.engine",
-               "kbert.training.build_ahead"}
+    running = {
+        "kbert.training",
+        "kbert.training.loop",
+        "kbert.training.trainer",
+        "kbert.training.engine",
+        "kbert.training.build_ahead",
+    }
     for path in sorted((KBERT / "mslt").rglob("*.py")):
         assert not _kbert_modules(path) & running, f"{path.relative_to(KBERT.parent)} imports the loop"
 
@@ -85,13 +102,21 @@ def test_the_replica_step_is_at_most_six_calls_below_kbert_pretrain():
     """main -> experiment.run -> PretrainingRun.train -> loop.train -> PretrainingTrainer.train -> _loop_fn ->
     strategy.run(_apply_step): the path docs/architecture.md lists, read off the source (each function on it
     calls the next by name), for a plain, a two-phase and an MSLT run alike."""
-    path = [("cli/pretrain.py", "main", "run"), ("experiment.py", "run", "train"),
-            ("training/engine.py", "train", "train"), ("training/loop.py", "train", "train"),
-            ("training/trainer.py", "train", "_loop"), ("training/trainer.py", "_loop_fn", "run")]
+    path = [
+        ("cli/pretrain.py", "main", "run"),
+        ("experiment.py", "run", "train"),
+        ("training/engine.py", "train", "train"),
+        ("training/loop.py", "train", "train"),
+        ("training/trainer.py", "train", "_loop"),
+        ("training/trainer.py", "_loop_fn", "run"),
+    ]
     for file, function, callee in path:
         tree = ast.parse((KBERT / file).read_text())
         body = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == function)
-        called = {getattr(call.func, "attr", getattr(call.func, "id", None))
-                  for call in ast.walk(body) if isinstance(call, ast.Call)}
+        called = {
+            getattr(call.func, "attr", getattr(call.func, "id", None))
+            for call in ast.walk(body)
+            if isinstance(call, ast.Call)
+        }
         assert callee in called, f"kbert/{file}: {function} no longer calls {callee}"
     assert len(path) <= 6  # the last hop, strategy.run(self._apply_step, ...), runs the replica step

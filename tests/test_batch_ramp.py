@@ -39,8 +39,12 @@ def test_micro_batches_grow_linearly_and_count_up():
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(ramp.micro_batches(np.arange(7))), expected)
     for start, end in [(0, 7), (2, 5), (4, 6), (5, 5)]:
         assert ramp.micro_batches_between(start, end) == sum(expected[start:end])
-    for bad in [dict(first=0, full=4, steps=2), dict(first=4, full=4, steps=2), dict(first=1, full=4, steps=0),
-                dict(first=1, full=4, steps=2, rate_scaling="cube")]:
+    for bad in [
+        dict(first=0, full=4, steps=2),
+        dict(first=4, full=4, steps=2),
+        dict(first=1, full=4, steps=0),
+        dict(first=1, full=4, steps=2, rate_scaling="cube"),
+    ]:
         with pytest.raises(ValueError, match="needs 0 < first < full"):
             BatchRamp(**bad)
 
@@ -60,9 +64,16 @@ def test_the_rate_is_the_schedules_scaled_to_the_batch_and_round_trips(scaling, 
 def _trainer(config, model, optimizer, skip=0, **overrides):
     t = config.train.replace(**overrides)
     make = dataset_fn(config, True, None)
-    return PretrainingTrainer(tf.distribute.get_strategy(), model, optimizer, lambda context: make(context).skip(skip),
-                              global_step=tf.Variable(0, dtype=tf.int64), global_batch_size=t.global_batch_size,
-                              accumulation_steps=t.gradient_accumulation_steps, batch_ramp=t.batch_ramp())
+    return PretrainingTrainer(
+        tf.distribute.get_strategy(),
+        model,
+        optimizer,
+        lambda context: make(context).skip(skip),
+        global_step=tf.Variable(0, dtype=tf.int64),
+        global_batch_size=t.global_batch_size,
+        accumulation_steps=t.gradient_accumulation_steps,
+        batch_ramp=t.batch_ramp(),
+    )
 
 
 def test_each_step_trains_its_ramped_batch_at_its_scaled_rate_and_normalises_by_it(tmp_path, data):
@@ -81,9 +92,15 @@ def test_each_step_trains_its_ramped_batch_at_its_scaled_rate_and_normalises_by_
     trained = []
     first = trainer.train(1)
     trained.append(int(trainer.sequences_trained.numpy()))
-    one = _trainer(config, reference, LAMB(rate, weight_decay=0.01, exclude_from_weight_decay=config.optimizer
-                                           .exclude_from_weight_decay), global_batch_size=2,
-                   gradient_accumulation_steps=1, batch_ramp_start=0, batch_ramp_steps=0)
+    one = _trainer(
+        config,
+        reference,
+        LAMB(rate, weight_decay=0.01, exclude_from_weight_decay=config.optimizer.exclude_from_weight_decay),
+        global_batch_size=2,
+        gradient_accumulation_steps=1,
+        batch_ramp_start=0,
+        batch_ramp_steps=0,
+    )
     one_metrics = one.train(1)
     for a, b in zip(ramped.get_weights(), reference.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
@@ -91,8 +108,16 @@ def test_each_step_trains_its_ramped_batch_at_its_scaled_rate_and_normalises_by_
 
     second = trainer.train(1)
     trained.append(int(trainer.sequences_trained.numpy()))
-    two = _trainer(config, reference, LAMB(1e-3), skip=1, global_batch_size=4, gradient_accumulation_steps=2,
-                   batch_ramp_start=0, batch_ramp_steps=0)
+    two = _trainer(
+        config,
+        reference,
+        LAMB(1e-3),
+        skip=1,
+        global_batch_size=4,
+        gradient_accumulation_steps=2,
+        batch_ramp_start=0,
+        batch_ramp_steps=0,
+    )
     np.testing.assert_allclose(second["gradient_norm"], two.train(1)["gradient_norm"], rtol=1e-5)
     for _ in range(3):
         trainer.train(1)
@@ -106,22 +131,28 @@ def test_a_run_ramps_its_first_phase_only(tmp_path, data):
     first, second = [stage.config.train for stage in stages_of(config)]
     assert first.batch_ramp() == BatchRamp(1, 4, 3) and second.batch_ramp() is None
     lines = []
-    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
-                             print_fn=lambda *a, **k: lines.append(a[0]))
+    summary = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: lines.append(a[0])
+    )
     # phase 1: 1 + 2 + 3 + 4 micro-batches of 2; phase 2: two full batches of 8
     assert summary["global_step"] == 6 and summary["sequences_trained"] == 20 + 16
 
 
-@pytest.mark.parametrize("override, message", [
-    ("train.batch_ramp_start=2", r"train.batch_ramp_start=2 and train.batch_ramp_steps=0: set both"),
-    ("train.batch_ramp_start=3,train.batch_ramp_steps=2,train.gradient_accumulation_steps=4",
-     r"train.batch_ramp_start=3 must be a multiple of the micro-batch \(train.global_batch_size=8 / "
-     r"gradient_accumulation_steps=4 = 2\).*gradient_accumulation_steps=8\)"),
-    ("train.batch_ramp_start=4,train.batch_ramp_steps=2", r"multiple of the micro-batch.*= 8\)"),
-    ("train.batch_ramp_start=8,train.batch_ramp_steps=2,train.gradient_accumulation_steps=4", "below global_batch"),
-    (f"{RAMP},train.batch_ramp_steps=7", r"train.batch_ramp_steps=7 is longer than the 6 steps"),
-    (f"{RAMP},train.batch_ramp_rate_scaling=cube", r"batch_ramp_rate_scaling='cube': choose one of sqrt, linear"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("train.batch_ramp_start=2", r"train.batch_ramp_start=2 and train.batch_ramp_steps=0: set both"),
+        (
+            "train.batch_ramp_start=3,train.batch_ramp_steps=2,train.gradient_accumulation_steps=4",
+            r"train.batch_ramp_start=3 must be a multiple of the micro-batch \(train.global_batch_size=8 / "
+            r"gradient_accumulation_steps=4 = 2\).*gradient_accumulation_steps=8\)",
+        ),
+        ("train.batch_ramp_start=4,train.batch_ramp_steps=2", r"multiple of the micro-batch.*= 8\)"),
+        ("train.batch_ramp_start=8,train.batch_ramp_steps=2,train.gradient_accumulation_steps=4", "below global_batch"),
+        (f"{RAMP},train.batch_ramp_steps=7", r"train.batch_ramp_steps=7 is longer than the 6 steps"),
+        (f"{RAMP},train.batch_ramp_rate_scaling=cube", r"batch_ramp_rate_scaling='cube': choose one of sqrt, linear"),
+    ],
+)
 def test_a_ramp_that_cannot_work_is_refused_at_load(tmp_path, data, override, message):
     with pytest.raises(ConfigError, match=message):
         _experiment(tmp_path, data, override)

@@ -20,10 +20,21 @@ DIRECT = ("--runner=DirectRunner",)
 def local_and_beam(tmp_path, vocab_file, source, input_format, config, **kwargs):
     local = shard_paths(str(tmp_path / "local.tfrecord"), 3)
     fmt = documents.InputFormat(input_format)
-    local_summary = create_pretraining_data([source], local, vocab_file, True, config, unit_bytes=400,
-                                            input_format=fmt, **kwargs)
-    beam_summary = run_beam([source], str(tmp_path / "beam.tfrecord"), 3, vocab_file, True, config,
-                            unit_bytes=400, input_format=fmt, pipeline_args=DIRECT, **kwargs)
+    local_summary = create_pretraining_data(
+        [source], local, vocab_file, True, config, unit_bytes=400, input_format=fmt, **kwargs
+    )
+    beam_summary = run_beam(
+        [source],
+        str(tmp_path / "beam.tfrecord"),
+        3,
+        vocab_file,
+        True,
+        config,
+        unit_bytes=400,
+        input_format=fmt,
+        pipeline_args=DIRECT,
+        **kwargs,
+    )
     beam_files = shard_paths(str(tmp_path / "beam.tfrecord"), 3)
     return (sum(records_of(local), []), local_summary), (sum(records_of(beam_files), []), beam_summary)
 
@@ -32,8 +43,7 @@ def local_and_beam(tmp_path, vocab_file, source, input_format, config, **kwargs)
 def test_beam_writes_the_local_tools_records(tmp_path, vocab_file, objective, input_format):
     source = write_corpus(tmp_path, corpus_documents(), input_format)
     config = InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2, objective=objective)
-    (local, local_summary), (beam, beam_summary) = local_and_beam(tmp_path, vocab_file, source, input_format,
-                                                                  config)
+    (local, local_summary), (beam, beam_summary) = local_and_beam(tmp_path, vocab_file, source, input_format, config)
     assert len(local) > 50 and collections.Counter(beam) == collections.Counter(local)
     assert beam_summary.counts() == local_summary.counts()
     assert beam_summary.format().splitlines()[0] == local_summary.format().splitlines()[0]
@@ -41,6 +51,7 @@ def test_beam_writes_the_local_tools_records(tmp_path, vocab_file, objective, in
 
 def test_beam_gzip_and_one_shard(tmp_path, vocab_file):
     import tensorflow as tf
+
     source = write_corpus(tmp_path, corpus_documents(num_docs=6), "text")
     config = InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, objective="mlm", no_masking=True)
     out = tmp_path / "one.tfrecord"
@@ -54,8 +65,16 @@ def test_a_bad_first_file_fails_before_the_pipeline(tmp_path, vocab_file):
     source = tmp_path / "corpus.jsonl"
     source.write_text('{"body": "w1."}\n' * 3)
     with pytest.raises(InputDataError, match="all 3 records are bad"):
-        run_beam([str(source)], str(tmp_path / "out"), 1, vocab_file, True, InstanceConfig(objective="mlm"),
-                 input_format=documents.InputFormat("jsonl"), pipeline_args=DIRECT)
+        run_beam(
+            [str(source)],
+            str(tmp_path / "out"),
+            1,
+            vocab_file,
+            True,
+            InstanceConfig(objective="mlm"),
+            input_format=documents.InputFormat("jsonl"),
+            pipeline_args=DIRECT,
+        )
     assert not list(tmp_path.glob("out*"))
 
 
@@ -65,20 +84,40 @@ def test_the_command_line_runs_on_beam(tmp_path, vocab_file):
     import os
     import subprocess
     import sys
+
     source = write_corpus(tmp_path, corpus_documents(), "jsonl")
-    common = [sys.executable, "tools/create_pretraining_data.py", f"--input_file={source}", "--input_format=jsonl",
-              f"--vocab_file={vocab_file}", "--max_seq_length=32", "--max_predictions_per_seq=5", "--objective=mlm",
-              "--num_output_shards=2", "--work_unit_mb=0.0004"]
+    common = [
+        sys.executable,
+        "tools/create_pretraining_data.py",
+        f"--input_file={source}",
+        "--input_format=jsonl",
+        f"--vocab_file={vocab_file}",
+        "--max_seq_length=32",
+        "--max_predictions_per_seq=5",
+        "--objective=mlm",
+        "--num_output_shards=2",
+        "--work_unit_mb=0.0004",
+    ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     runs = {}
-    for name, extra in (("local", []), ("beam", ["--runner=DirectRunner",
-                                                 "--beam_pipeline_args=--direct_running_mode=in_memory"])):
-        result = subprocess.run(common + [f"--output_file={tmp_path / name}"] + extra, cwd=root, env=env,
-                                capture_output=True, text=True, timeout=300)
+    for name, extra in (
+        ("local", []),
+        ("beam", ["--runner=DirectRunner", "--beam_pipeline_args=--direct_running_mode=in_memory"]),
+    ):
+        result = subprocess.run(
+            common + [f"--output_file={tmp_path / name}"] + extra,
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr
-        runs[name] = (sorted(sum(records_of(shard_paths(str(tmp_path / name), 2)), [])),
-                      next(line for line in result.stdout.splitlines() if line.startswith("documents:")))
+        runs[name] = (
+            sorted(sum(records_of(shard_paths(str(tmp_path / name), 2)), [])),
+            next(line for line in result.stdout.splitlines() if line.startswith("documents:")),
+        )
     assert runs["beam"] == runs["local"] and len(runs["local"][0]) > 50
 
 
@@ -86,14 +125,21 @@ def test_beam_packs_the_local_tools_rows(tmp_path, vocab_file):
     """Packing on Beam: chunks that span files, cut as the local tool cuts them, give the same set of rows."""
     from kbert.data.beam_pretraining_data import run_beam_packing
     from kbert.data.pack_pretraining_data import pack_pretraining_data
+
     source = write_corpus(tmp_path, corpus_documents(), "text")
     unpacked = shard_paths(str(tmp_path / "unpacked.tfrecord"), 3)
-    create_pretraining_data([source], unpacked, vocab_file, True,
-                            InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, short_seq_prob=0.5))
+    create_pretraining_data(
+        [source],
+        unpacked,
+        vocab_file,
+        True,
+        InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, short_seq_prob=0.5),
+    )
     local = shard_paths(str(tmp_path / "local.tfrecord"), 2)
     local_summary = pack_pretraining_data(unpacked, local, sequences_per_row=3, chunk_records=37)
-    beam_summary = run_beam_packing(unpacked, str(tmp_path / "beam.tfrecord"), 2, sequences_per_row=3,
-                                    chunk_records=37, pipeline_args=DIRECT)
+    beam_summary = run_beam_packing(
+        unpacked, str(tmp_path / "beam.tfrecord"), 2, sequences_per_row=3, chunk_records=37, pipeline_args=DIRECT
+    )
     beam = sum(records_of(shard_paths(str(tmp_path / "beam.tfrecord"), 2)), [])
     assert local_summary.chunks > 2 and sorted(beam) == sorted(sum(records_of(local), []))
     assert dataclasses.replace(beam_summary, seconds=0) == dataclasses.replace(local_summary, seconds=0)
@@ -103,14 +149,30 @@ def test_the_packing_command_line_runs_on_beam(tmp_path, vocab_file):
     import os
     import subprocess
     import sys
+
     source = write_corpus(tmp_path, corpus_documents(num_docs=8), "text")
     unpacked = str(tmp_path / "unpacked.tfrecord")
-    create_pretraining_data([source], [unpacked], vocab_file, True,
-                            InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, short_seq_prob=0.5))
+    create_pretraining_data(
+        [source],
+        [unpacked],
+        vocab_file,
+        True,
+        InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, short_seq_prob=0.5),
+    )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    result = subprocess.run([sys.executable, "tools/pack_pretraining_data.py", f"--input_file={unpacked}",
-                             f"--output_file={tmp_path / 'packed'}", "--runner=DirectRunner"], cwd=root,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "tools/pack_pretraining_data.py",
+            f"--input_file={unpacked}",
+            f"--output_file={tmp_path / 'packed'}",
+            "--runner=DirectRunner",
+        ],
+        cwd=root,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "sequences per row: mean" in result.stdout and (tmp_path / "packed").stat().st_size > 0

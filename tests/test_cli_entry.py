@@ -26,16 +26,23 @@ entry.run(main, "kbert-x")
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-c", PROGRAM, *args], env=cli_env(), capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", PROGRAM, *args], env=cli_env(), capture_output=True, text=True, timeout=300
+    )
 
 
-@pytest.mark.parametrize("case, line", [
-    ("config", "kbert-x: error: train.total_steps=-1 must be positive."),
-    ("disk", "kbert-x: error: ResourceExhausted: /data/run/checkpoints/ckpt-9_temp; No space left on device (out of "
-             "disk space or memory: free some (or lower the batch size) and rerun the same command, which resumes "
-             "from the last checkpoint)."),
-])
+@pytest.mark.parametrize(
+    "case, line",
+    [
+        ("config", "kbert-x: error: train.total_steps=-1 must be positive."),
+        (
+            "disk",
+            "kbert-x: error: ResourceExhausted: /data/run/checkpoints/ckpt-9_temp; No space left on device (out of "
+            "disk space or memory: free some (or lower the batch size) and rerun the same command, which resumes "
+            "from the last checkpoint).",
+        ),
+    ],
+)
 def test_user_errors_are_one_line(case, line):
     result = _run(case)
     assert result.returncode == 1 and result.stderr.strip().splitlines()[-1] == line, result.stderr
@@ -57,9 +64,18 @@ def test_kbert_pretrain_shows_only_its_own_lines_unless_verbose(tmp_path):
     config = write_config(str(tmp_path / "c.yaml"), data, data, train={"total_steps": 2})
     env = cli_env()
     env.pop("TF_CPP_MIN_LOG_LEVEL")
-    command = [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config}",
-               f"--model_dir={tmp_path / 'run'}", "--mode=train_and_eval"]
+    command = [
+        sys.executable,
+        "-m",
+        "kbert.run_pretraining",
+        f"--config_file={config}",
+        f"--model_dir={tmp_path / 'run'}",
+        "--mode=train_and_eval",
+    ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stderr == "", result.stderr[-2000:]
     assert [line.split(" |")[0] for line in result.stdout.splitlines()] == [
-        "kbert-pretrain: devices: CPU x1", "step 2/2", "eval"]
+        "kbert-pretrain: devices: CPU x1",
+        "step 2/2",
+        "eval",
+    ]

@@ -20,8 +20,7 @@ def test_pairs_are_deterministic_balanced_and_labelled_by_document():
     assert len(pairs) == 200 and sum(p["label"] for p in pairs) == 100
     assert 0 < sum(p["label"] for p in pairs[:100]) < 100  # shuffled, not positives first
     for pair in pairs:
-        (doc_a, pos_a), (doc_b, pos_b) = ((int(w) for w in p.split()[2:5:2]) for p in (pair["text_a"],
-                                                                                        pair["text_b"]))
+        (doc_a, pos_a), (doc_b, pos_b) = ((int(w) for w in p.split()[2:5:2]) for p in (pair["text_a"], pair["text_b"]))
         if pair["label"]:
             assert doc_a == doc_b and 2 <= pos_b - pos_a <= coherence_task.WINDOW
         else:
@@ -40,8 +39,9 @@ def test_eval_pairs_come_from_held_out_documents_without_any_sentence_seen_in_tr
     held_out = _documents(3, 10, "held")
     held_out[0][4] = train[2][7]  # a boilerplate line both splits share
     train_file, eval_file = coherence_task.write_task(train, held_out, str(tmp_path), 40, 20)
-    rows = {name: [json.loads(line) for line in open(path)] for name, path in (("train", train_file),
-                                                                               ("eval", eval_file))}
+    rows = {
+        name: [json.loads(line) for line in open(path)] for name, path in (("train", train_file), ("eval", eval_file))
+    }
     assert [len(rows["train"]), len(rows["eval"])] == [40, 20]
     assert sum(r["label"] for r in rows["eval"]) == 10
     train_sentences = {s for d in train for s in d}

@@ -18,15 +18,18 @@ def _error(config_class, override: str) -> str:
     return str(raised.value)
 
 
-@pytest.mark.parametrize("override, message", [
-    ("optimizer.beta_1=1.5", "optimizer.beta_1=1.5 must be in [0, 1)."),
-    ("optimizer.epsilon=0", "optimizer.epsilon=0.0 must be positive"),
-    ("optimizer.exclude_from_weight_decay=['(']", "optimizer.exclude_from_weight_decay: '(' is not a regular"),
-    ("optimizer.global_clipnorm=-1", "optimizer.global_clipnorm=-1.0 must be positive, or unset."),
-    ("schedule.power=-1", "schedule.power=-1.0 must be >= 0."),
-    ("schedule.end_learning_rate=1.0", "schedule.end_learning_rate=1.0 must be in [0, peak_learning_rate]."),
-    ("schedule.peak_learning_rate=1e39", "schedule.peak_learning_rate=1e+39 is not a finite float32 number."),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("optimizer.beta_1=1.5", "optimizer.beta_1=1.5 must be in [0, 1)."),
+        ("optimizer.epsilon=0", "optimizer.epsilon=0.0 must be positive"),
+        ("optimizer.exclude_from_weight_decay=['(']", "optimizer.exclude_from_weight_decay: '(' is not a regular"),
+        ("optimizer.global_clipnorm=-1", "optimizer.global_clipnorm=-1.0 must be positive, or unset."),
+        ("schedule.power=-1", "schedule.power=-1.0 must be >= 0."),
+        ("schedule.end_learning_rate=1.0", "schedule.end_learning_rate=1.0 must be in [0, peak_learning_rate]."),
+        ("schedule.peak_learning_rate=1e39", "schedule.peak_learning_rate=1e+39 is not a finite float32 number."),
+    ],
+)
 def test_a_shared_key_is_checked_the_same_in_both_commands(override, message):
     assert message in _error(ExperimentConfig, override)
     assert message in _error(FinetuneConfig, override)

@@ -37,9 +37,16 @@ def _domain_rows(rng, count):
         positions = np.sort(rng.choice(np.arange(1, SEQ - 1), PREDS, replace=False)).astype(np.int64)
         labels = ids[positions].copy()
         ids[positions] = MASK
-        rows.append({"input_ids": ids, "input_mask": np.ones(SEQ, np.int64), "segment_ids": np.zeros(SEQ, np.int64),
-                     "masked_lm_positions": positions, "masked_lm_ids": labels,
-                     "masked_lm_weights": np.ones(PREDS, np.float32)})
+        rows.append(
+            {
+                "input_ids": ids,
+                "input_mask": np.ones(SEQ, np.int64),
+                "segment_ids": np.zeros(SEQ, np.int64),
+                "masked_lm_positions": positions,
+                "masked_lm_ids": labels,
+                "masked_lm_weights": np.ones(PREDS, np.float32),
+            }
+        )
     return rows
 
 
@@ -55,19 +62,31 @@ def domain(tmp_path_factory):
     root = tmp_path_factory.mktemp("domain")
     rng = np.random.default_rng(0)
     eval_rows = _domain_rows(rng, 16)
-    return (_write(str(root / "train.tfrecord"), _domain_rows(rng, 64)), _write(str(root / "eval.tfrecord"),
-            eval_rows), eval_rows)
+    return (
+        _write(str(root / "train.tfrecord"), _domain_rows(rng, 64)),
+        _write(str(root / "eval.tfrecord"), eval_rows),
+        eval_rows,
+    )
 
 
 def _config(path, init, train_files, eval_files, **sections):
     """An experiment with no model section: everything about the model comes from `init`."""
-    config = {"data": {"train_files": train_files, "eval_files": eval_files, "seq_length": SEQ,
-                       "max_predictions": PREDS},
-              "optimizer": {"type": "adamw", "weight_decay": 0.01},
-              "schedule": {"peak_learning_rate": 3e-3, "warmup_steps": 2, "power": 1.0},
-              "train": {"init_checkpoint": init, "global_batch_size": 8, "total_steps": 24, "steps_per_loop": 4,
-                        "checkpoint_interval": 8, "summary_interval": 4, "max_checkpoints": 3, "deterministic": True},
-              "eval": {"global_batch_size": 8}}
+    config = {
+        "data": {"train_files": train_files, "eval_files": eval_files, "seq_length": SEQ, "max_predictions": PREDS},
+        "optimizer": {"type": "adamw", "weight_decay": 0.01},
+        "schedule": {"peak_learning_rate": 3e-3, "warmup_steps": 2, "power": 1.0},
+        "train": {
+            "init_checkpoint": init,
+            "global_batch_size": 8,
+            "total_steps": 24,
+            "steps_per_loop": 4,
+            "checkpoint_interval": 8,
+            "summary_interval": 4,
+            "max_checkpoints": 3,
+            "deterministic": True,
+        },
+        "eval": {"global_batch_size": 8},
+    }
     for section, values in sections.items():
         config.setdefault(section, {}).update(values)
     with open(path, "w") as f:
@@ -76,8 +95,9 @@ def _config(path, init, train_files, eval_files, **sections):
 
 
 def _batch(rows):
-    return {k: np.stack([r[k] for r in rows]).astype(np.float32 if k == "masked_lm_weights" else np.int32)
-            for k in rows[0]}
+    return {
+        k: np.stack([r[k] for r in rows]).astype(np.float32 if k == "masked_lm_weights" else np.int32) for k in rows[0]
+    }
 
 
 def _reference_loss(tensors, config, rows):
@@ -107,11 +127,13 @@ def test_continuing_a_bert_model_lowers_held_out_loss(tmp_path, domain):
     assert config.model.bert_config() == imported_checkpoint(hf).config
 
     lines = []
-    before = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), "eval",
-                            print_fn=lambda *a, **k: lines.append(a[0]))
+    before = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), "eval", print_fn=lambda *a, **k: lines.append(a[0])
+    )
     assert lines[0] == f"{hf} (Hugging Face BertModel) has no masked-LM head and next-sentence head: they start fresh."
-    trained = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), "train_and_eval",
-                             print_fn=lambda *a, **k: None)
+    trained = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), "train_and_eval", print_fn=lambda *a, **k: None
+    )
     losses = [e["masked_lm_loss"] for e in trained["evaluations"]]
     print("held-out masked-LM loss: before", before["eval"]["masked_lm_loss"], "during", losses)
     assert len(losses) == 6 and losses[-1] < losses[0]
@@ -132,8 +154,9 @@ def test_an_imported_model_with_its_head_is_scored_as_it_is(tmp_path, domain):
     tensors = hf_tensors(HF_CONFIG, architecture="BertForMaskedLM")
     hf = write_hf(tmp_path / "hf", tensors=tensors)
     config = load_experiment(_config(tmp_path / "c.yaml", hf, train_files, eval_files))
-    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), "eval",
-                             print_fn=lambda *a, **k: None)
+    summary = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), "eval", print_fn=lambda *a, **k: None
+    )
     reference = _reference_loss(tensors, config.model.bert_config(), eval_rows)
     assert summary["eval"]["masked_lm_loss"] == pytest.approx(reference, rel=1e-5, abs=1e-5)
 
@@ -146,11 +169,18 @@ def test_a_keras_hub_preset_is_scored_as_keras_hub_scores_it(tmp_path, domain):
     task = write_keras_hub_preset(tmp_path / "preset", masked_lm=True)
     config = load_experiment(_config(tmp_path / "c.yaml", str(tmp_path / "preset"), train_files, eval_files))
     assert config.data.vocab_file.endswith(os.path.join("assets", "tokenizer", "vocabulary.txt"))
-    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), "eval",
-                             print_fn=lambda *a, **k: None)
+    summary = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), "eval", print_fn=lambda *a, **k: None
+    )
     batch = _batch(eval_rows)
-    logits = task({"token_ids": batch["input_ids"], "segment_ids": batch["segment_ids"],
-                   "padding_mask": batch["input_mask"], "mask_positions": batch["masked_lm_positions"]})
+    logits = task(
+        {
+            "token_ids": batch["input_ids"],
+            "segment_ids": batch["segment_ids"],
+            "padding_mask": batch["input_mask"],
+            "mask_positions": batch["masked_lm_positions"],
+        }
+    )
     assert summary["eval"]["masked_lm_loss"] == pytest.approx(_loss(logits, batch), rel=1e-5, abs=1e-5)
 
 
@@ -158,9 +188,11 @@ def test_model_fields_and_records_that_do_not_fit_are_one_line(tmp_path, domain)
     train_files, eval_files, _ = domain
     hf = write_hf(tmp_path / "hf", {"layer_norm_eps": 1e-7})
     files = _config(tmp_path / "c.yaml", hf, train_files, eval_files)
-    for override, named in (("model.overrides.layer_norm_eps=1e-12", "layer_norm_eps='1e-12' (checkpoint: 1e-07)"),
-                            ("model.bert=bert_tiny", "hidden_size=128 (checkpoint: 32)"),
-                            ("model.overrides.hidden_act=gelu_new", "hidden_act='gelu_new' (checkpoint: 'gelu')")):
+    for override, named in (
+        ("model.overrides.layer_norm_eps=1e-12", "layer_norm_eps='1e-12' (checkpoint: 1e-07)"),
+        ("model.bert=bert_tiny", "hidden_size=128 (checkpoint: 32)"),
+        ("model.overrides.hidden_act=gelu_new", "hidden_act='gelu_new' (checkpoint: 'gelu')"),
+    ):
         with pytest.raises(ConfigError) as raised:
             load_experiment(files, override)
         assert named in str(raised.value) and "\n" not in str(raised.value), override
@@ -188,11 +220,14 @@ def test_mslt_deepens_an_hf_model_training_only_the_new_blocks(tmp_path, domain)
         load_experiment(files, "mslt.stages=[{num_layers: 2, steps: 4}]")
     assert "\n" not in str(raised.value)
     with pytest.raises(PlanError, match=r"num_layers=2: must be greater than train.init_checkpoint's 2"):
-        load_experiment(files, "model.overrides.num_hidden_layers=4,mslt.stages=[{num_layers: 2, steps: 4}, "
-                               "{num_layers: 4, steps: 4}]")
+        load_experiment(
+            files,
+            "model.overrides.num_hidden_layers=4,mslt.stages=[{num_layers: 2, steps: 4}, {num_layers: 4, steps: 4}]",
+        )
     with pytest.raises(PlanError, match="mslt.init_layers=3, but"):
-        load_experiment(files, "model.overrides.num_hidden_layers=4,mslt.init_layers=3,"
-                               "mslt.stages=[{num_layers: 4, steps: 4}]")
+        load_experiment(
+            files, "model.overrides.num_hidden_layers=4,mslt.init_layers=3,mslt.stages=[{num_layers: 4, steps: 4}]"
+        )
     with open(files[0]) as f:
         values = yaml.safe_load(f)
     values.update(mslt=mslt, model={"overrides": {"num_hidden_layers": 4}})
@@ -200,15 +235,21 @@ def test_mslt_deepens_an_hf_model_training_only_the_new_blocks(tmp_path, domain)
     with open(files[0], "w") as f:
         yaml.safe_dump(values, f)
     lines = []
-    experiment.run(load_experiment(files), str(tmp_path / "run"), make_strategy("one_device"), "train",
-                   print_fn=lambda *a, **k: lines.append(a[0]))
+    experiment.run(
+        load_experiment(files),
+        str(tmp_path / "run"),
+        make_strategy("one_device"),
+        "train",
+        print_fn=lambda *a, **k: lines.append(a[0]),
+    )
     assert any("  1       4  2-3 " in line for line in lines), lines  # the plan's table: stage 1 trains blocks 2-3
     assert any(line.startswith("Initialised the model from Hugging Face checkpoint") for line in lines)
     grown = checkpoint_weights(tmp_path / "run", 4)
     query = "model/bert.Slayer_{}.Sattention.Squery.Skernel/.ATTRIBUTES/VARIABLE_VALUE"
     for layer in (0, 1):  # the checkpoint's blocks, frozen, as the checkpoint holds them
-        np.testing.assert_array_equal(grown[query.format(layer)],
-                                      tensors[f"bert.encoder.layer.{layer}.attention.self.query.weight"].T)
+        np.testing.assert_array_equal(
+            grown[query.format(layer)], tensors[f"bert.encoder.layer.{layer}.attention.self.query.weight"].T
+        )
     assert not np.array_equal(grown[query.format(2)], tensors["bert.encoder.layer.0.attention.self.query.weight"].T)
 
 
@@ -216,8 +257,18 @@ def test_kbert_export_gives_back_the_hf_layout(tmp_path):
     tensors = hf_tensors(HF_CONFIG, architecture="BertForMaskedLM")
     hf = write_hf(tmp_path / "hf", tensors=tensors)
     out = tmp_path / "out"
-    result = run_cli([sys.executable, "-m", "kbert.cli.export", f"--checkpoint={hf}", "--format=hf",
-                      "--hf_architecture=BertForMaskedLM", f"--output_dir={out}"], env=cli_env())
+    result = run_cli(
+        [
+            sys.executable,
+            "-m",
+            "kbert.cli.export",
+            f"--checkpoint={hf}",
+            "--format=hf",
+            "--hf_architecture=BertForMaskedLM",
+            f"--output_dir={out}",
+        ],
+        env=cli_env(),
+    )
     assert "Wrote" in result.stdout and "BertForMaskedLM" in result.stdout
     back = load_file(str(out / "model.safetensors"))
     assert sorted(back) == sorted(tensors) and all(np.array_equal(back[n], tensors[n]) for n in tensors)

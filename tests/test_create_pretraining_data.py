@@ -67,8 +67,11 @@ def _read(path, seq_length, max_predictions, with_predictions=True, v2=False, co
 
 def _create(corpus, vocab_file, out, **kwargs):
     options = dict(max_seq_length=64, max_predictions_per_seq=20, dupe_factor=5)
-    run_options = {k: kwargs.pop(k) for k in ("num_workers", "use_v2_feature_names", "gzip", "unit_bytes",
-                                              "random_seed") if k in kwargs}
+    run_options = {
+        k: kwargs.pop(k)
+        for k in ("num_workers", "use_v2_feature_names", "gzip", "unit_bytes", "random_seed")
+        if k in kwargs
+    }
     options.update(kwargs)
     outputs = [str(out)] if not isinstance(out, list) else [str(o) for o in out]
     return create_pretraining_data([corpus], outputs, vocab_file, True, InstanceConfig(**options), **run_options)
@@ -139,8 +142,8 @@ def _check_segments(f, sentence_order):
     labels = f["next_sentence_labels"][:, 0]
     multi_sentence_a = np.zeros(len(labels), bool)
     for row in range(len(labels)):
-        doc_a, sent_a = _doc_and_sentence(f["input_ids"][row, 1:first_sep[row]])
-        doc_b, sent_b = _doc_and_sentence(f["input_ids"][row, first_sep[row] + 1:last_sep[row]])
+        doc_a, sent_a = _doc_and_sentence(f["input_ids"][row, 1 : first_sep[row]])
+        doc_b, sent_b = _doc_and_sentence(f["input_ids"][row, first_sep[row] + 1 : last_sep[row]])
         assert len(set(doc_a)) == 1 and len(set(doc_b)) == 1  # A and B are each one document's text
         same_document = doc_a[0] == doc_b[0]
         first_segment = sent_a
@@ -202,8 +205,12 @@ def test_model_garden_loader_reads_our_files(corpus, vocab_file, tmp_path):
         _create(corpus, vocab_file, out, use_v2_feature_names=v2)
         ours = _read(str(out), 64, 20, v2=v2)
         config = pretrain_dataloader.BertPretrainDataConfig(
-            input_path=str(out), global_batch_size=8, is_training=False, seq_length=64,
-            max_predictions_per_seq=20, use_v2_feature_names=v2,
+            input_path=str(out),
+            global_batch_size=8,
+            is_training=False,
+            seq_length=64,
+            max_predictions_per_seq=20,
+            use_v2_feature_names=v2,
         )
         batch = next(iter(pretrain_dataloader.BertPretrainDataLoader(config).load()))
         np.testing.assert_array_equal(batch["input_word_ids"].numpy(), ours[schema.file_name("input_ids", v2)][:8])
@@ -215,10 +222,19 @@ def test_model_garden_loader_reads_our_files(corpus, vocab_file, tmp_path):
 def test_we_read_model_garden_files(corpus, vocab_file, tmp_path):
     out = tmp_path / "mg.tfrecord"
     subprocess.run(
-        [sys.executable, "-m", "official.nlp.data.create_pretraining_data", f"--input_file={corpus}",
-         f"--output_file={out}", f"--vocab_file={vocab_file}", "--max_seq_length=64",
-         "--max_predictions_per_seq=20", "--dupe_factor=1"],
-        check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "official.nlp.data.create_pretraining_data",
+            f"--input_file={corpus}",
+            f"--output_file={out}",
+            f"--vocab_file={vocab_file}",
+            "--max_seq_length=64",
+            "--max_predictions_per_seq=20",
+            "--dupe_factor=1",
+        ],
+        check=True,
+        capture_output=True,
     )
     f = _read(str(out), 64, 20)
     assert len(f["input_ids"]) > 50 and (f["input_ids"][:, 0] == 2).all()
@@ -275,8 +291,7 @@ def test_bad_text_is_repaired_and_counted(vocab_file, tmp_path):
     corpus.write_bytes(
         b"w0 w0 \xff\xfe w0\nw1 w1\n\n\n\n"  # non-UTF-8 bytes; runs of blank lines
         b"w20 w20\n\n"  # a one-sentence document
-        b"\x01\x02\n\n"  # a document without any token
-        + huge.encode() + b"\nw2 w2\n\n" + b"w40 w41\nw42\n"
+        b"\x01\x02\n\n" + huge.encode() + b"\nw2 w2\n\n" + b"w40 w41\nw42\n"  # a document without any token
     )
     out = tmp_path / "bad.tfrecord"
     summary = _create(str(corpus), vocab_file, out, dupe_factor=3)
@@ -311,14 +326,23 @@ def test_crash_leaves_no_finished_looking_file(tmp_path):
 
 def test_cli_missing_input_names_flag_and_pattern(vocab_file, tmp_path, corpus):
     def cli(*args):
-        return subprocess.run([sys.executable, "tools/create_pretraining_data.py", *args],
-                              capture_output=True, text=True, cwd=ROOT)
+        return subprocess.run(
+            [sys.executable, "tools/create_pretraining_data.py", *args], capture_output=True, text=True, cwd=ROOT
+        )
 
-    missing = cli(f"--input_file={tmp_path}/nothing-*.txt", f"--output_file={tmp_path}/o.tfrecord",
-                  f"--vocab_file={vocab_file}")
+    missing = cli(
+        f"--input_file={tmp_path}/nothing-*.txt", f"--output_file={tmp_path}/o.tfrecord", f"--vocab_file={vocab_file}"
+    )
     assert missing.returncode != 0 and "--input_file" in missing.stderr and "nothing-*.txt" in missing.stderr
-    ok = cli(f"--input_file={corpus}", f"--output_file={tmp_path}/o", "--num_output_shards=2",
-             f"--vocab_file={vocab_file}", "--max_seq_length=64", "--dupe_factor=1", "--num_workers=2")
+    ok = cli(
+        f"--input_file={corpus}",
+        f"--output_file={tmp_path}/o",
+        "--num_output_shards=2",
+        f"--vocab_file={vocab_file}",
+        "--max_seq_length=64",
+        "--dupe_factor=1",
+        "--num_workers=2",
+    )
     assert ok.returncode == 0, ok.stderr
     assert "instances:" in ok.stdout and "[UNK] rate" in ok.stdout and "masked share" in ok.stdout
     assert sorted(p.name for p in tmp_path.glob("o-*")) == ["o-00000-of-00002", "o-00001-of-00002"]
@@ -340,6 +364,7 @@ def test_full_rows_drop_a_separator_that_would_open_a_row_and_carry_leftovers():
 
 def _corpus_documents(path):
     """Each document's token ids, from the synthetic corpus's text (`w7s` is `w7 ##s`)."""
+
     def ids(word):
         return [VOCAB.index(word[:-1]), VOCAB.index("##s")] if word.endswith("s") else [VOCAB.index(word)]
 
@@ -369,7 +394,7 @@ def test_mlm_rows_are_full_and_hold_every_document_whole(corpus, vocab_file, tmp
     separators = 0
     for ids, length in _written_order(shards):
         assert ids[0] == cls and ids[length - 1] == sep and ids[1] != sep
-        pieces = np.split(ids[1:length - 1], np.flatnonzero(ids[1:length - 1] == sep))
+        pieces = np.split(ids[1 : length - 1], np.flatnonzero(ids[1 : length - 1] == sep))
         pieces = [p[p != sep] for p in pieces]
         # Each [SEP] inside a row stands between two documents; only a row's end may hold [SEP] [SEP].
         assert all(len(p) for p in pieces[:-1])
@@ -391,8 +416,16 @@ def test_mlm_output_identical_for_any_worker_count(tmp_path, vocab_file):
     digests = []
     for workers in (1, 2):
         outs = [tmp_path / f"w{workers}-{i}.tfrecord" for i in range(2)]
-        summary = _create(corpus, vocab_file, outs, objective="mlm", num_workers=workers, unit_bytes=512,
-                          dupe_factor=3, do_whole_word_mask=True)
+        summary = _create(
+            corpus,
+            vocab_file,
+            outs,
+            objective="mlm",
+            num_workers=workers,
+            unit_bytes=512,
+            dupe_factor=3,
+            do_whole_word_mask=True,
+        )
         assert summary.units > 3
         digests.append([o.read_bytes() for o in outs])
     assert digests[0] == digests[1]
@@ -400,17 +433,28 @@ def test_mlm_output_identical_for_any_worker_count(tmp_path, vocab_file):
     tokens = np.concatenate([ids[:length] for ids, length in _written_order(shards)])
     words = np.concatenate([np.array(d) for d in _corpus_documents(corpus)])
     # --dupe_factor=3: every token three times, with new masks each pass.
-    np.testing.assert_array_equal(np.bincount(tokens, minlength=len(VOCAB))[len(SPECIAL):],
-                                  3 * np.bincount(words, minlength=len(VOCAB))[len(SPECIAL):])
+    np.testing.assert_array_equal(
+        np.bincount(tokens, minlength=len(VOCAB))[len(SPECIAL) :],
+        3 * np.bincount(words, minlength=len(VOCAB))[len(SPECIAL) :],
+    )
 
 
 @pytest.mark.parametrize("flag", ["--sentence_order", "--short_seq_prob=0.2"])
 def test_cli_refuses_sentence_pair_flags_with_mlm(corpus, vocab_file, tmp_path, flag):
     out = tmp_path / "o.tfrecord"
     result = subprocess.run(
-        [sys.executable, "tools/create_pretraining_data.py", f"--input_file={corpus}", f"--output_file={out}",
-         f"--vocab_file={vocab_file}", "--objective=mlm", flag],
-        capture_output=True, text=True, cwd=ROOT,
+        [
+            sys.executable,
+            "tools/create_pretraining_data.py",
+            f"--input_file={corpus}",
+            f"--output_file={out}",
+            f"--vocab_file={vocab_file}",
+            "--objective=mlm",
+            flag,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     errors = [line for line in result.stderr.splitlines() if "kbert-create-pretraining-data: error:" in line]
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr

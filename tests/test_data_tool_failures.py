@@ -42,17 +42,31 @@ def _snapshot(folder: pathlib.Path) -> dict[str, bytes]:
 
 def _run(tool: str, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, f"tools/{tool}.py", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, f"tools/{tool}.py", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
+    )
 
 
 def _create(data: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
     return _run("create_pretraining_data", f"--vocab_file={data / 'vocab.txt'}", *SMALL, *args)
 
 
-REFUSALS = ["empty_input", "directory_input", "input_is_output", "output_twice", "more_shards_than_instances",
-            "work_unit_mb", "blank_vocab_line", "only_special_tokens", "output_under_a_file", "no_text_column",
-            "all_records_bad", "dataset_not_a_folder", "runner_with_num_workers", "beam_args_without_runner"]
+REFUSALS = [
+    "empty_input",
+    "directory_input",
+    "input_is_output",
+    "output_twice",
+    "more_shards_than_instances",
+    "work_unit_mb",
+    "blank_vocab_line",
+    "only_special_tokens",
+    "output_under_a_file",
+    "no_text_column",
+    "all_records_bad",
+    "dataset_not_a_folder",
+    "runner_with_num_workers",
+    "beam_args_without_runner",
+]
 
 
 def _refusal(data: pathlib.Path, case: str) -> tuple[list[str], list[str]]:
@@ -66,38 +80,62 @@ def _refusal(data: pathlib.Path, case: str) -> tuple[list[str], list[str]]:
     (data / "corpus.csv").write_text("id,body\n1,w1 w2\n")
     (data / "corpus.jsonl").write_text('{"text": 1}\n{"text": "w1 w2"\n')
     return {
-        "empty_input": ([f"--input_file={data / 'empty.txt'}", f"--output_file={output}"],
-                        ["--input_file", "empty.txt", "no text"]),
-        "directory_input": ([f"--input_file={data / 'texts'}", f"--output_file={output}"],
-                            ["--input_file", "texts is a directory", "/*.txt"]),
-        "input_is_output": ([f"--input_file={corpus}", f"--output_file={corpus}"],
-                            ["--output_file", "corpus.txt is also --input_file"]),
-        "output_twice": ([f"--input_file={corpus}", f"--output_file={output},{data / 'x'},{output}"],
-                         ["--output_file", "train.tfrecord is named twice"]),
-        "more_shards_than_instances": ([f"--input_file={corpus}", f"--output_file={output}",
-                                        "--num_output_shards=500"],
-                                       ["--num_output_shards", "for 500 output files", "nothing was written"]),
-        "work_unit_mb": ([f"--input_file={corpus}", f"--output_file={output}", "--work_unit_mb=-1"],
-                         ["--work_unit_mb=-1", "must be positive"]),
-        "blank_vocab_line": ([f"--input_file={corpus}", f"--output_file={output}",
-                              f"--vocab_file={data / 'blank.txt'}"], ["--vocab_file", "blank.txt line 4 is blank"]),
-        "only_special_tokens": ([f"--input_file={corpus}", f"--output_file={output}",
-                                 f"--vocab_file={data / 'special.txt'}"],
-                                ["--vocab_file", "special.txt", "only reserved tokens", "kbert-build-vocab"]),
-        "output_under_a_file": ([f"--input_file={corpus}", f"--output_file={corpus}/train.tfrecord"],
-                                ["--output_file", "corpus.txt/train.tfrecord", "check the path"]),
-        "no_text_column": ([f"--input_file={data / 'corpus.csv'}", "--input_format=csv", f"--output_file={output}"],
-                           ["--text_column", "corpus.csv has no column 'text' (its columns: 'id', 'body')"]),
-        "all_records_bad": ([f"--input_file={data / 'corpus.jsonl'}", "--input_format=jsonl",
-                             f"--output_file={output}"],
-                            ["all 2 records are bad", "line 1: 'text' is int, not text", "--text_column=text"]),
-        "dataset_not_a_folder": ([f"--input_file={corpus}", "--input_format=hf_dataset", f"--output_file={output}"],
-                                 ["--input_file", "corpus.txt is a file", "save_to_disk"]),
-        "runner_with_num_workers": ([f"--input_file={corpus}", f"--output_file={output}", "--runner=DirectRunner",
-                                     "--num_workers=2"],
-                                    ["--num_workers", "--beam_pipeline_args=--direct_num_workers"]),
-        "beam_args_without_runner": ([f"--input_file={corpus}", f"--output_file={output}",
-                                      "--beam_pipeline_args=--direct_num_workers=2"], ["add --runner=DirectRunner"]),
+        "empty_input": (
+            [f"--input_file={data / 'empty.txt'}", f"--output_file={output}"],
+            ["--input_file", "empty.txt", "no text"],
+        ),
+        "directory_input": (
+            [f"--input_file={data / 'texts'}", f"--output_file={output}"],
+            ["--input_file", "texts is a directory", "/*.txt"],
+        ),
+        "input_is_output": (
+            [f"--input_file={corpus}", f"--output_file={corpus}"],
+            ["--output_file", "corpus.txt is also --input_file"],
+        ),
+        "output_twice": (
+            [f"--input_file={corpus}", f"--output_file={output},{data / 'x'},{output}"],
+            ["--output_file", "train.tfrecord is named twice"],
+        ),
+        "more_shards_than_instances": (
+            [f"--input_file={corpus}", f"--output_file={output}", "--num_output_shards=500"],
+            ["--num_output_shards", "for 500 output files", "nothing was written"],
+        ),
+        "work_unit_mb": (
+            [f"--input_file={corpus}", f"--output_file={output}", "--work_unit_mb=-1"],
+            ["--work_unit_mb=-1", "must be positive"],
+        ),
+        "blank_vocab_line": (
+            [f"--input_file={corpus}", f"--output_file={output}", f"--vocab_file={data / 'blank.txt'}"],
+            ["--vocab_file", "blank.txt line 4 is blank"],
+        ),
+        "only_special_tokens": (
+            [f"--input_file={corpus}", f"--output_file={output}", f"--vocab_file={data / 'special.txt'}"],
+            ["--vocab_file", "special.txt", "only reserved tokens", "kbert-build-vocab"],
+        ),
+        "output_under_a_file": (
+            [f"--input_file={corpus}", f"--output_file={corpus}/train.tfrecord"],
+            ["--output_file", "corpus.txt/train.tfrecord", "check the path"],
+        ),
+        "no_text_column": (
+            [f"--input_file={data / 'corpus.csv'}", "--input_format=csv", f"--output_file={output}"],
+            ["--text_column", "corpus.csv has no column 'text' (its columns: 'id', 'body')"],
+        ),
+        "all_records_bad": (
+            [f"--input_file={data / 'corpus.jsonl'}", "--input_format=jsonl", f"--output_file={output}"],
+            ["all 2 records are bad", "line 1: 'text' is int, not text", "--text_column=text"],
+        ),
+        "dataset_not_a_folder": (
+            [f"--input_file={corpus}", "--input_format=hf_dataset", f"--output_file={output}"],
+            ["--input_file", "corpus.txt is a file", "save_to_disk"],
+        ),
+        "runner_with_num_workers": (
+            [f"--input_file={corpus}", f"--output_file={output}", "--runner=DirectRunner", "--num_workers=2"],
+            ["--num_workers", "--beam_pipeline_args=--direct_num_workers"],
+        ),
+        "beam_args_without_runner": (
+            [f"--input_file={corpus}", f"--output_file={output}", "--beam_pipeline_args=--direct_num_workers=2"],
+            ["add --runner=DirectRunner"],
+        ),
     }[case]
 
 
@@ -109,10 +147,14 @@ def refusals(tmp_path_factory):
     folders = {case: _make_data(root / case / "data") for case in REFUSALS}
     cases = {case: _refusal(folder, case) for case, folder in folders.items()}
     before = {case: _snapshot(folder) for case, folder in folders.items()}
-    results = run_batch("create_pretraining_data", [[f"--vocab_file={folders[case] / 'vocab.txt'}", *SMALL,
-                                                     *cases[case][0]] for case in REFUSALS])
-    return {case: (result, cases[case][1], before[case], _snapshot(folders[case]))
-            for case, result in zip(REFUSALS, results)}
+    results = run_batch(
+        "create_pretraining_data",
+        [[f"--vocab_file={folders[case] / 'vocab.txt'}", *SMALL, *cases[case][0]] for case in REFUSALS],
+    )
+    return {
+        case: (result, cases[case][1], before[case], _snapshot(folders[case]))
+        for case, result in zip(REFUSALS, results)
+    }
 
 
 @pytest.mark.parametrize("case", REFUSALS)
@@ -132,8 +174,13 @@ def test_killed_run_leaves_nothing_an_output_glob_matches_and_the_next_run_clean
         "for _ in range(100):\n    writer.write(b'partial record')\n"
         "writer._writers[0].flush()\nos.kill(os.getpid(), 9)\n"
     )
-    killed = subprocess.run([sys.executable, "-c", script, str(output), str(data / "other.tfrecord")], cwd=ROOT,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, timeout=300)
+    killed = subprocess.run(
+        [sys.executable, "-c", script, str(output), str(data / "other.tfrecord")],
+        cwd=ROOT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        capture_output=True,
+        timeout=300,
+    )
     assert killed.returncode == -signal.SIGKILL
     staged = staging_path(str(output))
     assert tf.io.gfile.exists(staged) and STAGING_SUFFIX in staged
@@ -154,12 +201,32 @@ def test_build_vocab_on_text_without_words_is_one_line(tmp_path):
     empty.write_bytes(b"")
     out.write_text("an earlier vocabulary\n")
     before = _snapshot(tmp_path)
-    assert_refused(_run("build_vocab", f"--input_file={controls}", f"--output_file={out}", "--vocab_size=50",
-                        "--reserved_layout=compact"), "kbert-build-vocab", "--input_file", "no words", "controls.txt")
-    assert_refused(_run("build_vocab", f"--input_file={empty}", f"--output_file={out}"), "kbert-build-vocab",
-                   "--input_file", "empty.txt", "no text")
-    assert_refused(_run("build_vocab", f"--input_file={out}", f"--output_file={out}"), "kbert-build-vocab",
-                   "--output_file", "is also --input_file")
+    assert_refused(
+        _run(
+            "build_vocab",
+            f"--input_file={controls}",
+            f"--output_file={out}",
+            "--vocab_size=50",
+            "--reserved_layout=compact",
+        ),
+        "kbert-build-vocab",
+        "--input_file",
+        "no words",
+        "controls.txt",
+    )
+    assert_refused(
+        _run("build_vocab", f"--input_file={empty}", f"--output_file={out}"),
+        "kbert-build-vocab",
+        "--input_file",
+        "empty.txt",
+        "no text",
+    )
+    assert_refused(
+        _run("build_vocab", f"--input_file={out}", f"--output_file={out}"),
+        "kbert-build-vocab",
+        "--output_file",
+        "is also --input_file",
+    )
     assert _snapshot(tmp_path) == before
 
 
@@ -169,8 +236,13 @@ def test_inspector_rejects_max_records_zero_and_a_blank_vocabulary_line(data, tm
     assert made.returncode == 0, made.stderr
     (data / "blank.txt").write_text("[PAD]\n\n[CLS]\n")
     before = _snapshot(tmp_path)
-    zero, blank = run_batch("inspect_tfrecords", [[f"--input_file={records}", "--max_records=0"],
-                                                  [f"--input_file={records}", f"--vocab_file={data / 'blank.txt'}"]])
+    zero, blank = run_batch(
+        "inspect_tfrecords",
+        [
+            [f"--input_file={records}", "--max_records=0"],
+            [f"--input_file={records}", f"--vocab_file={data / 'blank.txt'}"],
+        ],
+    )
     assert_refused(zero, "kbert-inspect-tfrecords", "--max_records=0", "leave it out")
     assert_refused(blank, "kbert-inspect-tfrecords", "--vocab_file", "blank.txt line 2 is blank")
     assert _snapshot(tmp_path) == before

@@ -32,8 +32,10 @@ def _pci(root, slot, vendor, device, pci_class):
 
 def _nvidia_driver(root, gpus):
     for i in range(gpus):
-        _write(os.path.join(root, f"proc/driver/nvidia/gpus/0000:00:0{i}.0/information"),
-               f"Model: \t\t {H100}\nIRQ:   \t\t 42\n")
+        _write(
+            os.path.join(root, f"proc/driver/nvidia/gpus/0000:00:0{i}.0/information"),
+            f"Model: \t\t {H100}\nIRQ:   \t\t 42\n",
+        )
         _write(os.path.join(root, f"dev/nvidia{i}"))
     _write(os.path.join(root, "dev/nvidiactl"))
 
@@ -51,6 +53,7 @@ def _strategy(kind, count=1):
 
 
 # -- what the host has ---------------------------------------------------------------------------------------------
+
 
 def test_gpus_are_found_from_the_driver_with_their_model(tmp_path):
     _nvidia_driver(str(tmp_path), gpus=2)
@@ -94,15 +97,18 @@ def test_gpus_that_tensorflow_sees_are_used_without_a_word():
     assert devices.refusal(GPUS, "GPU", "auto", PLAIN_WHEEL) is None
 
 
-@pytest.mark.parametrize("host, software, cause", [
-    (GPUS, PLAIN_WHEEL, "CUDA libraries (cuDNN, cuBLAS) are not installed: pip install 'kbert[gpu]'"),
-    (GPUS, Software(False, False, True, None), "CPU-only build (tensorflow-cpu or tensorflow-tpu)"),
-    (GPUS, Software(True, True, False, ""), "CUDA_VISIBLE_DEVICES='' hides them: unset it"),
-    (GPUS, Software(True, True, False, "0,1"), "NVIDIA driver is probably older than the CUDA 12 runtime"),
-    (Accelerators("GPU", 1, "NVIDIA GPU", driver_loaded=False), PLAIN_WHEEL, "kernel driver is not loaded"),
-    (TPUS, PLAIN_WHEEL, "no TPU support: install tensorflow-tpu in place of tensorflow"),
-    (TPUS, Software(False, False, True, None), "pass --strategy=tpu (with --tpu=local on a TPU VM)"),
-])
+@pytest.mark.parametrize(
+    "host, software, cause",
+    [
+        (GPUS, PLAIN_WHEEL, "CUDA libraries (cuDNN, cuBLAS) are not installed: pip install 'kbert[gpu]'"),
+        (GPUS, Software(False, False, True, None), "CPU-only build (tensorflow-cpu or tensorflow-tpu)"),
+        (GPUS, Software(True, True, False, ""), "CUDA_VISIBLE_DEVICES='' hides them: unset it"),
+        (GPUS, Software(True, True, False, "0,1"), "NVIDIA driver is probably older than the CUDA 12 runtime"),
+        (Accelerators("GPU", 1, "NVIDIA GPU", driver_loaded=False), PLAIN_WHEEL, "kernel driver is not loaded"),
+        (TPUS, PLAIN_WHEEL, "no TPU support: install tensorflow-tpu in place of tensorflow"),
+        (TPUS, Software(False, False, True, None), "pass --strategy=tpu (with --tpu=local on a TPU VM)"),
+    ],
+)
 def test_a_cpu_run_beside_an_accelerator_is_refused_naming_the_cause(host, software, cause):
     reason = devices.refusal(host, "CPU", "auto", software)
     assert reason.startswith(f"this host has {host.describe()} but TensorFlow would train on the CPU; likely cause:")
@@ -130,8 +136,10 @@ def test_check_raises_strategy_error_for_refusals_and_unknown_devices():
 
 def test_report_line_names_kind_count_strategy_replicas_host_and_build():
     line = devices.report_line(GPUS, _strategy("GPU", 8))
-    assert line.startswith(f"devices: GPU x8 ({H100}) | SimpleNamespace, 8 replicas | host accelerators: 8 {H100}s | "
-                           f"TensorFlow {tf.__version__}")
+    assert line.startswith(
+        f"devices: GPU x8 ({H100}) | SimpleNamespace, 8 replicas | host accelerators: 8 {H100}s | "
+        f"TensorFlow {tf.__version__}"
+    )
     real = devices.report_line(Accelerators(), tf.distribute.OneDeviceStrategy("/cpu:0"))
     assert real.startswith("devices: CPU x1 | OneDeviceStrategy, 1 replica | host accelerators: none | ")
 
@@ -154,15 +162,25 @@ def test_kbert_pretrain_reports_devices_refuses_the_cpu_beside_gpus_and_trains_w
     _nvidia_driver(str(tmp_path / "host"), gpus=2)
     train, _ = write_train_and_eval(str(tmp_path / "data"))
     config = write_config(str(tmp_path / "run.yaml"), train, train={"total_steps": 2, "steps_per_loop": 2})
-    command = [sys.executable, "-c", FAKE_HOST_LAUNCHER, str(tmp_path / "host"),
-               *[arg for arg in pretrain_command(config, tmp_path / "run")[4:] if arg != "--device=cpu"]]
+    command = [
+        sys.executable,
+        "-c",
+        FAKE_HOST_LAUNCHER,
+        str(tmp_path / "host"),
+        *[arg for arg in pretrain_command(config, tmp_path / "run")[4:] if arg != "--device=cpu"],
+    ]
     refused = subprocess.run(command, env=cli_env(), capture_output=True, text=True, timeout=300)
     assert refused.returncode == 1, refused.stderr[-2000:]
-    assert refused.stdout.startswith("kbert-pretrain: devices: CPU x1 | OneDeviceStrategy, 1 replica | "
-                                     f"host accelerators: 2 {H100}s | ")
+    assert refused.stdout.startswith(
+        f"kbert-pretrain: devices: CPU x1 | OneDeviceStrategy, 1 replica | host accelerators: 2 {H100}s | "
+    )
     error = refused.stderr.strip().splitlines()[-1]
-    assert error.startswith(f"kbert-pretrain: error: this host has 2 {H100}s but TensorFlow would train on the CPU; "
-                            "likely cause: ") and "--device=cpu" in error
+    assert (
+        error.startswith(
+            f"kbert-pretrain: error: this host has 2 {H100}s but TensorFlow would train on the CPU; likely cause: "
+        )
+        and "--device=cpu" in error
+    )
     assert not (tmp_path / "run").exists()  # refused before anything was written
     trained = subprocess.run(command + ["--device=cpu"], env=cli_env(), capture_output=True, text=True, timeout=300)
     assert trained.returncode == 0, trained.stderr[-2000:]

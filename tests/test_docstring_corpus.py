@@ -15,7 +15,9 @@ def _write(path, text):
 @pytest.fixture
 def package_tree(tmp_path):
     root = tmp_path / "site"
-    _write(root / "alpha" / "__init__.py", '''
+    _write(
+        root / "alpha" / "__init__.py",
+        '''
         """Alpha parses tiny files quickly. It never imports anything, e.g. a plugin.
 
         Example::
@@ -42,25 +44,39 @@ def package_tree(tmp_path):
 
             def short(self):
                 """Too short to keep."""
-        ''')
-    _write(root / "alpha" / "control.py", '''
+        ''',
+    )
+    _write(
+        root / "alpha" / "control.py",
+        '''
         def weird():
             """Looks like text at first \\x00\\x01\\x02 but carries control bytes inside it, many of them."""
-        ''')
-    _write(root / "alpha" / "symbols.py", '''
+        ''',
+    )
+    _write(
+        root / "alpha" / "symbols.py",
+        '''
         def table():
             """+---+---+---+---+ | 1 | 2 | 3 | 4 | +---+---+---+---+ ==== ---- ==== #### ****"""
-        ''')
+        ''',
+    )
     (root / "alpha" / "latin1.py").write_bytes(
-        b'"""Caf\xe9 has a byte that is not UTF-8 in a file without a cookie."""\n')
+        b'"""Caf\xe9 has a byte that is not UTF-8 in a file without a cookie."""\n'
+    )
     (root / "alpha" / "blob.py").write_bytes(bytes(range(256)) * 4)
-    _write(root / "alpha" / "tests" / "test_alpha.py", '''
+    _write(
+        root / "alpha" / "tests" / "test_alpha.py",
+        '''
         """A test module whose docstring must never reach the corpus at all."""
-        ''')
-    _write(root / "beta.py", '''
+        ''',
+    )
+    _write(
+        root / "beta.py",
+        '''
         async def fetch():
             """Fetches a page over the network. Returns the body as bytes, or None on a timeout."""
-        ''')
+        ''',
+    )
     (root / "notes.txt").write_text("Not a Python file, so it is never read by the builder.\n")
     return root
 
@@ -84,8 +100,14 @@ def test_fake_tree_gives_exact_corpus_and_counts(package_tree, tmp_path):
     stats = docstring_corpus.build_docstring_corpus(str(out), [str(package_tree)], max_bytes=None)
     assert out.read_text(encoding="utf-8") == EXPECTED
     assert stats == docstring_corpus.CorpusStats(
-        files=4, files_skipped=2, documents=3, sentences=7, bytes=len(EXPECTED.encode()),
-        docstrings_not_text=2, docstrings_too_short=1, truncated=False,
+        files=4,
+        files_skipped=2,
+        documents=3,
+        sentences=7,
+        bytes=len(EXPECTED.encode()),
+        docstrings_not_text=2,
+        docstrings_too_short=1,
+        truncated=False,
     )
 
 
@@ -125,10 +147,13 @@ def test_bad_arguments_fail_before_writing(package_tree, tmp_path):
     assert not list(tmp_path.glob("*.txt*"))
 
 
-@pytest.mark.parametrize("paragraph, sentences", [
-    ("One thing. Two things! Three? 4 is a number.", ["One thing.", "Two things!", "Three?", "4 is a number."]),
-    ("Use :func:`len` here, i.e. the builtin. Then ``stop``.", ["Use len here, i.e. the builtin.", "Then stop."]),
-    ("version 1.2.3 is fine. ok", ["version 1.2.3 is fine. ok"]),
-])
+@pytest.mark.parametrize(
+    "paragraph, sentences",
+    [
+        ("One thing. Two things! Three? 4 is a number.", ["One thing.", "Two things!", "Three?", "4 is a number."]),
+        ("Use :func:`len` here, i.e. the builtin. Then ``stop``.", ["Use len here, i.e. the builtin.", "Then stop."]),
+        ("version 1.2.3 is fine. ok", ["version 1.2.3 is fine. ok"]),
+    ],
+)
 def test_split_sentences(paragraph, sentences):
     assert docstring_corpus.split_sentences(paragraph) == sentences

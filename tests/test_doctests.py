@@ -8,8 +8,11 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-MODULES = sorted(".".join(path.relative_to(ROOT).with_suffix("").parts) for path in (ROOT / "kbert").rglob("*.py")
-                 if re.search(r"^\s*>>> ", path.read_text(), re.M))
+MODULES = sorted(
+    ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    for path in (ROOT / "kbert").rglob("*.py")
+    if re.search(r"^\s*>>> ", path.read_text(), re.M)
+)
 
 
 def test_examples_were_found():

@@ -24,8 +24,14 @@ def files(tmp_path):
 
 def one_epoch(tmp_path, vocab, **kwargs):
     dataset = pretraining_dataset(
-        str(tmp_path / "unmasked.tfrecord"), SEQ, PRED, 64, is_training=False, dynamic_masking=True,
-        vocab_file=str(tmp_path / "vocab.txt"), **kwargs,
+        str(tmp_path / "unmasked.tfrecord"),
+        SEQ,
+        PRED,
+        64,
+        is_training=False,
+        dynamic_masking=True,
+        vocab_file=str(tmp_path / "vocab.txt"),
+        **kwargs,
     )
     return dataset
 
@@ -91,8 +97,14 @@ def test_new_masks_every_epoch(files):
     tmp_path, vocab, _ = files
     # Training repeats forever; one file and a shuffle buffer of 1 keep the record order fixed across epochs.
     dataset = pretraining_dataset(
-        str(tmp_path / "unmasked.tfrecord"), SEQ, PRED, 64, dynamic_masking=True,
-        vocab_file=str(tmp_path / "vocab.txt"), shuffle_buffer=1, seed=0,
+        str(tmp_path / "unmasked.tfrecord"),
+        SEQ,
+        PRED,
+        64,
+        dynamic_masking=True,
+        vocab_file=str(tmp_path / "vocab.txt"),
+        shuffle_buffer=1,
+        seed=0,
     )
     batches_per_epoch = 512 // 64
     both = stack(dataset.take(2 * batches_per_epoch))
@@ -123,7 +135,7 @@ def test_masks_are_drawn_from_the_seed_and_resume_with_skipped_batches(files):
     assert np.mean(np.all(first["masked_lm_positions"] == other["masked_lm_positions"], axis=1)) < 0.2
     resumed = batches(seed=5, skip=4, take=2)
     for name in first:
-        np.testing.assert_array_equal(first[name][4 * 64:], resumed[name], err_msg=name)
+        np.testing.assert_array_equal(first[name][4 * 64 :], resumed[name], err_msg=name)
 
 
 def test_whole_word_masking_masks_all_pieces_of_a_word(files):
@@ -177,10 +189,20 @@ def test_a_dynamically_masked_run_scores_masked_held_out_records_on_their_own_ma
     write_records(tmp_path / "heldout.tfrecord", masked)
 
     def eval_batch(eval_files):
-        config = PretrainingConfig({"data": {
-            "train_files": str(tmp_path / "unmasked.tfrecord"), "eval_files": str(tmp_path / eval_files),
-            "seq_length": SEQ, "max_predictions": 38, "dynamic_masking": True, "masked_lm_prob": 0.3,
-            "vocab_file": str(tmp_path / "vocab.txt")}, "eval": {"global_batch_size": 16}})
+        config = PretrainingConfig(
+            {
+                "data": {
+                    "train_files": str(tmp_path / "unmasked.tfrecord"),
+                    "eval_files": str(tmp_path / eval_files),
+                    "seq_length": SEQ,
+                    "max_predictions": 38,
+                    "dynamic_masking": True,
+                    "masked_lm_prob": 0.3,
+                    "vocab_file": str(tmp_path / "vocab.txt"),
+                },
+                "eval": {"global_batch_size": 16},
+            }
+        )
         return next(iter(dataset_fn(config, False, len(vocab))(tf.distribute.InputContext())))
 
     batch = eval_batch("heldout.tfrecord")

@@ -5,15 +5,22 @@ import json
 
 from kbert.training.evaluation_history import final_accuracy, first_reaching, read_summary, time_to_target
 
-HISTORY = [{"step": 5, "samples": 160, "seconds": 2.0, "masked_lm_accuracy": 0.05},
-           {"step": 10, "samples": 320, "seconds": 4.0, "masked_lm_accuracy": 0.10},
-           {"step": 15, "samples": 480, "seconds": 6.0, "masked_lm_accuracy": 0.09}]
+HISTORY = [
+    {"step": 5, "samples": 160, "seconds": 2.0, "masked_lm_accuracy": 0.05},
+    {"step": 10, "samples": 320, "seconds": 4.0, "masked_lm_accuracy": 0.10},
+    {"step": 15, "samples": 480, "seconds": 6.0, "masked_lm_accuracy": 0.09},
+]
 
 
 def test_the_first_evaluation_at_or_above_the_target_is_the_time_to_target():
     assert first_reaching(HISTORY, 0.10)["samples"] == 320  # equal counts as reached
-    assert first_reaching(HISTORY, 0.07) == {"target": 0.07, "step": 10, "samples": 320, "seconds": 4.0,
-                                             "masked_lm_accuracy": 0.10}
+    assert first_reaching(HISTORY, 0.07) == {
+        "target": 0.07,
+        "step": 10,
+        "samples": 320,
+        "seconds": 4.0,
+        "masked_lm_accuracy": 0.10,
+    }
     assert first_reaching(HISTORY, 0.11) is None and first_reaching([], 0.01) is None
 
 

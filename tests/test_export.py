@@ -21,8 +21,15 @@ from kbert.modeling import BertConfig, BertEncoder, BertPretrainer, export_googl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # initializer_range 0.5 puts the GELU inputs around 1, where its erf and tanh forms differ visibly.
-TINY = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                  max_position_embeddings=32, initializer_range=0.5)
+TINY = BertConfig(
+    vocab_size=200,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=32,
+    initializer_range=0.5,
+)
 
 
 def _encoder(hidden_act):
@@ -44,11 +51,13 @@ def test_backbone_from_preset_computes_kbert_encoder(tanh_preset):
     backbone = keras_hub.models.BertBackbone.from_preset(preset)
     batch = sample_batch(encoder, batch_size=3, seq_length=32)
     ours = encoder(batch, training=False)
-    theirs = backbone({"token_ids": batch["input_ids"], "segment_ids": batch["segment_ids"],
-                       "padding_mask": batch["input_mask"]})
+    theirs = backbone(
+        {"token_ids": batch["input_ids"], "segment_ids": batch["segment_ids"], "padding_mask": batch["input_mask"]}
+    )
     real = batch["input_mask"].astype(bool)
-    np.testing.assert_allclose(np.asarray(theirs["sequence_output"])[real], np.asarray(ours["sequence_output"])[real],
-                               atol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(theirs["sequence_output"])[real], np.asarray(ours["sequence_output"])[real], atol=1e-4
+    )
     np.testing.assert_allclose(theirs["pooled_output"], ours["pooled_output"], atol=1e-4)
     assert np.abs(np.asarray(ours["pooled_output"])).max() > 0.1  # not a trivially small output
 
@@ -90,8 +99,11 @@ def test_google_export_of_a_kbert_checkpoint_round_trips(tmp_path):
     google = export_google_checkpoint(pretrainer, str(tmp_path / "in" / "bert_model.ckpt"))
     vocab = vocab_file(tmp_path)
     export_google(checkpoint_encoder(google, "", vocab), vocab, str(tmp_path / "out"))
-    assert sorted(os.listdir(tmp_path / "out"))[:3] == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
-                                                        "bert_model.ckpt.index"]
+    assert sorted(os.listdir(tmp_path / "out"))[:3] == [
+        "bert_config.json",
+        "bert_model.ckpt.data-00000-of-00001",
+        "bert_model.ckpt.index",
+    ]
     again = checkpoint_encoder(str(tmp_path / "out"), "", str(tmp_path / "out" / "vocab.txt"))
     for ours, theirs in zip(again.weights, pretrainer.encoder.weights):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
@@ -100,9 +112,20 @@ def test_google_export_of_a_kbert_checkpoint_round_trips(tmp_path):
 def test_cli_refuses_erf_gelu_in_one_line(tmp_path):
     checkpoint = export_google_checkpoint(BertPretrainer(TINY), str(tmp_path / "g" / "bert_model.ckpt"))
     result = subprocess.run(
-        [sys.executable, "-m", "kbert.cli.export", f"--checkpoint={checkpoint}", f"--vocab_file={vocab_file(tmp_path)}",
-         "--format=keras_hub", f"--output_dir={tmp_path}/out"],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        [
+            sys.executable,
+            "-m",
+            "kbert.cli.export",
+            f"--checkpoint={checkpoint}",
+            f"--vocab_file={vocab_file(tmp_path)}",
+            "--format=keras_hub",
+            f"--output_dir={tmp_path}/out",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert result.returncode == 1
     lines = [line for line in result.stderr.splitlines() if line.startswith("kbert-export: error:")]
     assert len(lines) == 1 and "hidden_act=gelu, the exact erf GELU" in lines[0]

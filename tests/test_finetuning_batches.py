@@ -16,8 +16,14 @@ from kbert.finetuning.examples import Examples
 from kbert.modeling import BertConfig, BertEncoder
 
 SEQ_LENGTH = 32
-TINY = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                  max_position_embeddings=SEQ_LENGTH)
+TINY = BertConfig(
+    vocab_size=200,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=SEQ_LENGTH,
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +37,9 @@ def _examples(count=50, pairs=False, seed=0) -> Examples:
     rng = np.random.default_rng(seed)
 
     def texts(most):
-        return [" ".join(f"w{int(i)}" for i in rng.integers(0, 60, int(rng.integers(1, most + 1))))
-                for _ in range(count)]
+        return [
+            " ".join(f"w{int(i)}" for i in rng.integers(0, 60, int(rng.integers(1, most + 1)))) for _ in range(count)
+        ]
 
     if pairs:
         return Examples("mem", texts(26), texts(3), np.arange(count, dtype=np.int32))
@@ -93,7 +100,7 @@ def test_training_stream_is_seeded_reshuffled_and_drops_nothing_for_good(encoder
 
     first = stream(1)
     assert first == stream(1) and first != stream(2)
-    assert first[:steps // 3] != first[steps // 3:2 * steps // 3]
+    assert first[: steps // 3] != first[steps // 3 : 2 * steps // 3]
     counts = np.bincount(list(itertools.chain(*first)), minlength=len(examples))
     # Rows left in a half-filled group at the end of a pass open the next pass's batches: none is lost.
     assert counts.min() >= 2 and counts.sum() == 4 * steps
@@ -134,8 +141,11 @@ def test_fit_trains_on_every_width_under_xla(encoder):
     examples = Examples("mem", texts, None, labels)
     keras.utils.set_random_seed(1)
     model = BertClassifier(BertEncoder(TINY), num_outputs=2)
-    model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True,
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-3),
+        jit_compile=True,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
     batches = training_batches(encoder, examples, batch_size=8, seed=1)
     assert {f["input_ids"].shape[1] for f, _ in batches.take(12)} == {8, 16}
     history = model.fit(batches, epochs=3, steps_per_epoch=4, shuffle=False, verbose=0).history["loss"]

@@ -42,10 +42,14 @@ def test_cola_has_no_header_and_stray_quotes_are_kept(tmp_path):
 
 
 def test_mrpc_byte_order_mark_and_short_rows(tmp_path):
-    write_tsv(tmp_path / "MRPC" / "train.tsv", ["\ufeffQuality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
-                     [[1, 1, 2, "a b", "c d"], [0, 3]])  # the second row is cut short: skipped and counted
-    write_tsv(tmp_path / "MRPC" / "dev.tsv", ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
-              [[0, 1, 2, "a", "b"]])
+    write_tsv(
+        tmp_path / "MRPC" / "train.tsv",
+        ["\ufeffQuality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+        [[1, 1, 2, "a b", "c d"], [0, 3]],
+    )  # the second row is cut short: skipped and counted
+    write_tsv(
+        tmp_path / "MRPC" / "dev.tsv", ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"], [[0, 1, 2, "a", "b"]]
+    )
     data = load_task_data(resolve_task(TaskConfig(name="mrpc", data_dir=str(tmp_path))))
     assert data.train.text_b == ["c d"] and data.train.skipped_rows == 1
     assert data.metrics == ("f1", "accuracy")
@@ -69,14 +73,21 @@ def test_regression_targets_are_floats(tmp_path):
     assert data.metrics == ("pearson", "spearman")
 
 
-@pytest.mark.parametrize("case, error, needles", [
-    ("missing_column", InputDataError, ["has no column 'txt'", "its columns are 'text', 'y'", "task.text_a_column"]),
-    ("unseen_label", InputDataError, ["dev.tsv, line 3", "label 'maybe'", "(no, yes)"]),
-    ("empty_file", InputDataError, ["dev.tsv holds no examples"]),
-    ("header_only", InputDataError, ["dev.tsv holds no examples"]),
-    ("not_a_number", InputDataError, ["dev.tsv, line 2", "'high'", "task.type=classification"]),
-    ("no_file", MissingFileError, ["nowhere.tsv does not exist"]),
-])
+@pytest.mark.parametrize(
+    "case, error, needles",
+    [
+        (
+            "missing_column",
+            InputDataError,
+            ["has no column 'txt'", "its columns are 'text', 'y'", "task.text_a_column"],
+        ),
+        ("unseen_label", InputDataError, ["dev.tsv, line 3", "label 'maybe'", "(no, yes)"]),
+        ("empty_file", InputDataError, ["dev.tsv holds no examples"]),
+        ("header_only", InputDataError, ["dev.tsv holds no examples"]),
+        ("not_a_number", InputDataError, ["dev.tsv, line 2", "'high'", "task.type=classification"]),
+        ("no_file", MissingFileError, ["nowhere.tsv does not exist"]),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_file_and_fix(tmp_path, case, error, needles):
     train = write_tsv(tmp_path / "train.tsv", ["text", "y"], [["a", "yes"], ["b", "no"]])
     dev_rows = {"unseen_label": [["a", "yes"], ["b", "maybe"]], "not_a_number": [["a", "high"]]}
@@ -87,8 +98,11 @@ def test_bad_input_is_one_line_naming_the_file_and_fix(tmp_path, case, error, ne
         dev.write_text("text\ty\n")
     else:
         write_tsv(dev, ["text", "y"], dev_rows.get(case, [["a", "yes"]]))
-    keys = {"missing_column": {"text_a_column": "txt"}, "not_a_number": {"type": "regression"},
-            "no_file": {"eval_file": str(tmp_path / "nowhere.tsv")}}.get(case, {})
+    keys = {
+        "missing_column": {"text_a_column": "txt"},
+        "not_a_number": {"type": "regression"},
+        "no_file": {"eval_file": str(tmp_path / "nowhere.tsv")},
+    }.get(case, {})
     if case == "not_a_number":
         write_tsv(tmp_path / "train.tsv", ["text", "y"], [["a", "1"]])
     with pytest.raises(error) as raised:
@@ -133,11 +147,11 @@ def test_packing_and_truncation_count(tmp_path):
     features, labels = next(iter(eval_batches(encoder, examples, batch_size=2)))
     assert features["input_ids"].numpy().tolist() == [
         [CLS, w[0], w[1], w[2], SEP, w[5], w[4], SEP],  # a cut from 5 to 3 pieces, b kept
-        [CLS, w[0], SEP, w[5], SEP, 0, 0, 0]]  # lower-cased
+        [CLS, w[0], SEP, w[5], SEP, 0, 0, 0],
+    ]  # lower-cased
     assert features["segment_ids"].numpy().tolist() == [[0] * 5 + [1] * 3, [0, 0, 0, 1, 1, 0, 0, 0]]
     assert features["input_mask"].numpy().tolist() == [[1] * 8, [1] * 5 + [0] * 3]
     assert labels.numpy().tolist() == [2, 0] and encoder.count_truncated(examples) == 1
     single = Examples("mem", ["w0 w1 w2 w3 w4 w5 w0", "w1"], None, np.array([0, 1], np.int32))
     ids = next(iter(eval_batches(encoder, single, 2, with_labels=False)))["input_ids"].numpy()
     assert ids[0].tolist() == [CLS] + w[:6] + [SEP] and encoder.count_truncated(single) == 1
-

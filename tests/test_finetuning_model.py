@@ -6,8 +6,14 @@ import numpy as np
 from kbert.finetuning import BertClassifier
 from kbert.modeling import BertConfig, BertEncoder
 
-TINY = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                  max_position_embeddings=16)
+TINY = BertConfig(
+    vocab_size=50,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=16,
+)
 
 
 def _classifier() -> BertClassifier:
@@ -16,9 +22,11 @@ def _classifier() -> BertClassifier:
 
 def _batch() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
-    return {"input_ids": rng.integers(0, TINY.vocab_size, (4, 8), dtype=np.int32),
-            "input_mask": np.array([[1] * 8] * 2 + [[1] * 5 + [0] * 3] * 2, np.int32),
-            "segment_ids": np.array([[0] * 4 + [1] * 4] * 4, np.int32)}
+    return {
+        "input_ids": rng.integers(0, TINY.vocab_size, (4, 8), dtype=np.int32),
+        "input_mask": np.array([[1] * 8] * 2 + [[1] * 5 + [0] * 3] * 2, np.int32),
+        "segment_ids": np.array([[0] * 4 + [1] * 4] * 4, np.int32),
+    }
 
 
 def test_get_config_round_trips():

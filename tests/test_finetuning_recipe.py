@@ -6,8 +6,14 @@ import yaml
 from kbert.finetuning.config import load_finetune_config
 from kbert.finetuning.recipe import Recipe, finetune_config
 
-TASK = {"name": "tsv", "train_file": "t.tsv", "eval_file": "e.tsv", "text_a_column": "text", "text_b_column": "",
-        "label_column": "label"}
+TASK = {
+    "name": "tsv",
+    "train_file": "t.tsv",
+    "eval_file": "e.tsv",
+    "text_a_column": "text",
+    "text_b_column": "",
+    "label_column": "label",
+}
 
 
 def test_every_finetuning_run_of_a_comparison_gets_the_recipe_task_and_differs_only_in_init_and_seed():
@@ -15,12 +21,16 @@ def test_every_finetuning_run_of_a_comparison_gets_the_recipe_task_and_differs_o
     pretrained = finetune_config(recipe, "runs/full", seed=1)
     random_init = finetune_config(recipe, "", {"bert": "bert_tiny"}, seed=2)
     assert pretrained["task"] == random_init["task"] == TASK and pretrained["task"] is not TASK
-    assert pretrained["schedule"] == random_init["schedule"] == {"peak_learning_rate": 1e-3, "warmup_fraction": 0.1,
-                                                                  "power": 1.0}
+    assert (
+        pretrained["schedule"]
+        == random_init["schedule"]
+        == {"peak_learning_rate": 1e-3, "warmup_fraction": 0.1, "power": 1.0}
+    )
     assert (pretrained["train"]["init_checkpoint"], pretrained["train"]["seed"]) == ("runs/full", 1)
     assert (random_init["train"]["init_checkpoint"], random_init["train"]["seed"]) == ("", 2)
-    assert {k: v for k, v in pretrained["train"].items() if k not in ("init_checkpoint", "seed")} == \
-        {k: v for k, v in random_init["train"].items() if k not in ("init_checkpoint", "seed")}
+    assert {k: v for k, v in pretrained["train"].items() if k not in ("init_checkpoint", "seed")} == {
+        k: v for k, v in random_init["train"].items() if k not in ("init_checkpoint", "seed")
+    }
     assert "model" not in pretrained and random_init["model"] == {"bert": "bert_tiny"}
 
 

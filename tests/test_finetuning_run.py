@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from finetuning_fixtures import (NLI_LABELS, kbert_model_dir, vocab_file, words, write_config, write_mnli,
-                                 write_tsv)
+from finetuning_fixtures import NLI_LABELS, kbert_model_dir, vocab_file, words, write_config, write_mnli, write_tsv
 from kbert.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError, VocabularyError
 from kbert.finetuning import BertClassifier, load_finetune_config, run_finetuning
 from kbert.finetuning.epochs import BestWeights, EpochEvaluator
@@ -24,16 +23,25 @@ from kbert.modeling import BertConfig, BertEncoder, BertPretrainer, export_googl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The tiny model over the 200-token fixture vocabulary.
-TINY = BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                  max_position_embeddings=32)
+TINY = BertConfig(
+    vocab_size=200,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=32,
+)
 
 
 def _run(config_path, model_dir, override=""):
     lines = []
     try:
-        summary = run_finetuning(load_finetune_config([config_path], override), str(model_dir),
-                                 tf.distribute.get_strategy(),
-                                 print_fn=lambda line, **_: lines.append(line))
+        summary = run_finetuning(
+            load_finetune_config([config_path], override),
+            str(model_dir),
+            tf.distribute.get_strategy(),
+            print_fn=lambda line, **_: lines.append(line),
+        )
     finally:
         keras.mixed_precision.set_global_policy("float32")
     return summary, lines
@@ -43,8 +51,12 @@ def _run(config_path, model_dir, override=""):
 def mnli_run(tmp_path_factory):
     """Two epochs of MNLI (GLUE's layout) on the tiny model, random init, one device."""
     tmp = tmp_path_factory.mktemp("mnli")
-    config = write_config(tmp / "mnli.yaml", task={"name": "mnli", "data_dir": write_mnli(tmp / "glue", 48)},
-                          data={"vocab_file": vocab_file(tmp)}, train={"epochs": 2, "global_batch_size": 4})
+    config = write_config(
+        tmp / "mnli.yaml",
+        task={"name": "mnli", "data_dir": write_mnli(tmp / "glue", 48)},
+        data={"vocab_file": vocab_file(tmp)},
+        train={"epochs": 2, "global_batch_size": 4},
+    )
     summary, lines = _run(config, tmp / "run")
     return tmp, config, summary, lines
 
@@ -62,11 +74,16 @@ def test_scores_predictions_and_files(mnli_run):
     # The reported score is the one of the kept weights: recompute it from the written predictions.
     for split, file_name in (("eval", "dev_matched"), ("eval_mismatched", "dev_mismatched")):
         gold = [row.split("\t")[-1] for row in open(tmp / "glue" / "MNLI" / f"{file_name}.tsv").read().splitlines()[1:]]
-        predicted = [row.split("\t")[1] for row in open(tmp / "run" / "predictions" / f"{split}.tsv").read().splitlines()[1:]]
+        predicted = [
+            row.split("\t")[1] for row in open(tmp / "run" / "predictions" / f"{split}.tsv").read().splitlines()[1:]
+        ]
         assert accuracy(np.array(gold), np.array(predicted)) == summary[split]["accuracy"]
     submission = open(tmp / "run" / "predictions" / "MNLI-mm.tsv").read().splitlines()
-    assert submission[0] == "index\tprediction" and [r.split("\t")[0] for r in submission[1:]] == \
-        ["100", "101", "102", "103", "104"] and all(r.split("\t")[1] in NLI_LABELS for r in submission[1:])
+    assert (
+        submission[0] == "index\tprediction"
+        and [r.split("\t")[0] for r in submission[1:]] == ["100", "101", "102", "103", "104"]
+        and all(r.split("\t")[1] in NLI_LABELS for r in submission[1:])
+    )
     on_disk = json.load(open(tmp / "run" / "summary.json"))
     assert on_disk["eval"] == summary["eval"] and on_disk["labels"] == list(NLI_LABELS)
     assert on_disk["input"]["train"] == {"examples": 48, "truncated": 0, "skipped_rows": 0}
@@ -94,11 +111,18 @@ def test_regression_with_lamb_in_bfloat16(tmp_path):
     rng = np.random.default_rng(1)
     rows = [[words(rng, k % 4), words(rng, 5), float(k % 4)] for k in range(16)]
     for name in ("train", "dev"):
-        write_tsv(tmp_path / "STS-B" / f"{name}.tsv", ["index", "sentence1", "sentence2", "score"],
-                  [[i] + r for i, r in enumerate(rows)])
-    config = write_config(tmp_path / "stsb.yaml", task={"name": "stsb", "data_dir": str(tmp_path)},
-                          data={"vocab_file": vocab_file(tmp_path)}, optimizer={"type": "lamb"},
-                          train={"epochs": 1, "mixed_precision": "mixed_bfloat16"})
+        write_tsv(
+            tmp_path / "STS-B" / f"{name}.tsv",
+            ["index", "sentence1", "sentence2", "score"],
+            [[i] + r for i, r in enumerate(rows)],
+        )
+    config = write_config(
+        tmp_path / "stsb.yaml",
+        task={"name": "stsb", "data_dir": str(tmp_path)},
+        data={"vocab_file": vocab_file(tmp_path)},
+        optimizer={"type": "lamb"},
+        train={"epochs": 1, "mixed_precision": "mixed_bfloat16"},
+    )
     summary, _ = _run(config, tmp_path / "run")
     assert set(summary["eval"]) == {"pearson", "spearman"} and summary["labels"] == []
     assert np.isfinite(summary["eval"]["pearson"])
@@ -125,11 +149,19 @@ def test_encoder_loads_from_each_kind_of_checkpoint(tmp_path, kind):
         init = str(tmp_path / "mslt")  # the run's last stage
     write_tsv(tmp_path / "t.tsv", ["text", "y"], [["w1", 0], ["w2", 1]] * 4)
     # model.bert empty: the config comes with the checkpoint (bert_config.json, or the run's summary.json).
-    config = write_config(tmp_path / "c.yaml", task={"name": "tsv", "train_file": str(tmp_path / "t.tsv"),
-                                                      "eval_file": str(tmp_path / "t.tsv"), "text_a_column": "text",
-                                                      "label_column": "y"},
-                          model={"bert": "", "overrides": {}}, data={"vocab_file": vocab_file(tmp_path)},
-                          train={"init_checkpoint": init})
+    config = write_config(
+        tmp_path / "c.yaml",
+        task={
+            "name": "tsv",
+            "train_file": str(tmp_path / "t.tsv"),
+            "eval_file": str(tmp_path / "t.tsv"),
+            "text_a_column": "text",
+            "label_column": "y",
+        },
+        model={"bert": "", "overrides": {}},
+        data={"vocab_file": vocab_file(tmp_path)},
+        train={"init_checkpoint": init},
+    )
     prepared = prepare(load_finetune_config([config]))
     assert prepared.bert == TINY
     classifier = BertClassifier(BertEncoder(prepared.bert), num_outputs=2)
@@ -140,17 +172,32 @@ def test_encoder_loads_from_each_kind_of_checkpoint(tmp_path, kind):
         assert resolve_checkpoint(init).endswith(os.path.join("stage_2", "export", "bert_model.ckpt"))
 
 
-@pytest.mark.parametrize("pretrainer_changes, error, needles", [
-    ({"vocab_size": 150}, VocabularyError, ["has 200 tokens", "pretrained with 150", "vocabulary file"]),
-    ({"num_hidden_layers": 3}, CheckpointMismatchError, ["3-layer BERT of hidden size 32", "2 layers", "model.bert"]),
-])
+@pytest.mark.parametrize(
+    "pretrainer_changes, error, needles",
+    [
+        ({"vocab_size": 150}, VocabularyError, ["has 200 tokens", "pretrained with 150", "vocabulary file"]),
+        (
+            {"num_hidden_layers": 3},
+            CheckpointMismatchError,
+            ["3-layer BERT of hidden size 32", "2 layers", "model.bert"],
+        ),
+    ],
+)
 def test_checkpoint_that_does_not_fit_is_refused_before_training(tmp_path, pretrainer_changes, error, needles):
     init = export_google_checkpoint(_pretrainer(**pretrainer_changes), str(tmp_path / "g" / "bert_model.ckpt"))
     write_tsv(tmp_path / "t.tsv", ["text", "y"], [["w1", 0], ["w2", 1]] * 4)
-    config = write_config(tmp_path / "c.yaml", task={"name": "tsv", "train_file": str(tmp_path / "t.tsv"),
-                                                      "eval_file": str(tmp_path / "t.tsv"), "text_a_column": "text",
-                                                      "label_column": "y"},
-                          data={"vocab_file": vocab_file(tmp_path)}, train={"init_checkpoint": init})
+    config = write_config(
+        tmp_path / "c.yaml",
+        task={
+            "name": "tsv",
+            "train_file": str(tmp_path / "t.tsv"),
+            "eval_file": str(tmp_path / "t.tsv"),
+            "text_a_column": "text",
+            "label_column": "y",
+        },
+        data={"vocab_file": vocab_file(tmp_path)},
+        train={"init_checkpoint": init},
+    )
     with pytest.raises(error) as raised:
         prepare(load_finetune_config([config]))
     for needle in needles + [init]:
@@ -159,17 +206,25 @@ def test_checkpoint_that_does_not_fit_is_refused_before_training(tmp_path, pretr
 
 def test_cli_reports_bad_input_as_one_line(tmp_path):
     write_tsv(tmp_path / "t.tsv", ["sentence", "label"], [["w1", 0], ["w2", 1]])
-    override = (f"task.name=tsv,task.train_file={tmp_path}/t.tsv,task.eval_file={tmp_path}/t.tsv,"
-                f"task.text_a_column=text,task.label_column=label,data.vocab_file={vocab_file(tmp_path)},"
-                "model.bert=bert_tiny")
-    result = subprocess.run([sys.executable, "-m", "kbert.run_finetuning", f"--model_dir={tmp_path}/run",
-                             f"--params_override={override}"], capture_output=True, text=True, cwd=ROOT,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    override = (
+        f"task.name=tsv,task.train_file={tmp_path}/t.tsv,task.eval_file={tmp_path}/t.tsv,"
+        f"task.text_a_column=text,task.label_column=label,data.vocab_file={vocab_file(tmp_path)},"
+        "model.bert=bert_tiny"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "kbert.run_finetuning", f"--model_dir={tmp_path}/run", f"--params_override={override}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert result.returncode == 1
     error_lines = [line for line in result.stderr.splitlines() if "kbert-finetune" in line]
-    assert error_lines == [f"kbert-finetune: error: {tmp_path}/t.tsv has no column 'text'; its columns are "
-                           "'sentence', 'label'. Set task.text_a_column / task.text_b_column / task.label_column "
-                           "to one of them."]
+    assert error_lines == [
+        f"kbert-finetune: error: {tmp_path}/t.tsv has no column 'text'; its columns are "
+        "'sentence', 'label'. Set task.text_a_column / task.text_b_column / task.label_column "
+        "to one of them."
+    ]
     assert not os.path.exists(tmp_path / "run" / "checkpoints")
 
 
@@ -187,8 +242,9 @@ def test_best_weights_keep_the_earliest_best_epoch(tmp_path):
 
 def test_non_finite_loss_stops_before_the_epoch_is_saved():
     saved = []
-    evaluator = EpochEvaluator(data=None, evals={}, best=None, save_checkpoint=saved.append, epochs=3,
-                               examples_per_epoch=8, writers=None)
+    evaluator = EpochEvaluator(
+        data=None, evals={}, best=None, save_checkpoint=saved.append, epochs=3, examples_per_epoch=8, writers=None
+    )
     with pytest.raises(NonFiniteLossError, match="Epoch 2: the training loss is nan"):
         evaluator.on_epoch_end(1, {"loss": float("nan")})
     assert saved == []
@@ -204,18 +260,36 @@ def test_cli_fine_tunes_under_mirrored_strategy_on_two_devices(tmp_path):
     write_mnli(tmp_path / "glue", n_train=16, n_dev=4)
     for split in ("test_matched", "test_mismatched"):  # fewer batch shapes to trace under the strategy
         os.remove(tmp_path / "glue" / "MNLI" / f"{split}.tsv")
-    config = write_config(tmp_path / "c.yaml", task={"name": "mnli", "data_dir": str(tmp_path / "glue")},
-                          data={"vocab_file": vocab_file(tmp_path)},
-                          train={"epochs": 1, "global_batch_size": 4, "eval_batch_size": 4})
+    config = write_config(
+        tmp_path / "c.yaml",
+        task={"name": "mnli", "data_dir": str(tmp_path / "glue")},
+        data={"vocab_file": vocab_file(tmp_path)},
+        train={"epochs": 1, "global_batch_size": 4, "eval_batch_size": 4},
+    )
     # Two logical CPU devices must exist before TensorFlow starts: set them up, then run the command. GPUs are
     # hidden, or a one-GPU host would mirror over its GPU alone.
-    script = ("import sys, tensorflow as tf; tf.config.set_visible_devices([], 'GPU'); "
-              "cpu = tf.config.list_physical_devices('CPU')[0]; "
-              "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2); "
-              "from kbert.run_finetuning import run; sys.argv[0] = 'kbert-finetune'; run()")
-    result = subprocess.run([sys.executable, "-c", script, f"--config_file={config}", f"--model_dir={tmp_path}/run",
-                             "--strategy=mirrored", "--device=cpu", "--all_reduce=ring"],
-                            capture_output=True, text=True, cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    script = (
+        "import sys, tensorflow as tf; tf.config.set_visible_devices([], 'GPU'); "
+        "cpu = tf.config.list_physical_devices('CPU')[0]; "
+        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2); "
+        "from kbert.run_finetuning import run; sys.argv[0] = 'kbert-finetune'; run()"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            f"--config_file={config}",
+            f"--model_dir={tmp_path}/run",
+            "--strategy=mirrored",
+            "--device=cpu",
+            "--all_reduce=ring",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     # kbert-pretrain's flag block and device report: --device and --all_reduce are kbert-finetune's too
     assert "kbert-finetune: devices: CPU x2 | MirroredStrategy, 2 replicas" in result.stdout

@@ -9,15 +9,21 @@ from kbert.finetuning.subprocess_run import finetune_command, run_finetune, scor
 
 def test_the_command_runs_this_pythons_kbert_finetune_with_the_flags_before_the_model_dir():
     assert finetune_command("c.yaml", "runs/a", "--strategy=one_device") == [
-        sys.executable, "-m", "kbert.run_finetuning", "--config_file=c.yaml", "--strategy=one_device",
-        "--model_dir=runs/a"]
+        sys.executable,
+        "-m",
+        "kbert.run_finetuning",
+        "--config_file=c.yaml",
+        "--strategy=one_device",
+        "--model_dir=runs/a",
+    ]
     assert score({"eval": {"accuracy": 0.625}}) == 62.5
 
 
 def test_a_failed_run_is_an_error_naming_its_log_which_holds_kbert_finetunes_error_line(tmp_path):
     config = tmp_path / "finetune.yaml"
-    config.write_text("task: {name: tsv, train_file: missing.tsv, eval_file: missing.tsv}\n"
-                      "data: {vocab_file: missing_vocab.txt}\n")
+    config.write_text(
+        "task: {name: tsv, train_file: missing.tsv, eval_file: missing.tsv}\ndata: {vocab_file: missing_vocab.txt}\n"
+    )
     log = tmp_path / "run.log"
     with pytest.raises(RuntimeError, match=f"see {log}"):
         run_finetune(str(config), str(tmp_path / "run"), str(log))

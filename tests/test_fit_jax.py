@@ -24,16 +24,24 @@ from tfrecord_fixtures import make_instances, write_records  # noqa: E402
 from training_fixtures import cli_env  # noqa: E402
 
 SEQ, PRED, VOCAB, BATCH = 32, 5, 160, 8
-CONFIG = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=64, max_position_embeddings=SEQ)
+CONFIG = BertConfig(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=SEQ,
+)
 STEPS, EVERY, CRASH = 24, 8, 12
 
 
 @pytest.fixture(scope="module", autouse=True)
 def compilation_cache(tmp_path_factory):
     """Runs of the same model share their compiled step (most of a tiny run's time on CPU)."""
-    saved = {name: getattr(jax.config, name) for name in ("jax_compilation_cache_dir",
-                                                           "jax_persistent_cache_min_compile_time_secs")}
+    saved = {
+        name: getattr(jax.config, name)
+        for name in ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+    }
     jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("jax_cache")))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     yield
@@ -63,9 +71,22 @@ def _devices(n):
 
 
 def _fit(records, checkpoint_dir, build=None, devices=1, steps=STEPS, callbacks=()):
-    return fit_pretraining(build or _builder(), records, SEQ, PRED, BATCH, steps, str(checkpoint_dir),
-                           distribution=_devices(devices), checkpoint_every=EVERY, keep_checkpoints=2,
-                           callbacks=callbacks, verbose=0, shuffle_buffer=32, vocab_size=VOCAB)
+    return fit_pretraining(
+        build or _builder(),
+        records,
+        SEQ,
+        PRED,
+        BATCH,
+        steps,
+        str(checkpoint_dir),
+        distribution=_devices(devices),
+        checkpoint_every=EVERY,
+        keep_checkpoints=2,
+        callbacks=callbacks,
+        verbose=0,
+        shuffle_buffer=32,
+        vocab_size=VOCAB,
+    )
 
 
 def _weights(model):
@@ -131,8 +152,9 @@ def test_a_resumed_run_equals_an_uninterrupted_one(records, uninterrupted, tmp_p
     for resumed, uninterrupted_weight in zip(_weights(model), _weights(reference)):
         np.testing.assert_array_equal(resumed, uninterrupted_weight)
     for resumed, uninterrupted_state in zip(model.optimizer.variables, reference.optimizer.variables):
-        np.testing.assert_array_equal(keras.ops.convert_to_numpy(resumed),
-                                      keras.ops.convert_to_numpy(uninterrupted_state))
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(resumed), keras.ops.convert_to_numpy(uninterrupted_state)
+        )
     with open(os.path.join(newest_checkpoint(reference_dir), PROGRESS_FILE)) as f:
         assert json.load(f) == progress  # dropout's RNG states too
     assert _fit(records, tmp_path)[1].history == {}  # complete: nothing left to train
@@ -171,8 +193,13 @@ def test_skip_batches_continues_the_data_of_the_same_seed(records):
 
 
 def test_kbert_pretrain_says_it_is_the_tensorflow_engine(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "kbert.run_pretraining", f"--model_dir={tmp_path}"],
-                            env=cli_env(KERAS_BACKEND="jax"), capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "kbert.run_pretraining", f"--model_dir={tmp_path}"],
+        env=cli_env(KERAS_BACKEND="jax"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 1
     lines = [line for line in result.stderr.splitlines() if line.startswith("kbert-pretrain:")]
     assert len(lines) == 1 and lines[0].startswith("kbert-pretrain: error: KERAS_BACKEND=jax: "), result.stderr

@@ -19,8 +19,16 @@ from kbert.runtime.cpu_isa import bfloat16_note, isa_summary, native_bfloat16
 from kbert.modeling import BertConfig, TransformerBlock
 from kbert.modeling.rows import tied_logits, token_rows
 
-TINY = BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
-                  max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+TINY = BertConfig(
+    vocab_size=97,
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=32,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
 
 
 def executed_op_types(function, *args, logdir) -> list[str]:
@@ -32,10 +40,15 @@ def executed_op_types(function, *args, logdir) -> list[str]:
     space = xplane_pb2.XSpace()
     with open(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0], "rb") as f:
         space.ParseFromString(f.read())
-    return [plane.event_metadata[event.metadata_id].name.rsplit(":", 1)[1]
-            for plane in space.planes for line in plane.lines if line.name.startswith("tf_Compute")
-            for event in line.events if ":" in plane.event_metadata[event.metadata_id].name
-            and "::" not in plane.event_metadata[event.metadata_id].name]
+    return [
+        plane.event_metadata[event.metadata_id].name.rsplit(":", 1)[1]
+        for plane in space.planes
+        for line in plane.lines
+        if line.name.startswith("tf_Compute")
+        for event in line.events
+        if ":" in plane.event_metadata[event.metadata_id].name
+        and "::" not in plane.event_metadata[event.metadata_id].name
+    ]
 
 
 @pytest.mark.skipif(not _pywrap_util_port.IsMklEnabled(), reason="oneDNN's fusions need a oneDNN build of TF")
@@ -68,8 +81,9 @@ def test_tied_logits_match_the_batched_einsum():
     hidden = rng.standard_normal((2, 5, 32)).astype(np.float32)
     table, bias = rng.standard_normal((97, 32)).astype(np.float32), rng.standard_normal(97).astype(np.float32)
     got = tied_logits(token_rows(hidden), table, bias)
-    np.testing.assert_allclose(np.reshape(got, (2, 5, 97)), np.einsum("bph,vh->bpv", hidden, table) + bias,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.reshape(got, (2, 5, 97)), np.einsum("bph,vh->bpv", hidden, table) + bias, rtol=1e-5, atol=1e-5
+    )
 
 
 def test_tied_logits_are_float32_under_mixed_precision():

@@ -32,8 +32,11 @@ def test_imported_hf_model_computes_the_numpy_reference(tmp_path, hidden_act, ep
     values = dict(HF_CONFIG, hidden_act=hidden_act, layer_norm_eps=eps)
     tensors = hf_tensors(values, architecture="BertForPreTraining")
     source = imported_checkpoint(write_hf(tmp_path / "hf", values, tensors=tensors))
-    assert (source.kind, source.architecture, source.config.layer_norm_eps) == ("Hugging Face", "BertForPreTraining",
-                                                                                eps)
+    assert (source.kind, source.architecture, source.config.layer_norm_eps) == (
+        "Hugging Face",
+        "BertForPreTraining",
+        eps,
+    )
     model = BertPretrainer(source.config)
     assert source.load(model) == []
     batch = _batch(source.config)
@@ -57,9 +60,14 @@ def test_the_gelu_form_is_the_checkpoints(tmp_path):
     assert np.abs(np.asarray(model(batch, training=False)["mlm_logits"]) - reference).max() > 1e-3
 
 
-@pytest.mark.parametrize("architecture, fresh", [
-    ("BertForPreTraining", []), ("BertForMaskedLM", ["next-sentence head", "pooler"]),
-    ("BertModel", ["masked-LM head", "next-sentence head"])])
+@pytest.mark.parametrize(
+    "architecture, fresh",
+    [
+        ("BertForPreTraining", []),
+        ("BertForMaskedLM", ["next-sentence head", "pooler"]),
+        ("BertModel", ["masked-LM head", "next-sentence head"]),
+    ],
+)
 def test_each_hf_layout_round_trips_exactly(tmp_path, architecture, fresh):
     tensors = hf_tensors(HF_CONFIG, architecture=architecture)
     source = imported_checkpoint(write_hf(tmp_path / "hf", tensors=tensors))
@@ -74,8 +82,9 @@ def test_each_hf_layout_round_trips_exactly(tmp_path, architecture, fresh):
     for name, value in tensors.items():
         np.testing.assert_array_equal(back[name], value, err_msg=name)
     written = json.load(open(tmp_path / "out" / "config.json"))
-    assert {k: written[k] for k in HF_CONFIG if k != "architectures"} == \
-        {k: v for k, v in HF_CONFIG.items() if k != "architectures"}
+    assert {k: written[k] for k in HF_CONFIG if k != "architectures"} == {
+        k: v for k, v in HF_CONFIG.items() if k != "architectures"
+    }
     assert written["architectures"] == [architecture]
 
 
@@ -89,8 +98,9 @@ def test_old_layer_norm_names_a_stored_decoder_and_a_bert_model_encoder(tmp_path
     model = BertPretrainer(source.config)
     assert source.load(model) == []
     np.testing.assert_array_equal(model.mlm_head.output_bias.numpy(), tensors["cls.predictions.decoder.bias"])
-    np.testing.assert_array_equal(model.encoder.embeddings.layer_norm.gamma.numpy(),
-                                  tensors["bert.embeddings.LayerNorm.gamma"])
+    np.testing.assert_array_equal(
+        model.encoder.embeddings.layer_norm.gamma.numpy(), tensors["bert.embeddings.LayerNorm.gamma"]
+    )
     # An encoder (fine-tuning) takes the trunk and pooler and leaves the heads.
     encoder = BertEncoder(source.config)
     assert load_init_checkpoint(encoder, str(tmp_path / "hf")) == "Hugging Face"
@@ -102,11 +112,15 @@ def test_old_layer_norm_names_a_stored_decoder_and_a_bert_model_encoder(tmp_path
         untied.load(BertPretrainer(untied.config))
 
 
-@pytest.mark.parametrize("changes, named", [
-    ({"model_type": "roberta"}, "model_type='roberta'"),
-    ({"position_embedding_type": "relative_key"}, "position_embedding_type='relative_key'"),
-    ({"is_decoder": True}, "is_decoder=true"),
-    ({"hidden_act": "quick_gelu"}, "hidden_act='quick_gelu'")])
+@pytest.mark.parametrize(
+    "changes, named",
+    [
+        ({"model_type": "roberta"}, "model_type='roberta'"),
+        ({"position_embedding_type": "relative_key"}, "position_embedding_type='relative_key'"),
+        ({"is_decoder": True}, "is_decoder=true"),
+        ({"hidden_act": "quick_gelu"}, "hidden_act='quick_gelu'"),
+    ],
+)
 def test_what_kbert_cannot_compute_is_one_line(tmp_path, changes, named):
     directory = write_hf(tmp_path / "hf", changes)
     with pytest.raises(ConfigError) as raised:
@@ -127,8 +141,9 @@ def test_sharded_and_half_precision_weights(tmp_path):
     source = imported_checkpoint(directory)
     model = BertPretrainer(source.config)
     assert source.load(model) == []
-    np.testing.assert_array_equal(model.mlm_head.output_bias.numpy(),
-                                  tensors["cls.predictions.bias"].astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(
+        model.mlm_head.output_bias.numpy(), tensors["cls.predictions.bias"].astype(np.float16).astype(np.float32)
+    )
 
 
 def test_missing_weights_and_wrong_shapes_are_named(tmp_path):
@@ -142,10 +157,10 @@ def test_missing_weights_and_wrong_shapes_are_named(tmp_path):
     path = os.path.join(bf16, "model.safetensors")
     data = open(path, "rb").read()
     (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + length])
+    header = json.loads(data[8 : 8 + length])
     header["bert.embeddings.word_embeddings.weight"]["dtype"] = "BF16"  # as a bfloat16 export labels its tensors
     text = json.dumps(header).encode()
-    open(path, "wb").write(struct.pack("<Q", len(text)) + text + data[8 + length:])
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text + data[8 + length :])
     with pytest.raises(CheckpointMismatchError, match="BF16 tensors") as raised:
         imported_checkpoint(bf16)
     assert "\n" not in str(raised.value)
@@ -177,8 +192,12 @@ def test_finetuning_and_export_take_an_hf_directory(tmp_path):
     export_hf(model, os.path.join(directory, "vocab.txt"), str(tmp_path / "out"), "BertForMaskedLM")
     back = load_file(str(tmp_path / "out" / "model.safetensors"))
     assert sorted(back) == sorted(tensors) and all(np.array_equal(back[n], tensors[n]) for n in tensors)
-    assert sorted(os.listdir(tmp_path / "out")) == ["config.json", "model.safetensors", "tokenizer_config.json",
-                                                   "vocab.txt"]
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
 
 
 def test_a_head_hf_cannot_compute_is_refused(tmp_path):
@@ -199,8 +218,7 @@ def test_keras_hub_preset_imports_exactly_and_round_trips(tmp_path, masked_lm):
     model = BertPretrainer(source.config)
     assert source.load(model) == ([] if masked_lm else ["masked-LM head"]) + ["next-sentence head"]
     batch = _batch(source.config)
-    inputs = {"token_ids": batch["input_ids"], "segment_ids": batch["segment_ids"],
-              "padding_mask": batch["input_mask"]}
+    inputs = {"token_ids": batch["input_ids"], "segment_ids": batch["segment_ids"], "padding_mask": batch["input_mask"]}
     if masked_lm:  # keras-hub's own outputs, its erf-GELU, epsilon-1e-5 head included
         expected = theirs({**inputs, "mask_positions": batch["masked_lm_positions"]})
         np.testing.assert_allclose(model(batch, training=False)["mlm_logits"], expected, atol=1e-5, rtol=0)

@@ -22,8 +22,13 @@ FORMATS = ("text", "jsonl", "csv", "parquet", "hf_dataset")
 def corpus_documents(num_docs=24, seed=0):
     """Documents of sentences that end with a full stop, one word repeated: sentencex keeps each one whole."""
     rng = np.random.default_rng(seed)
-    return [[" ".join([WORDS[int(rng.integers(len(WORDS)))]] * int(rng.integers(2, 9))) + "."
-             for _ in range(int(rng.integers(2, 12)))] for _ in range(num_docs)]
+    return [
+        [
+            " ".join([WORDS[int(rng.integers(len(WORDS)))]] * int(rng.integers(2, 9))) + "."
+            for _ in range(int(rng.integers(2, 12)))
+        ]
+        for _ in range(num_docs)
+    ]
 
 
 def write_corpus(directory, docs, input_format, extra_rows=()):
@@ -43,9 +48,11 @@ def write_corpus(directory, docs, input_format, extra_rows=()):
     elif input_format == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
+
         pq.write_table(pa.table({"id": list(range(len(texts))), "text": texts}), path, row_group_size=5)
     else:
         import datasets
+
         datasets.Dataset.from_dict({"id": list(range(len(texts))), "text": texts}).save_to_disk(str(path))
     return str(path)
 
@@ -59,14 +66,23 @@ def vocab_file(tmp_path):
 
 def records_of(paths):
     import tensorflow as tf
+
     return [[bytes(r.numpy()) for r in tf.data.TFRecordDataset(p)] for p in paths]
 
 
 def create(tmp_path, vocab_file, source, input_format, objective, name, **kwargs):
     outputs = [str(tmp_path / f"{name}-{i}.tfrecord") for i in range(2)]
     config = InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2, objective=objective)
-    summary = create_pretraining_data([source], outputs, vocab_file, True, config, unit_bytes=400,
-                                      input_format=documents.InputFormat(input_format), **kwargs)
+    summary = create_pretraining_data(
+        [source],
+        outputs,
+        vocab_file,
+        True,
+        config,
+        unit_bytes=400,
+        input_format=documents.InputFormat(input_format),
+        **kwargs,
+    )
     return records_of(outputs), summary
 
 
@@ -85,12 +101,15 @@ def test_every_format_writes_the_same_bytes(tmp_path, vocab_file, objective):
 
 def test_bad_records_are_counted_and_named_never_fatal(tmp_path, vocab_file):
     docs = corpus_documents(num_docs=6)
-    bad = ['{"text": "w1 w1.", ', '[1, 2]', '{"id": 7}', '{"text": 3}', '{"text": null}', '{"text": "   "}']
+    bad = ['{"text": "w1 w1.", ', "[1, 2]", '{"id": 7}', '{"text": 3}', '{"text": null}', '{"text": "   "}']
     source = write_corpus(tmp_path, docs, "jsonl", extra_rows=bad)
     _, summary = create(tmp_path, vocab_file, source, "jsonl", "mlm", "out")
     assert (summary.records, summary.bad_records, summary.documents) == (12, 6, 6)
-    assert summary.problems == (f"{source} line 7: bad JSON (Expecting property name enclosed in double quotes)",
-                                f"{source} line 8: a JSON list, not an object", f"{source} line 9: no 'text' field")
+    assert summary.problems == (
+        f"{source} line 7: bad JSON (Expecting property name enclosed in double quotes)",
+        f"{source} line 8: a JSON list, not an object",
+        f"{source} line 9: no 'text' field",
+    )
     assert "bad records: 6 of 12 skipped, e.g. " in summary.format()
 
 
@@ -107,18 +126,30 @@ def test_all_bad_records_fail_before_writing(tmp_path, vocab_file):
     source.write_text('{"body": "w1 w1."}\n{"body": "w2."}\n')
     out = tmp_path / "out.tfrecord"
     out.write_bytes(b"kept")
-    with pytest.raises(InputDataError, match=r"all 2 records are bad, e\.g\. .*line 1: no 'text' field; check "
-                                             r"--input_format=jsonl and --text_column=text"):
-        create_pretraining_data([str(source)], [str(out)], vocab_file, True, InstanceConfig(objective="mlm"),
-                                input_format=documents.InputFormat("jsonl"))
+    with pytest.raises(
+        InputDataError,
+        match=r"all 2 records are bad, e\.g\. .*line 1: no 'text' field; check "
+        r"--input_format=jsonl and --text_column=text",
+    ):
+        create_pretraining_data(
+            [str(source)],
+            [str(out)],
+            vocab_file,
+            True,
+            InstanceConfig(objective="mlm"),
+            input_format=documents.InputFormat("jsonl"),
+        )
     assert out.read_bytes() == b"kept"
 
 
 @pytest.mark.parametrize("input_format", ["csv", "parquet", "hf_dataset"])
 def test_a_missing_column_is_one_line_naming_the_columns(tmp_path, vocab_file, input_format):
     source = write_corpus(tmp_path, corpus_documents(num_docs=2), input_format)
-    with pytest.raises(InputDataError, match=r"--text_column: .* has no column 'body' \(its columns: 'id', "
-                                             r"'text'\); pass --text_column=NAME"):
+    with pytest.raises(
+        InputDataError,
+        match=r"--text_column: .* has no column 'body' \(its columns: 'id', "
+        r"'text'\); pass --text_column=NAME",
+    ):
         documents.plan_work_units([source], 1 << 20, documents.InputFormat(input_format, text_column="body"))
 
 
@@ -150,8 +181,12 @@ def test_corpus_lines_are_the_records_lines(tmp_path):
 
 def test_sentences_come_from_sentencex():
     lines = sentences.lines("  Dr. Smith came at 5 p.m. on Jan. 3rd! Did he stay?\n\n The value is 3.14. Yes. ")
-    assert sentences.split(lines, "en") == ["Dr. Smith came at 5 p.m. on Jan. 3rd!", "Did he stay?",
-                                            "The value is 3.14.", "Yes."]
+    assert sentences.split(lines, "en") == [
+        "Dr. Smith came at 5 p.m. on Jan. 3rd!",
+        "Did he stay?",
+        "The value is 3.14.",
+        "Yes.",
+    ]
 
 
 def test_crlf_text_is_cut_at_document_ends(tmp_path):
@@ -167,22 +202,29 @@ def test_crlf_text_is_cut_at_document_ends(tmp_path):
 
 def test_a_vocabulary_learns_the_same_from_every_format(tmp_path):
     from kbert.data.vocab import learn_vocabulary
+
     docs = corpus_documents(num_docs=12)
     learned = {}
     for input_format in FORMATS:
         source = write_corpus(tmp_path, docs, input_format)
-        learned[input_format], stats = learn_vocabulary([source], 120, layout="compact",
-                                                        input_format=documents.InputFormat(input_format))
+        learned[input_format], stats = learn_vocabulary(
+            [source], 120, layout="compact", input_format=documents.InputFormat(input_format)
+        )
         assert stats.lines == sum(map(len, docs))
     assert all(learned[f] == learned["text"] for f in FORMATS)
 
 
-@pytest.mark.parametrize("input_format,module,extra", [("parquet", "pyarrow.parquet", "kbert[parquet]"),
-                                                       ("hf_dataset", "datasets", "kbert[hf]")])
+@pytest.mark.parametrize(
+    "input_format,module,extra",
+    [("parquet", "pyarrow.parquet", "kbert[parquet]"), ("hf_dataset", "datasets", "kbert[hf]")],
+)
 def test_a_missing_extra_is_named(tmp_path, monkeypatch, input_format, module, extra):
     from kbert.errors import ConfigError
+
     source = write_corpus(tmp_path, corpus_documents(num_docs=2), input_format)
     monkeypatch.setitem(sys.modules, module, None)  # what `import` meets where the package is not installed
-    with pytest.raises(ConfigError, match=re.escape(f"--input_format={input_format} needs") + ".*" +
-                       re.escape(f"pip install '{extra}'")):
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(f"--input_format={input_format} needs") + ".*" + re.escape(f"pip install '{extra}'"),
+    ):
         documents.plan_work_units([source], 1 << 20, documents.InputFormat(input_format))

@@ -65,11 +65,20 @@ def test_tool_exits_1_naming_a_truncated_file(corpus):
     data = path.read_bytes()
     path.write_bytes(data[:-10])  # the last record is cut: only a full read finds it
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "inspect_tfrecords.py"),
-         f"--input_file={tmp_path}/part-*.tfrecord", f"--vocab_file={tmp_path}/vocab.txt",
-         "--max_seq_length=32", "--max_predictions_per_seq=5"],
-        capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        [
+            sys.executable,
+            os.path.join(ROOT, "tools", "inspect_tfrecords.py"),
+            f"--input_file={tmp_path}/part-*.tfrecord",
+            f"--vocab_file={tmp_path}/vocab.txt",
+            "--max_seq_length=32",
+            "--max_predictions_per_seq=5",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
     )
     assert result.returncode == 1
-    assert f"kbert-inspect-tfrecords: error: {path}: corrupt or truncated TFRecord after 29 good records" in result.stderr
+    assert (
+        f"kbert-inspect-tfrecords: error: {path}: corrupt or truncated TFRecord after 29 good records" in result.stderr
+    )
     assert "part-0.tfrecord" in result.stdout  # the good file was reported before

@@ -34,8 +34,12 @@ HOOKS = {
 }
 # kbert class -> the hooks it overrides (each must keep Keras's signature).
 OVERRIDES = {
-    LayerwiseOptimizer: ("_apply_weight_decay", "_all_reduce_sum_gradients", "_clip_gradients",
-                         "_get_current_learning_rate"),
+    LayerwiseOptimizer: (
+        "_apply_weight_decay",
+        "_all_reduce_sum_gradients",
+        "_clip_gradients",
+        "_get_current_learning_rate",
+    ),
     LAMB: ("_distributed_tf_update_step",),
     LossScaleOptimizer: ("check_finite",),
 }

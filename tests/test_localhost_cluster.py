@@ -24,8 +24,11 @@ def test_launch_gives_each_worker_its_tf_config_and_log(tmp_path):
 
 def test_a_failed_worker_stops_the_others(tmp_path):
     logs = [str(tmp_path / f"w{i}.log") for i in range(2)]
-    command = [sys.executable, "-c", "import os, sys, time; os.environ['TF_CONFIG'] == 'fail' and sys.exit(3); "
-               "time.sleep(60)"]
+    command = [
+        sys.executable,
+        "-c",
+        "import os, sys, time; os.environ['TF_CONFIG'] == 'fail' and sys.exit(3); time.sleep(60)",
+    ]
     workers = localhost_cluster.launch(command, ["fail", "wait"], {}, logs)
     codes = localhost_cluster.wait_all(workers, poll_seconds=0.01)
     assert codes[0] == 3 and codes[1] == -15  # SIGTERM, long before its minute of sleep

@@ -25,9 +25,20 @@ def unmasked(tmp_path_factory):
 
 
 def _config(records: str, vocab_file: str, override: str = "") -> PretrainingConfig:
-    return load_config(PretrainingConfig, [], ",".join(filter(None, [
-        f"data.train_files={records},data.eval_files={records},data.vocab_file={vocab_file}",
-        f"data.dynamic_masking=true,data.seq_length={SEQ},data.max_predictions=40", override])))
+    return load_config(
+        PretrainingConfig,
+        [],
+        ",".join(
+            filter(
+                None,
+                [
+                    f"data.train_files={records},data.eval_files={records},data.vocab_file={vocab_file}",
+                    f"data.dynamic_masking=true,data.seq_length={SEQ},data.max_predictions=40",
+                    override,
+                ],
+            )
+        ),
+    )
 
 
 def _one_pass(config: PretrainingConfig, vocab_size: int) -> dict[str, np.ndarray]:
@@ -51,15 +62,22 @@ def test_masked_share_follows_the_key(unmasked, override, rate):
     assert rate <= share < rate + RECORDS / selectable.sum(), share
 
 
-@pytest.mark.parametrize("override, message", [
-    ("data.masked_lm_prob=0", "data.masked_lm_prob=0"),
-    ("data.masked_lm_prob=1.0", "data.masked_lm_prob=1.0 must be in (0, 1)."),
-    ("data.dynamic_masking=false,data.masked_lm_prob=0.3",
-     "data.masked_lm_prob=0.3 is dynamic masking's rate, but data.dynamic_masking is off"),
-    ("data.seq_length=128,data.max_predictions=20,data.masked_lm_prob=0.3",
-     "data.max_predictions=20 caps dynamic masking below data.masked_lm_prob=0.3 of data.seq_length=128 (38 "
-     "tokens): set data.max_predictions=38 or more."),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("data.masked_lm_prob=0", "data.masked_lm_prob=0"),
+        ("data.masked_lm_prob=1.0", "data.masked_lm_prob=1.0 must be in (0, 1)."),
+        (
+            "data.dynamic_masking=false,data.masked_lm_prob=0.3",
+            "data.masked_lm_prob=0.3 is dynamic masking's rate, but data.dynamic_masking is off",
+        ),
+        (
+            "data.seq_length=128,data.max_predictions=20,data.masked_lm_prob=0.3",
+            "data.max_predictions=20 caps dynamic masking below data.masked_lm_prob=0.3 of data.seq_length=128 (38 "
+            "tokens): set data.max_predictions=38 or more.",
+        ),
+    ],
+)
 def test_bad_masking_rate_is_one_line(override, message):
     with pytest.raises(ConfigError) as error:
         _config("train.tfrecord", "vocab.txt", override)

@@ -17,8 +17,17 @@ from kbert.modeling import BertEncoder, BertPretrainer, google_variable_map
 from kbert.modeling.attention import BertSelfAttention
 from kbert.modeling.packing import attention_mask
 from kbert.optimizers import LAMB
-from model_fixtures import (SEQ, TINY, inference_outputs, pack, packed_slots, randomize, tiny_pretrainer,
-                            to_numpy, unpacked)
+from model_fixtures import (
+    SEQ,
+    TINY,
+    inference_outputs,
+    pack,
+    packed_slots,
+    randomize,
+    tiny_pretrainer,
+    to_numpy,
+    unpacked,
+)
 from numpy_bert import encode, google_weights, pretrain_logits, random_batch
 
 BACKEND = keras.backend.backend()
@@ -69,8 +78,8 @@ def test_packed_forward_matches_float64_numpy_reference_of_each_sequence(model):
     for row, slot, source, offset, length, predicted, count in packed_slots(batch):
         where = f"row {row} slot {slot}"
         for i, ref in enumerate(ref_layers):
-            _close(out[f"layer_{i}"][row, offset:offset + length], ref[source, :length], f"layer_{i}, {where}")
-        _close(out["mlm_logits"][row, predicted:predicted + count], ref_mlm[source, :count], where)
+            _close(out[f"layer_{i}"][row, offset : offset + length], ref[source, :length], f"layer_{i}, {where}")
+        _close(out["mlm_logits"][row, predicted : predicted + count], ref_mlm[source, :count], where)
         _close(out["nsp_logits"][row, slot], ref_nsp[source], where)
 
 
@@ -100,10 +109,20 @@ def test_the_other_backend_gives_the_same_outputs_on_the_same_weights(model, tmp
     weights, stored, results = (str(tmp_path / name) for name in ("model.weights.h5", "batches.npz", "out.npz"))
     model.save_weights(weights)
     np.savez(stored, **{f"{name}/{k}": v for name, batch in batches.items() for k, v in batch.items()})
-    env = dict(os.environ, KERAS_BACKEND=OTHER, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=os.pathsep.join([ROOT, TESTS]))
-    run = subprocess.run([sys.executable, "-c", OTHER_BACKEND, json.dumps(TINY.to_dict()), weights, stored, results],
-                         capture_output=True, text=True, timeout=300, env=env)
+    env = dict(
+        os.environ,
+        KERAS_BACKEND=OTHER,
+        JAX_PLATFORMS="cpu",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        PYTHONPATH=os.pathsep.join([ROOT, TESTS]),
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", OTHER_BACKEND, json.dumps(TINY.to_dict()), weights, stored, results],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split()[-1] == OTHER
     theirs = np.load(results)
@@ -126,8 +145,9 @@ def _pretrainer():
 
 def _encoder():
     """The bare encoder, with a regression layer on its pooled output: a functional model."""
-    inputs = {name: keras.Input((SEQ,), dtype="int32", name=name) for name in ("input_ids", "input_mask",
-                                                                                  "segment_ids")}
+    inputs = {
+        name: keras.Input((SEQ,), dtype="int32", name=name) for name in ("input_ids", "input_mask", "segment_ids")
+    }
     encoder = BertEncoder(DROPOUT)
     assert len(encoder.weights) == len(google_variable_map(encoder))  # built on construction, every weight named
     model = keras.Model(inputs, keras.layers.Dense(1, name="regression")(encoder(inputs)["pooled_output"]))
@@ -202,8 +222,9 @@ def test_attention_without_dropout_trains_as_it_infers(packed, monkeypatch):
     softmax, whose numbers are the same when the dropout drops nothing."""
     batch = pack(unpacked()) if packed else _padded(6)
     mask = attention_mask(batch)
-    hidden = keras.ops.convert_to_tensor(np.random.default_rng(7).normal(size=(*batch["input_ids"].shape, 32)),
-                                         "float32")
+    hidden = keras.ops.convert_to_tensor(
+        np.random.default_rng(7).normal(size=(*batch["input_ids"].shape, 32)), "float32"
+    )
     fused, explicit = BertSelfAttention(TINY), BertSelfAttention(DROPOUT)
     for layer in (fused, explicit):
         layer.build((None, None, TINY.hidden_size))
@@ -218,13 +239,20 @@ def test_attention_without_dropout_trains_as_it_infers(packed, monkeypatch):
 def test_importing_kbert_modeling_and_optimizers_under_jax_leaves_tensorflow_unimported():
     """Each module in turn, in one JAX process: whether TensorFlow is imported after it."""
     modules = ["kbert.modeling", "kbert.optimizers"]
-    code = ("import importlib, json, sys, keras\n"
-            "imported = {}\n"
-            f"for module in {modules!r}:\n"
-            "    importlib.import_module(module)\n"
-            "    imported[module] = 'tensorflow' in sys.modules\n"
-            "print(json.dumps([keras.backend.backend(), imported]))")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, JAX_PLATFORMS="cpu"))
+    code = (
+        "import importlib, json, sys, keras\n"
+        "imported = {}\n"
+        f"for module in {modules!r}:\n"
+        "    importlib.import_module(module)\n"
+        "    imported[module] = 'tensorflow' in sys.modules\n"
+        "print(json.dumps([keras.backend.backend(), imported]))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, JAX_PLATFORMS="cpu"),
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert json.loads(run.stdout.splitlines()[-1]) == ["jax", {m: False for m in modules}]

@@ -25,8 +25,9 @@ def _pretrainer():
 
 @pytest.fixture(scope="module")
 def peer():
-    spec = importlib.util.spec_from_file_location("model_garden_peer", os.path.join(ROOT, "tools",
-                                                                                   "model_garden_peer.py"))
+    spec = importlib.util.spec_from_file_location(
+        "model_garden_peer", os.path.join(ROOT, "tools", "model_garden_peer.py")
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -44,8 +45,7 @@ def test_model_garden_started_from_kberts_export_computes_kberts_logits(peer, tm
     theirs = peer.KbertOutputs(garden, CONFIG)(batch)
     ours = model(batch, training=False)
     for name in ("mlm_logits", "nsp_logits"):
-        np.testing.assert_allclose(theirs[name].numpy(), np.asarray(ours[name]), rtol=1e-5, atol=1e-5,
-                                   err_msg=name)
+        np.testing.assert_allclose(theirs[name].numpy(), np.asarray(ours[name]), rtol=1e-5, atol=1e-5, err_msg=name)
 
 
 def test_a_checkpoint_of_another_size_is_refused_naming_it(peer, tmp_path):
@@ -54,7 +54,10 @@ def test_a_checkpoint_of_another_size_is_refused_naming_it(peer, tmp_path):
     garden = peer.model_garden_task(wider).build_model()
     garden(garden.inputs)  # its heads built, so that their weights are compared too
     before = [w.numpy() for w in garden.weights]
-    with pytest.raises(CheckpointMismatchError, match=r"bert_model.ckpt: does not fit Model Garden's model \(bert/"
-                                                      r"encoder/layer_0/intermediate/dense/kernel is \[32, 64\]"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r"bert_model.ckpt: does not fit Model Garden's model \(bert/"
+        r"encoder/layer_0/intermediate/dense/kernel is \[32, 64\]",
+    ):
         peer.load_google_checkpoint_into_model_garden(garden, path)
     assert all(np.array_equal(a, w.numpy()) for a, w in zip(before, garden.weights))  # nothing assigned

@@ -11,9 +11,16 @@ import keras
 import numpy as np
 import pytest
 
-from kbert.modeling import (BertConfig, BertEncoder, BertPretrainer, CheckpointMismatchError,
-                            export_google_checkpoint, load_google_checkpoint, pretraining_loss_terms,
-                            pretraining_metrics)
+from kbert.modeling import (
+    BertConfig,
+    BertEncoder,
+    BertPretrainer,
+    CheckpointMismatchError,
+    export_google_checkpoint,
+    load_google_checkpoint,
+    pretraining_loss_terms,
+    pretraining_metrics,
+)
 from model_fixtures import TINY, randomize, tiny_pretrainer, to_numpy
 from numpy_bert import google_weights, pretrain_logits, random_batch
 
@@ -75,7 +82,7 @@ def test_every_random_weight_starts_from_its_own_draw():
     assert len(drawn) == 3 + 6 * TINY.num_hidden_layers + 3  # embeddings, each block's kernels, pooler and heads
     names = sorted(drawn)
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             n = min(drawn[a].size, drawn[b].size)
             assert not np.array_equal(drawn[a][:n], drawn[b][:n]), (a, b)
 
@@ -87,8 +94,10 @@ def test_the_pretrainer_draws_its_sentence_head_as_model_garden_and_the_encoder_
     keras.utils.set_random_seed(3)
     model, encoder = BertPretrainer(TINY), BertEncoder(TINY)
     h = TINY.hidden_size
-    glorot = {"bert/pooler/kernel": np.sqrt(2 / (h + h)),
-              "seq_relationship/seq_relationship/kernel": np.sqrt(2 / (h + 2))}
+    glorot = {
+        "bert/pooler/kernel": np.sqrt(2 / (h + h)),
+        "seq_relationship/seq_relationship/kernel": np.sqrt(2 / (h + 2)),
+    }
     for variable in model.weights:
         std = np.std(to_numpy(variable))
         if variable.path in glorot:
@@ -103,8 +112,9 @@ def test_loss_matches_reference_formula(model):
     batch = random_batch(np.random.default_rng(2), TINY)
     metrics = pretraining_metrics(pretraining_loss_terms(batch, model(batch)))
     mlm, nsp = pretrain_logits(google_weights(model), TINY, batch)
-    log_softmax = lambda z: (z - z.max(-1, keepdims=True)
-                             - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True)))
+    log_softmax = lambda z: (
+        z - z.max(-1, keepdims=True) - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True))
+    )
     ce = -np.take_along_axis(log_softmax(mlm), batch["masked_lm_ids"][..., None].astype(np.int64), -1)[..., 0]
     w = batch["masked_lm_weights"]
     mlm_loss = (w * ce).sum() / (w.sum() + 1e-5)
@@ -121,8 +131,7 @@ def test_a_hit_is_a_label_no_other_token_scores_above():
     """Distinct scores: argmax's hits. A tie at the top is a hit; a NaN score never is; the labels' shape stays."""
     from kbert.modeling.losses import top1_hits
 
-    logits = np.array([[[0.1, 0.7, 0.2], [0.5, 0.5, -1.0]],
-                       [[0.3, 0.2, 0.1], [np.nan, 0.0, 0.0]]], "float32")
+    logits = np.array([[[0.1, 0.7, 0.2], [0.5, 0.5, -1.0]], [[0.3, 0.2, 0.1], [np.nan, 0.0, 0.0]]], "float32")
     labels = np.array([[1, 1], [2, 0]], "int32")
     np.testing.assert_array_equal(to_numpy(top1_hits(labels, logits)), [[1.0, 1.0], [0.0, 0.0]])
     rng = np.random.default_rng(0)
@@ -185,8 +194,12 @@ def test_google_checkpoint_from_tf1_names_matches_reference(tmp_path, tf):
     arrays = google_weights(donor)
     path = str(tmp_path / "bert_model.ckpt")
     names = sorted(arrays)
-    tf.raw_ops.SaveV2(prefix=path, tensor_names=names, shape_and_slices=[""] * len(names),
-                      tensors=[tf.constant(arrays[n], tf.float32) for n in names])
+    tf.raw_ops.SaveV2(
+        prefix=path,
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=[tf.constant(arrays[n], tf.float32) for n in names],
+    )
     model = BertPretrainer(TINY)
     report = load_google_checkpoint(model, path)
     assert len(report["loaded"]) == len(names) and not report["missing"]
@@ -227,7 +240,8 @@ def test_mismatched_checkpoint_lists_every_problem(model, tmp_path):
     message = str(err.value)
     assert message.splitlines()[0] == (
         f"{path} does not fit the model (3 layers, hidden 32, vocab 98) (16 missing, 2 wrong-shape variables): "
-        "check that bert_config.json matches the checkpoint (strict=False loads a partial match).")
+        "check that bert_config.json matches the checkpoint (strict=False loads a partial match)."
+    )
     assert "missing from the checkpoint (16)" in message
     assert "bert/encoder/layer_2/attention/self/query/kernel" in message
     assert "bert/embeddings/word_embeddings: checkpoint [97, 32] vs model [98, 32]" in message
@@ -267,8 +281,13 @@ def test_fit_lowers_loss_on_repeated_batch():
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
     history = model.fit(repeated, batch_size=4, epochs=1, shuffle=False, verbose=0)
     first = model.evaluate(batch, batch_size=4, verbose=0, return_dict=True)
-    assert set(history.history) >= {"loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
-                                    "next_sentence_loss"}
+    assert set(history.history) >= {
+        "loss",
+        "masked_lm_accuracy",
+        "masked_lm_loss",
+        "next_sentence_accuracy",
+        "next_sentence_loss",
+    }
     assert history.history["loss"][0] < 5.0  # chance for vocab 97 is ln(97) + ln(2) = 5.27
     assert first["masked_lm_accuracy"] > 0.5
 
@@ -297,12 +316,21 @@ def test_config_validation_and_presets(tmp_path):
         BertConfig.from_json_file(str(bad))
     with pytest.raises(ValueError, match="Unknown BERT preset 'bert_huge'"):
         BertConfig.load("bert_huge")
-    for name, (layers, hidden) in {"bert_tiny": (2, 128), "bert_mini": (4, 256), "bert_small": (4, 512),
-                                   "bert_medium": (8, 512), "bert_base": (12, 768),
-                                   "bert_large": (24, 1024)}.items():
+    for name, (layers, hidden) in {
+        "bert_tiny": (2, 128),
+        "bert_mini": (4, 256),
+        "bert_small": (4, 512),
+        "bert_medium": (8, 512),
+        "bert_base": (12, 768),
+        "bert_large": (24, 1024),
+    }.items():
         config = BertConfig.load(name)
-        assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
-                config.intermediate_size) == (layers, hidden, hidden // 64, 4 * hidden)
+        assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.intermediate_size) == (
+            layers,
+            hidden,
+            hidden // 64,
+            4 * hidden,
+        )
         assert BertConfig.from_json_file(os.path.join(REPO, "configs", "models", f"{name}.json")) == config
 
 

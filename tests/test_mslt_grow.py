@@ -10,8 +10,14 @@ from kbert.modeling import BertConfig, export_google_checkpoint, pretraining_los
 from kbert.mslt import MsltConfig, build_plan
 from kbert.mslt.grow import grow, load_stage_export
 
-BERT = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=4, num_attention_heads=2, intermediate_size=64,
-                  max_position_embeddings=32)
+BERT = BertConfig(
+    vocab_size=64,
+    hidden_size=32,
+    num_hidden_layers=4,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=32,
+)
 
 
 def make_plan(**values):
@@ -21,12 +27,15 @@ def make_plan(**values):
 
 def make_batch(seed=0, batch=2, seq=16, predictions=3):
     rng = np.random.default_rng(seed)
-    return {"input_ids": rng.integers(0, BERT.vocab_size, (batch, seq)).astype("int32"),
-            "input_mask": np.ones((batch, seq), "int32"), "segment_ids": np.zeros((batch, seq), "int32"),
-            "masked_lm_positions": np.tile(np.arange(1, predictions + 1), (batch, 1)).astype("int32"),
-            "masked_lm_ids": rng.integers(0, BERT.vocab_size, (batch, predictions)).astype("int32"),
-            "masked_lm_weights": np.ones((batch, predictions), "float32"),
-            "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype("int32")}
+    return {
+        "input_ids": rng.integers(0, BERT.vocab_size, (batch, seq)).astype("int32"),
+        "input_mask": np.ones((batch, seq), "int32"),
+        "segment_ids": np.zeros((batch, seq), "int32"),
+        "masked_lm_positions": np.tile(np.arange(1, predictions + 1), (batch, 1)).astype("int32"),
+        "masked_lm_ids": rng.integers(0, BERT.vocab_size, (batch, predictions)).astype("int32"),
+        "masked_lm_weights": np.ones((batch, predictions), "float32"),
+        "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype("int32"),
+    }
 
 
 def block_weights(model, index):
@@ -80,8 +89,9 @@ def test_the_trainable_set_is_exactly_the_stage(embeddings):
     for stage in plan.stages[1:]:
         model = grow(BERT, stage, previous=model)
         assert model.encoder.stop_gradient_below == stage.stop_gradient_below
-        assert trainable_paths(model) == expected_paths(model, stage.trainable_layers, stage.embeddings_policy,
-                                                        stage.train_heads)
+        assert trainable_paths(model) == expected_paths(
+            model, stage.trainable_layers, stage.embeddings_policy, stage.train_heads
+        )
         assert sum(int(np.prod(v.shape)) for v in model.trainable_variables) == stage.trainable_parameters(BERT)
     assert plan.stages[1].embeddings_policy == ("word_table" if embeddings == "train" else "frozen")
 
@@ -103,8 +113,9 @@ def test_no_gradient_is_computed_below_the_cut(embeddings):
     computed = [v.path for v, g in zip(model.weights, grads) if g is not None]
     # Everything below the cut at block 2 is None (the word table still gets its tied-output gradient).
     assert all(re.match(r"bert/(layer_[01]|embeddings)/", p) for p in below)
-    assert {p for p in computed if not p.startswith("bert/embeddings/word")} == \
-        {p for p in trainable if not p.startswith("bert/embeddings/word")}
+    assert {p for p in computed if not p.startswith("bert/embeddings/word")} == {
+        p for p in trainable if not p.startswith("bert/embeddings/word")
+    }
 
     # In the training step's graph, the backward pass has no op in blocks 0-1 nor in the embedding lookup (a
     # trained word table gets its gradient in the tied MLM output), and one gradient per trainable variable.
@@ -113,10 +124,13 @@ def test_no_gradient_is_computed_below_the_cut(embeddings):
         with tf.GradientTape() as tape:
             loss = loss_of(model, batch)
         return tape.gradient(loss, model.trainable_variables)
+
     graph = step.get_concrete_function(batch).graph
     backward = [op.name for op in graph.get_operations() if op.name.startswith("gradient_tape/")]
+
     def ops_in(pattern):
         return [n for n in backward if re.search(pattern, n)]
+
     assert ops_in(r"/layer_[23](_\d+)?/") and not ops_in(r"/layer_[01](_\d+)?/")
     assert not ops_in(r"/embeddings(_\d+)?/")
     assert sum(g is not None for g in step(batch)) == len(model.trainable_variables)

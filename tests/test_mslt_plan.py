@@ -7,8 +7,14 @@ from kbert.experiment import load_experiment
 from kbert.modeling import BertConfig, BertPretrainer
 from kbert.mslt import MsltConfig, build_plan, parameter_counts
 
-BERT = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=6, num_attention_heads=2, intermediate_size=64,
-                  max_position_embeddings=32)
+BERT = BertConfig(
+    vocab_size=64,
+    hidden_size=32,
+    num_hidden_layers=6,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=32,
+)
 
 
 def plan_of(values, bert=BERT, **kwargs):
@@ -22,7 +28,11 @@ def stages(*layers, steps=10):
 def test_defaults_train_new_layers_then_all_layers_for_a_fifth_of_the_steps():
     plan = plan_of({"stages": stages(2, 4, 6, steps=100)}, decay_power=0.5)
     assert [(s.number, s.num_layers, s.trainable_layers) for s in plan.stages] == [
-        (1, 2, (0, 1)), (2, 4, (2, 3)), (3, 6, (4, 5)), (4, 6, (0, 1, 2, 3, 4, 5))]
+        (1, 2, (0, 1)),
+        (2, 4, (2, 3)),
+        (3, 6, (4, 5)),
+        (4, 6, (0, 1, 2, 3, 4, 5)),
+    ]
     assert [(s.start_step, s.end_step) for s in plan.stages] == [(0, 100), (100, 200), (200, 300), (300, 375)]
     assert plan.stages[-1].steps / plan.total_steps == pytest.approx(0.2)
     assert [s.stop_gradient_below for s in plan.stages] == [0, 2, 4, 0]
@@ -36,7 +46,16 @@ def test_defaults_train_new_layers_then_all_layers_for_a_fifth_of_the_steps():
 def test_stage_at_follows_the_global_step():
     plan = plan_of({"stages": stages(2, 4, 6, steps=100)})
     assert [plan.stage_at(step).number for step in (0, 99, 100, 250, 299, 300, 374, 375, 999)] == [
-        1, 1, 2, 3, 3, 4, 4, 4, 4]
+        1,
+        1,
+        2,
+        3,
+        3,
+        4,
+        4,
+        4,
+        4,
+    ]
 
 
 def test_stacking_trains_every_layer_and_copies_cyclically():
@@ -48,16 +67,30 @@ def test_stacking_trains_every_layer_and_copies_cyclically():
 
 def test_copy_takes_the_top_layers_of_the_previous_stage():
     plan = plan_of({"stages": stages(2, 3, 6), "final_stage": {"steps": 0}})
-    assert plan.stages[1].source_layer(2) == 1                             # 2 -> 3: copies the top layer
+    assert plan.stages[1].source_layer(2) == 1  # 2 -> 3: copies the top layer
     assert [plan.stages[2].source_layer(j) for j in range(3, 6)] == [0, 1, 2]  # 3 -> 6: the whole stack
     assert len(plan.stages) == 3
 
 
 def test_policies_and_per_stage_overrides():
-    plan = plan_of({"embeddings": "freeze_after_first_stage", "heads": "freeze_after_first_stage",
-                    "stages": stages(2, 4) + [{"num_layers": 6, "steps": 5, "trainable_layers": [3, 5],
-                                               "train_heads": True, "learning_rate": 5e-4, "warmup_steps": 0}],
-                    "final_stage": {"steps": 3, "learning_rate": 2e-4}})
+    plan = plan_of(
+        {
+            "embeddings": "freeze_after_first_stage",
+            "heads": "freeze_after_first_stage",
+            "stages": stages(2, 4)
+            + [
+                {
+                    "num_layers": 6,
+                    "steps": 5,
+                    "trainable_layers": [3, 5],
+                    "train_heads": True,
+                    "learning_rate": 5e-4,
+                    "warmup_steps": 0,
+                }
+            ],
+            "final_stage": {"steps": 3, "learning_rate": 2e-4},
+        }
+    )
     s = plan.stages
     assert [x.embeddings_policy for x in s] == ["all", "frozen", "frozen", "all"]
     assert [x.train_heads for x in s] == [True, False, True, True]
@@ -82,22 +115,33 @@ def test_describe_lists_every_stage():
     assert "with dropout" in plan_of({"stages": stages(2, 6), "frozen_dropout": True}).describe()
 
 
-@pytest.mark.parametrize("values, message", [
-    ({"stages": stages(2, 2, 6)}, r"mslt.stages\[1\] \(stage 2\).num_layers=2: must be greater than the previous"),
-    ({"stages": stages(3, 8)}, r"stages\[1\] \(stage 2\).num_layers=8: the model has only 6 layers"),
-    ({"stages": stages(2, 4)}, r"stages\[1\] \(stage 2\).num_layers=4: the last stage must reach the model's 6"),
-    ({"stages": [{"num_layers": 2, "steps": 0}] + stages(6)}, r"stages\[0\] \(stage 1\).steps=0: must be a positive number"),
-    ({"stages": [{"num_layers": 2}] + stages(6)}, r"stages\[0\] \(stage 1\).steps=None"),
-    ({"stages": stages(2) + [{"num_layers": 6, "steps": 5, "trainable_layers": [1, 6]}]},
-     r"stages\[1\] \(stage 2\).trainable_layers=\[1, 6\]: indices \[6\] are outside this stage's blocks 0..5"),
-    ({"stages": stages(2) + [{"num_layers": 6, "steps": 5, "trainable_layers": []}]}, r"trainable_layers=\[\]"),
-    ({"stages": stages(2, 6), "final_stage": {"steps": -1}}, r"mslt.final_stage.steps=-1"),
-    ({"stages": stages(2, 6), "final_stage": {"num_layers": 4}}, r"mslt.final_stage.num_layers=4"),
-    ({"stages": [{"num_layers": 6, "steps": 5, "warmup_steps": 5}]}, r"stage 1\).warmup_steps=5: must be in \[0, steps=5\)"),
-    ({"stages": stages(6), "new_layer_init": "zeros"}, r"mslt.new_layer_init='zeros': choose one of copy, random"),
-    ({"stages": []}, r"mslt.stages is empty"),
-    ({"stages": stages(6), "frozen_dropout": 0}, r"mslt.frozen_dropout=0: must be true or false"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"stages": stages(2, 2, 6)}, r"mslt.stages\[1\] \(stage 2\).num_layers=2: must be greater than the previous"),
+        ({"stages": stages(3, 8)}, r"stages\[1\] \(stage 2\).num_layers=8: the model has only 6 layers"),
+        ({"stages": stages(2, 4)}, r"stages\[1\] \(stage 2\).num_layers=4: the last stage must reach the model's 6"),
+        (
+            {"stages": [{"num_layers": 2, "steps": 0}] + stages(6)},
+            r"stages\[0\] \(stage 1\).steps=0: must be a positive number",
+        ),
+        ({"stages": [{"num_layers": 2}] + stages(6)}, r"stages\[0\] \(stage 1\).steps=None"),
+        (
+            {"stages": stages(2) + [{"num_layers": 6, "steps": 5, "trainable_layers": [1, 6]}]},
+            r"stages\[1\] \(stage 2\).trainable_layers=\[1, 6\]: indices \[6\] are outside this stage's blocks 0..5",
+        ),
+        ({"stages": stages(2) + [{"num_layers": 6, "steps": 5, "trainable_layers": []}]}, r"trainable_layers=\[\]"),
+        ({"stages": stages(2, 6), "final_stage": {"steps": -1}}, r"mslt.final_stage.steps=-1"),
+        ({"stages": stages(2, 6), "final_stage": {"num_layers": 4}}, r"mslt.final_stage.num_layers=4"),
+        (
+            {"stages": [{"num_layers": 6, "steps": 5, "warmup_steps": 5}]},
+            r"stage 1\).warmup_steps=5: must be in \[0, steps=5\)",
+        ),
+        ({"stages": stages(6), "new_layer_init": "zeros"}, r"mslt.new_layer_init='zeros': choose one of copy, random"),
+        ({"stages": []}, r"mslt.stages is empty"),
+        ({"stages": stages(6), "frozen_dropout": 0}, r"mslt.frozen_dropout=0: must be true or false"),
+    ],
+)
 def test_bad_plans_are_rejected_naming_stage_and_field(values, message):
     with pytest.raises(PlanError, match=message):
         plan_of(values)
@@ -105,7 +149,9 @@ def test_bad_plans_are_rejected_naming_stage_and_field(values, message):
 
 def test_experiment_config_holds_the_mslt_section(tmp_path):
     path = tmp_path / "exp.yaml"
-    path.write_text("model: {bert: bert_tiny}\nmslt:\n  stages: [{num_layers: 1, steps: 4}, {num_layers: 2, steps: 4}]\n")
+    path.write_text(
+        "model: {bert: bert_tiny}\nmslt:\n  stages: [{num_layers: 1, steps: 4}, {num_layers: 2, steps: 4}]\n"
+    )
     config = load_experiment([str(path)], "mslt.final_stage.steps=2")
     assert [s.num_layers for s in config.mslt.stages] == [1, 2] and config.mslt.final_stage.steps == 2
     assert load_experiment([]).mslt is None
@@ -113,14 +159,22 @@ def test_experiment_config_holds_the_mslt_section(tmp_path):
         load_experiment([str(path)], "mslt.final_stag.steps=2")
 
 
-@pytest.mark.parametrize("mslt, message", [
-    ("{stages: [{num_layers: 4, step: 5}]}", r"unknown config key 'mslt.stages\[0\].step'. Did you mean "
-                                             r"'mslt.stages\[0\].steps'"),
-    ("{stages: [{num_layers: 4, steps: 5}], embedings: train}",
-     r"unknown config key 'mslt.embedings'. Did you mean 'mslt.embeddings'"),
-    ("{stages: [{num_layers: two, steps: 5}]}", r"'mslt.stages\[0\].num_layers' must be of type int"),
-    ("{stages: [{num_layers: 2, steps: 5}]}", r"mslt.stages\[0\] \(stage 1\).num_layers=2: the last stage must"),
-])
+@pytest.mark.parametrize(
+    "mslt, message",
+    [
+        (
+            "{stages: [{num_layers: 4, step: 5}]}",
+            r"unknown config key 'mslt.stages\[0\].step'. Did you mean "
+            r"'mslt.stages\[0\].steps'",
+        ),
+        (
+            "{stages: [{num_layers: 4, steps: 5}], embedings: train}",
+            r"unknown config key 'mslt.embedings'. Did you mean 'mslt.embeddings'",
+        ),
+        ("{stages: [{num_layers: two, steps: 5}]}", r"'mslt.stages\[0\].num_layers' must be of type int"),
+        ("{stages: [{num_layers: 2, steps: 5}]}", r"mslt.stages\[0\] \(stage 1\).num_layers=2: the last stage must"),
+    ],
+)
 def test_the_mslt_section_is_checked_at_load(mslt, message):
     with pytest.raises(ConfigError, match=message):
         load_experiment([], f"{{model: {{overrides: {{num_hidden_layers: 4}}}}, mslt: {mslt}}}")

@@ -11,12 +11,27 @@ from kbert import experiment
 from kbert.errors import PlanError
 from kbert.experiment import load_experiment
 from kbert.runtime.strategy import make_strategy
-from training_fixtures import (checkpoint_weights, kill_once_written, pretrain_command, run_cli, run_here,
-                               write_config, write_train_and_eval)
+from training_fixtures import (
+    checkpoint_weights,
+    kill_once_written,
+    pretrain_command,
+    run_cli,
+    run_here,
+    write_config,
+    write_train_and_eval,
+)
 
-FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {
-    "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
-    "num_hidden_layers": 4, "max_position_embeddings": 32}}
+FOUR_LAYERS = {
+    "bert": "bert_tiny",
+    "overrides": {
+        "vocab_size": 64,
+        "hidden_size": 32,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "num_hidden_layers": 4,
+        "max_position_embeddings": 32,
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,20 +50,33 @@ def export(model_dir, stage):
 
 def test_stages_train_only_their_layers_and_export(tmp_path, data):
     # Embeddings frozen after stage 1, so every weight below the cut is checked bit-identical across stage 2.
-    mslt = {"stages": [{"num_layers": 2, "steps": 4}, {"num_layers": 4, "steps": 4}], "final_stage": {"steps": 2},
-            "embeddings": "freeze_after_first_stage"}
+    mslt = {
+        "stages": [{"num_layers": 2, "steps": 4}, {"num_layers": 4, "steps": 4}],
+        "final_stage": {"steps": 2},
+        "embeddings": "freeze_after_first_stage",
+    }
     config = load_experiment([mslt_config(tmp_path / "c.yaml", data, mslt, deterministic=False)])
     lines = []
-    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), "train_and_eval",
-                             print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
-    assert lines[0].startswith("MSLT plan: mode mslt") and "MSLT stage 2/3: 4 layers, training blocks [2, 3]" in \
-        "\n".join(lines)
+    summary = experiment.run(
+        config,
+        str(tmp_path / "run"),
+        make_strategy("one_device"),
+        "train_and_eval",
+        print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))),
+    )
+    assert lines[0].startswith(
+        "MSLT plan: mode mslt"
+    ) and "MSLT stage 2/3: 4 layers, training blocks [2, 3]" in "\n".join(lines)
     assert [(s["stage"], s["global_step"], s["trainable_variables"]) for s in summary["stages"]] == [
-        (1, 4, 46), (2, 8, 16 * 2 + 9), (3, 10, 78)]
+        (1, 4, 46),
+        (2, 8, 16 * 2 + 9),
+        (3, 10, 78),
+    ]
     # The eval ran on the model trained in memory; evaluating the last stage's checkpoint gives the same numbers.
     assert summary["evaluated_checkpoint"].endswith(os.path.join("run", "checkpoints", "ckpt-10"))
-    again = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), "eval",
-                           print_fn=lambda *a, **k: None)
+    again = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), "eval", print_fn=lambda *a, **k: None
+    )
     assert again["eval"] == summary["eval"] and summary["eval"]["sequences"] == 16
 
     one, two, three = export(tmp_path / "run", 1), export(tmp_path / "run", 2), export(tmp_path / "run", 3)
@@ -56,8 +84,12 @@ def test_stages_train_only_their_layers_and_export(tmp_path, data):
     assert len(frozen) == 5 + 2 * 16
     for name in frozen:  # bit-identical across stage 2
         np.testing.assert_array_equal(one[name], two[name], err_msg=name)
-    trained = [n for n in two if n.startswith(("bert/encoder/layer_2/", "bert/encoder/layer_3/", "cls/"))
-               and n.endswith(("kernel", "output_weights"))]
+    trained = [
+        n
+        for n in two
+        if n.startswith(("bert/encoder/layer_2/", "bert/encoder/layer_3/", "cls/"))
+        and n.endswith(("kernel", "output_weights"))
+    ]
     for name in trained:  # new layers moved away from their copies of layers 0-1; heads moved
         source = name.replace("layer_2/", "layer_0/").replace("layer_3/", "layer_1/")
         assert not np.array_equal(one[source], two[name]), name
@@ -65,8 +97,9 @@ def test_stages_train_only_their_layers_and_export(tmp_path, data):
         assert name.endswith("beta") or not np.array_equal(two[name], three[name]), name
 
     # Done: the same command again trains nothing; another plan in the same model_dir is refused.
-    again = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), "train",
-                           print_fn=lambda *a, **k: 0)
+    again = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), "train", print_fn=lambda *a, **k: 0
+    )
     assert [s["global_step"] for s in again["stages"]] == [4, 8, 10]
     mslt["stages"][0]["steps"] = 6
     other = load_experiment([mslt_config(tmp_path / "c2.yaml", data, mslt)])
@@ -79,15 +112,24 @@ def test_stages_built_ahead_on_a_thread_train_bit_identically(tmp_path, data):
     when it starts (random new layers, dropout seeds and input position included). Both ways carry the weights
     over with the same code after the build, so `random` new layers, whose weights come from the build's own
     seeding, are the case that can differ."""
-    mslt = {"stages": [{"num_layers": 2, "steps": 3}, {"num_layers": 4, "steps": 3}], "final_stage": {"steps": 2},
-            "new_layer_init": "random", "frozen_dropout": True}
+    mslt = {
+        "stages": [{"num_layers": 2, "steps": 3}, {"num_layers": 4, "steps": 3}],
+        "final_stage": {"steps": 2},
+        "new_layer_init": "random",
+        "frozen_dropout": True,
+    }
     runs = {}
     for build_ahead in (True, False):
-        config = load_experiment([mslt_config(tmp_path / "c.yaml", data, dict(mslt, build_ahead=build_ahead),
-                                              steps_per_loop=1)])
+        config = load_experiment(
+            [mslt_config(tmp_path / "c.yaml", data, dict(mslt, build_ahead=build_ahead), steps_per_loop=1)]
+        )
         lines = []
-        summary = experiment.run(config, str(tmp_path / str(build_ahead)), make_strategy("one_device"),
-                                 print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
+        summary = experiment.run(
+            config,
+            str(tmp_path / str(build_ahead)),
+            make_strategy("one_device"),
+            print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))),
+        )
         runs[build_ahead] = summary
         ahead = [s["built_ahead_seconds"] > 0 for s in summary["stages"]]
         assert ahead == ([False, True, True] if build_ahead else [False, False, False])
@@ -109,12 +151,17 @@ def test_a_failed_build_ahead_is_reported_and_the_stage_is_built_when_it_starts(
         if threading.current_thread().name.startswith("kbert-build"):
             raise RuntimeError("out of host memory")
         build_graph(self)
+
     monkeypatch.setattr(PretrainingTrainer, "build_graph", fail_ahead)
     mslt = {"stages": [{"num_layers": 2, "steps": 3}, {"num_layers": 4, "steps": 3}], "final_stage": {"steps": 0}}
     config = load_experiment([mslt_config(tmp_path / "c.yaml", data, mslt, steps_per_loop=1)])
     lines = []
-    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
-                             print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
+    summary = experiment.run(
+        config,
+        str(tmp_path / "run"),
+        make_strategy("one_device"),
+        print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))),
+    )
     assert "MSLT stage 2/2: building it ahead failed (RuntimeError: out of host memory); building it now." in lines
     assert [(s["global_step"], s["built_ahead_seconds"]) for s in summary["stages"]] == [(3, 0.0), (6, 0.0)]
 
@@ -126,11 +173,13 @@ def _command(config, model_dir):
 def test_kill_9_mid_stage_resumes_in_that_stage(tmp_path, data):
     mslt = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 60}], "final_stage": {"steps": 0}}
     two_layers = {"bert": "bert_tiny", "overrides": dict(FOUR_LAYERS["overrides"], num_hidden_layers=2)}
-    config = mslt_config(tmp_path / "c.yaml", data, mslt, model=two_layers, steps_per_loop=1,
-                         checkpoint_interval=4, max_checkpoints=100)
+    config = mslt_config(
+        tmp_path / "c.yaml", data, mslt, model=two_layers, steps_per_loop=1, checkpoint_interval=4, max_checkpoints=100
+    )
     run_here(config, tmp_path / "straight")
-    kill_once_written(_command(config, tmp_path / "killed"),
-                      tmp_path / "killed" / "checkpoints" / "ckpt-6.index")  # stage 2's first save
+    kill_once_written(
+        _command(config, tmp_path / "killed"), tmp_path / "killed" / "checkpoints" / "ckpt-6.index"
+    )  # stage 2's first save
     assert not (tmp_path / "killed" / "stage_2" / "summary.json").exists()  # killed inside stage 2
     resumed = run_here(config, tmp_path / "killed")
     assert "MSLT stage 1/2" not in resumed  # stage 1 is done and not rebuilt
@@ -148,5 +197,6 @@ def test_a_bad_plan_is_a_one_line_error_before_training(tmp_path, data):
     result = run_cli(_command(config, tmp_path / "run"), expect=1)
     assert result.stderr.strip().splitlines()[-1] == (
         "kbert-pretrain: error: mslt.stages[1] (stage 2).num_layers=2: must be greater than the previous "
-        "stage's 2: each stage grows the model.")
+        "stage's 2: each stage grows the model."
+    )
     assert not (tmp_path / "run").exists()

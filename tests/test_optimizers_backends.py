@@ -15,8 +15,10 @@ from optimizer_steps import traced_step
 
 def _variables(seed=0):
     rng = np.random.default_rng(seed)
-    return [keras.Variable(rng.normal(size=(4, 3)).astype("float32"), name="kernel"),
-            keras.Variable(rng.normal(size=(3,)).astype("float32"), name="bias")]
+    return [
+        keras.Variable(rng.normal(size=(4, 3)).astype("float32"), name="kernel"),
+        keras.Variable(rng.normal(size=(3,)).astype("float32"), name="bias"),
+    ]
 
 
 def _numpy(variables):
@@ -57,7 +59,7 @@ def test_keras_state_with_a_scalar_per_trust_ratio_loads():
     traced_step(optimizer, _variables())([keras.ops.ones((4, 3)), keras.ops.ones((3,))])
     saved = _numpy(optimizer.variables)
     first = next(i for i, v in enumerate(optimizer.variables) if v.path.endswith("/trust_ratios"))
-    scalars = saved[:first] + list(saved[first]) + saved[first + 1:]
+    scalars = saved[:first] + list(saved[first]) + saved[first + 1 :]
     assert len(set(saved[first].tolist())) == 2  # two different ratios: a mix-up would show
     for store in (scalars, saved):
         restored = LAMB(0.1, exclude_from_layer_adaptation=[])
@@ -67,9 +69,14 @@ def test_keras_state_with_a_scalar_per_trust_ratio_loads():
             np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("make", [lambda **k: LAMB(PolynomialWarmup(0.02, 2, 4), **k),
-                                  lambda **k: LARS(PolynomialWarmup(0.5, 2, 4), eeta=0.01, **k)],
-                         ids=["lamb", "lars"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda **k: LAMB(PolynomialWarmup(0.02, 2, 4), **k),
+        lambda **k: LARS(PolynomialWarmup(0.5, 2, 4), eeta=0.01, **k),
+    ],
+    ids=["lamb", "lars"],
+)
 def test_gradient_accumulation_equals_one_step_on_the_mean_gradient(make):
     """k micro-steps make one optimizer step (schedule and bias correction count it once), clipped after the mean."""
     k, rng = 3, np.random.default_rng(1)
@@ -80,7 +87,7 @@ def test_gradient_accumulation_equals_one_step_on_the_mean_gradient(make):
         step([keras.ops.convert_to_tensor(g.astype("float32")) for g in grads])
     step = traced_step(make(global_clipnorm=1.0), reference)
     for i in range(0, len(micro), k):
-        mean = [np.mean([m[j] for m in micro[i:i + k]], axis=0).astype("float32") for j in range(2)]
+        mean = [np.mean([m[j] for m in micro[i : i + k]], axis=0).astype("float32") for j in range(2)]
         step([keras.ops.convert_to_tensor(g) for g in mean])
     for a, b in zip(_numpy(accumulated), _numpy(reference)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -101,8 +108,14 @@ def test_loss_scale_optimizer_skips_a_non_finite_step_and_halves_the_scale():
 
 def _model(seed=0):
     keras.utils.set_random_seed(seed)
-    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
-                             keras.layers.LayerNormalization(), keras.layers.Dense(1)])
+    return keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.LayerNormalization(),
+            keras.layers.Dense(1),
+        ]
+    )
 
 
 def _data(n=32):
@@ -111,10 +124,16 @@ def _data(n=32):
 
 
 SAVED = {
-    "lamb": lambda: LAMB(PolynomialWarmup(0.02, 2, 6, power=0.5), exclude_from_weight_decay=["gamma$", "bias"],
-                         exclude_from_layer_adaptation=["beta"], max_trust_ratio=10.0, global_clipnorm=1.0),
-    "lars": lambda: LARS(PolynomialWarmup(0.02, 2, 6, power=0.5), exclude_from_weight_decay=["bias"], larc_clip=True,
-                         weight_decay=1e-4),
+    "lamb": lambda: LAMB(
+        PolynomialWarmup(0.02, 2, 6, power=0.5),
+        exclude_from_weight_decay=["gamma$", "bias"],
+        exclude_from_layer_adaptation=["beta"],
+        max_trust_ratio=10.0,
+        global_clipnorm=1.0,
+    ),
+    "lars": lambda: LARS(
+        PolynomialWarmup(0.02, 2, 6, power=0.5), exclude_from_weight_decay=["bias"], larc_clip=True, weight_decay=1e-4
+    ),
 }
 
 
@@ -134,8 +153,11 @@ def test_fit_then_keras_save_load_keeps_config_state_and_training(tmp_path, name
     assert restored.optimizer.exclude_from_weight_decay_patterns == model.optimizer.exclude_from_weight_decay_patterns
     # The schedule came back as a schedule, not frozen at the saved step's rate: the rate moves on with the step.
     steps = [0, 3, 50]
-    np.testing.assert_allclose([float(restored.optimizer._learning_rate(s)) for s in steps],
-                               [float(SAVED[name]()._learning_rate(s)) for s in steps], rtol=1e-7)
+    np.testing.assert_allclose(
+        [float(restored.optimizer._learning_rate(s)) for s in steps],
+        [float(SAVED[name]()._learning_rate(s)) for s in steps],
+        rtol=1e-7,
+    )
     assert len(restored.optimizer.variables) == len(model.optimizer.variables) > 2  # iterations, rate, slots
     for a, b in zip(restored.optimizer.variables, model.optimizer.variables):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))

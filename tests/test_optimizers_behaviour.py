@@ -49,10 +49,15 @@ def test_all_zero_gradients_leave_weights_unchanged(make):
 
 def test_exclusion_regexes_match_variable_paths():
     # Named: an unnamed Sequential is `sequential_N` after other tests in the same worker built one.
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, name="pooler"),
-                              keras.layers.Dense(4, name="head")], name="sequential")
-    optimizer = LAMB(0.1, weight_decay=0.5, exclude_from_weight_decay=[r"^sequential/pooler/"],
-                     exclude_from_layer_adaptation=[r"head/bias$"])
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(4, name="pooler"), keras.layers.Dense(4, name="head")], name="sequential"
+    )
+    optimizer = LAMB(
+        0.1,
+        weight_decay=0.5,
+        exclude_from_weight_decay=[r"^sequential/pooler/"],
+        exclude_from_layer_adaptation=[r"head/bias$"],
+    )
     before = {v.path: v.numpy().copy() for v in model.trainable_variables}
     zeros = [np.zeros(v.shape) for v in model.trainable_variables]
     _apply(optimizer, model.trainable_variables, zeros)
@@ -125,8 +130,14 @@ def test_polynomial_warmup_round_trips_through_keras_serialization():
     np.testing.assert_array_equal([float(restored(s)) for s in steps], [float(schedule(s)) for s in steps])
 
 
-@pytest.mark.parametrize("make", [lambda: LAMB(PolynomialWarmup(1e-3, 10, 100), exclude_from_weight_decay=["x"]),
-                                  lambda: LARS(0.1, nesterov=True, larc_clip=True)], ids=["lamb", "lars"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: LAMB(PolynomialWarmup(1e-3, 10, 100), exclude_from_weight_decay=["x"]),
+        lambda: LARS(0.1, nesterov=True, larc_clip=True),
+    ],
+    ids=["lamb", "lars"],
+)
 def test_optimizer_config_round_trip(make):
     optimizer = make()
     restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))

@@ -32,8 +32,11 @@ def _data():
 def _initial_weights() -> dict[str, np.ndarray]:
     """The model's variables before training, by name (the same in every run)."""
     rng = np.random.default_rng(0)
-    return {"dense_kernel": rng.normal(size=(8, 4)).astype("float32"), "dense_bias": np.zeros(4, "float32"),
-            "embeddings": rng.normal(size=(10, 4)).astype("float32")}
+    return {
+        "dense_kernel": rng.normal(size=(8, 4)).astype("float32"),
+        "dense_bias": np.zeros(4, "float32"),
+        "embeddings": rng.normal(size=(10, 4)).astype("float32"),
+    }
 
 
 def _train(strategy, make_optimizer, dtype="float32", poison_replica=None):
@@ -66,8 +69,9 @@ def _train(strategy, make_optimizer, dtype="float32", poison_replica=None):
     def step(x, ids, y):
         def shard(value):
             return strategy.experimental_distribute_values_from_function(
-                lambda ctx: value[ctx.replica_id_in_sync_group * local:(ctx.replica_id_in_sync_group + 1) * local]
+                lambda ctx: value[ctx.replica_id_in_sync_group * local : (ctx.replica_id_in_sync_group + 1) * local]
             )
+
         strategy.run(replica_step, args=(shard(x), shard(ids), shard(y)))
 
     x, ids, y = _data()
@@ -105,8 +109,9 @@ def _main():
             "mirrored": _train(mirrored, make)[0],
         }
     for name, wrapper in {"kbert": LossScaleOptimizer, "keras": keras.optimizers.LossScaleOptimizer}.items():
-        weights, optimizer = _train(mirrored, lambda: wrapper(LAMB(0.05), initial_scale=1024.0),
-                                    dtype="float16", poison_replica=1)
+        weights, optimizer = _train(
+            mirrored, lambda: wrapper(LAMB(0.05), initial_scale=1024.0), dtype="float16", poison_replica=1
+        )
         result[f"overflow_{name}"] = {
             "finite": bool(np.all(np.isfinite(np.concatenate([np.ravel(w) for w in weights])))),
             "scale": float(optimizer.dynamic_scale.numpy()),
@@ -117,11 +122,12 @@ def _main():
 
 @pytest.fixture(scope="module")
 def measured():
-    run = subprocess.run([sys.executable, __file__], capture_output=True, text=True,
-                         env=cli_env(CUDA_VISIBLE_DEVICES=""), timeout=600)
+    run = subprocess.run(
+        [sys.executable, __file__], capture_output=True, text=True, env=cli_env(CUDA_VISIBLE_DEVICES=""), timeout=600
+    )
     lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, f"distributed run failed:\n{run.stderr[-4000:]}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 @pytest.mark.parametrize("name", ["lamb", "lamb_clipnorm", "lars_clipnorm"])

@@ -8,16 +8,26 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kbert.optimizers import (LAMB, LARS, LossScaleOptimizer, PolynomialWarmup, TrustRatioCallback,
-                              write_trust_ratio_summaries)
+from kbert.optimizers import (
+    LAMB,
+    LARS,
+    LossScaleOptimizer,
+    PolynomialWarmup,
+    TrustRatioCallback,
+    write_trust_ratio_summaries,
+)
 from kbert.optimizers.layerwise import layerwise_optimizer
 
 
 def _model(seed=0):
     keras.utils.set_random_seed(seed)
     return keras.Sequential(
-        [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.LayerNormalization(),
-         keras.layers.Dense(1)]
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.LayerNormalization(),
+            keras.layers.Dense(1),
+        ]
     )
 
 
@@ -40,7 +50,9 @@ def _eager_reference(make_optimizer, x, y, batch):
     model, optimizer = _model(), make_optimizer()
     for start in range(0, len(x), batch):
         with tf.GradientTape() as tape:
-            loss = keras.ops.mean(keras.losses.mean_squared_error(y[start:start + batch], model(x[start:start + batch])))
+            loss = keras.ops.mean(
+                keras.losses.mean_squared_error(y[start : start + batch], model(x[start : start + batch]))
+            )
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return model
@@ -69,8 +81,12 @@ def test_gradient_accumulation_equals_one_big_step(name):
     optimizer.gradient_accumulation_steps = k
     for start in range(0, len(x), micro):
         with tf.GradientTape() as tape:
-            loss = keras.ops.mean(keras.losses.mean_squared_error(y[start:start + micro], accumulated(x[start:start + micro])))
-        optimizer.apply_gradients(zip(tape.gradient(loss, accumulated.trainable_variables), accumulated.trainable_variables))
+            loss = keras.ops.mean(
+                keras.losses.mean_squared_error(y[start : start + micro], accumulated(x[start : start + micro]))
+            )
+        optimizer.apply_gradients(
+            zip(tape.gradient(loss, accumulated.trainable_variables), accumulated.trainable_variables)
+        )
     reference = _eager_reference(OPTIMIZERS[name], x, y, batch=k * micro)
     assert int(optimizer.iterations) == 3
     for a, b in zip(accumulated.get_weights(), reference.get_weights()):

@@ -16,8 +16,9 @@ SHAPES = {"dense_kernel": (6, 4), "dense_bias": (4,), "LayerNorm_gamma": (4,), "
 def _problem():
     rng = np.random.default_rng(1)
     weights = {n: rng.normal(size=s).astype("float32") for n, s in SHAPES.items()}
-    steps = [[(rng.normal(size=s) * rng.uniform(0.1, 3.0)).astype("float32") for s in SHAPES.values()]
-             for _ in range(STEPS)]
+    steps = [
+        [(rng.normal(size=s) * rng.uniform(0.1, 3.0)).astype("float32") for s in SHAPES.values()] for _ in range(STEPS)
+    ]
     return weights, steps
 
 
@@ -68,8 +69,11 @@ LARS_CASES = {
     "nesterov": {"nesterov": True},
     "non_classic": {"classic_momentum": False},
     "weight_decay": {"weight_decay": 1e-2, "eeta": 0.01},
-    "split_exclusions": {"weight_decay": 1e-2, "exclude_from_weight_decay": ["bias"],
-                         "exclude_from_layer_adaptation": ["gamma"]},
+    "split_exclusions": {
+        "weight_decay": 1e-2,
+        "exclude_from_weight_decay": ["bias"],
+        "exclude_from_layer_adaptation": ["gamma"],
+    },
 }
 
 

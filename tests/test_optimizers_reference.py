@@ -117,7 +117,11 @@ LARS_CASES = {
     "larc_clip": {"larc_clip": True, "eeta": 0.5, "weight_decay": 1e-3},
     "epsilon": {"epsilon": 1e-2},
     "global_clipnorm": {"global_clipnorm": 0.5},
-    "custom_exclusions": {"weight_decay": 1e-2, "exclude_from_weight_decay": [], "exclude_from_layer_adaptation": ["bias"]},
+    "custom_exclusions": {
+        "weight_decay": 1e-2,
+        "exclude_from_weight_decay": [],
+        "exclude_from_layer_adaptation": ["bias"],
+    },
 }
 
 

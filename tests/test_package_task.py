@@ -19,8 +19,11 @@ def _task_files(tmp_path, documents):
 def test_package_task_is_balanced_disjoint_and_deterministic(tmp_path):
     rng = random.Random(2)
     sizes = {"big": 40, "_small": 23, "tiny": 9, "mid": 30}
-    documents = [(package, " ".join(rng.choice(WORDS) for _ in range(8)) + f" about _small.thing {n}.")
-                 for package, count in sizes.items() for n in range(count)]
+    documents = [
+        (package, " ".join(rng.choice(WORDS) for _ in range(8)) + f" about _small.thing {n}.")
+        for package, count in sizes.items()
+        for n in range(count)
+    ]
     documents += [("big", documents[0][1])]  # a repeated docstring is one example
     corpus, packages = _task_files(tmp_path, documents)
     settings = TaskSettings(num_classes=3, max_per_class=25, eval_every=5)
@@ -28,8 +31,10 @@ def test_package_task_is_balanced_disjoint_and_deterministic(tmp_path):
 
     # "tiny" has fewer than 2 * eval_every docstrings; the three others are cut to the smallest's 23.
     assert built.labels == ["_small", "big", "mid"]
-    rows = {split: [line.split("\t") for line in open(path).read().splitlines()]
-            for split, path in (("train", built.train_file), ("eval", built.eval_file))}
+    rows = {
+        split: [line.split("\t") for line in open(path).read().splitlines()]
+        for split, path in (("train", built.train_file), ("eval", built.eval_file))
+    }
     assert rows["train"][0] == rows["eval"][0] == ["text", "label"]
     for split, count in (("train", 19), ("eval", 4)):
         labels = [label for _, label in rows[split][1:]]

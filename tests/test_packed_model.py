@@ -28,8 +28,12 @@ def test_packed_rows_give_each_sequence_its_unpacked_outputs():
     model, batch = _model(), unpacked()
     alone, packed = model(batch), model(pack(batch))
     for row, slot, source, _, _, predicted, count in packed_slots(batch):
-        np.testing.assert_allclose(packed["mlm_logits"][row, predicted:predicted + count],
-                                   alone["mlm_logits"][source, :count], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(
+            packed["mlm_logits"][row, predicted : predicted + count],
+            alone["mlm_logits"][source, :count],
+            atol=1e-5,
+            rtol=0,
+        )
         np.testing.assert_allclose(packed["nsp_logits"][row, slot], alone["nsp_logits"][source], atol=1e-5, rtol=0)
 
 
@@ -51,9 +55,14 @@ def _one_step(batch, rows):
     from kbert.training.trainer import PretrainingTrainer
 
     model = _model()
-    trainer = PretrainingTrainer(tf.distribute.get_strategy(), model, LAMB(1e-2),
-                                 lambda context: tf.data.Dataset.from_tensors(batch).repeat(),
-                                 global_step=tf.Variable(0, dtype=tf.int64), global_batch_size=rows)
+    trainer = PretrainingTrainer(
+        tf.distribute.get_strategy(),
+        model,
+        LAMB(1e-2),
+        lambda context: tf.data.Dataset.from_tensors(batch).repeat(),
+        global_step=tf.Variable(0, dtype=tf.int64),
+        global_batch_size=rows,
+    )
     metrics = trainer.train(tf.constant(1))
     return {v.path: v.numpy() for v in model.weights}, metrics
 
@@ -118,5 +127,6 @@ def test_dynamic_masking_of_packed_rows_stays_on_real_tokens_within_the_slots():
             chosen = out["masked_lm_positions"].numpy()[row][weights[row] > 0]
             assert np.all(packed["input_mask"][row, chosen] > 0)  # never padding
             assert not np.isin(packed["input_ids"][row, chosen], [CLS, SEP]).any()  # never a boundary token
-            np.testing.assert_array_equal(out["masked_lm_ids"].numpy()[row][weights[row] > 0],
-                                          packed["input_ids"][row, chosen])
+            np.testing.assert_array_equal(
+                out["masked_lm_ids"].numpy()[row][weights[row] > 0], packed["input_ids"][row, chosen]
+            )

@@ -33,8 +33,12 @@ def _pack(pattern: str, out: str) -> str:
 def records(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("records"))
     train, held_out = write_shards(root, "train", 1, 48), write_shards(root, "eval", 1, 32, seed=1)
-    return {"train": train, "eval": held_out, "train_packed": _pack(train, os.path.join(root, "train-packed.rec")),
-            "eval_packed": _pack(held_out, os.path.join(root, "eval-packed.rec"))}
+    return {
+        "train": train,
+        "eval": held_out,
+        "train_packed": _pack(train, os.path.join(root, "train-packed.rec")),
+        "eval_packed": _pack(held_out, os.path.join(root, "eval-packed.rec")),
+    }
 
 
 def _summary(model_dir) -> dict:
@@ -44,12 +48,14 @@ def _summary(model_dir) -> dict:
 
 def test_eval_over_packed_records_equals_eval_over_the_same_instances_unpacked(tmp_path, records):
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), records["train"], records["eval"])])
-    checkpoint = export_google_checkpoint(BertPretrainer(config.model.bert_config()),
-                                          str(tmp_path / "google" / "bert_model.ckpt"))
+    checkpoint = export_google_checkpoint(
+        BertPretrainer(config.model.bert_config()), str(tmp_path / "google" / "bert_model.ckpt")
+    )
     evals = {}
     for name in ("eval", "eval_packed"):
-        path = write_config(str(tmp_path / f"{name}.yaml"), records["train"], records[name],
-                            train={"init_checkpoint": checkpoint})
+        path = write_config(
+            str(tmp_path / f"{name}.yaml"), records["train"], records[name], train={"init_checkpoint": checkpoint}
+        )
         run_here(path, tmp_path / name, mode="eval")
         evals[name] = _summary(tmp_path / name)["eval"]
     assert evals["eval_packed"]["sequences"] == evals["eval"]["sequences"] == 32
@@ -58,17 +64,23 @@ def test_eval_over_packed_records_equals_eval_over_the_same_instances_unpacked(t
 
 
 def test_packed_training_under_mirrored_with_accumulation_bf16_and_resume(tmp_path, records):
-    config = write_config(str(tmp_path / "c.yaml"), records["train_packed"], records["eval_packed"],
-                          train={"gradient_accumulation_steps": 2, "mixed_precision": "mixed_bfloat16",
-                                 "total_steps": 4})
+    config = write_config(
+        str(tmp_path / "c.yaml"),
+        records["train_packed"],
+        records["eval_packed"],
+        train={"gradient_accumulation_steps": 2, "mixed_precision": "mixed_bfloat16", "total_steps": 4},
+    )
     run_cli(pretrain_command(config, tmp_path / "run", strategy="mirrored", cpus=2))
     first = _summary(tmp_path / "run")
     assert first["train_data"]["layout"] == "packed (3 sequences a row)" and first["replicas"] == 2
     assert first["sequences_trained"] > 4 * 8  # 8 rows a step hold more than 8 sequences
-    config = write_config(str(tmp_path / "c.yaml"), records["train_packed"], records["eval_packed"],
-                          train={"gradient_accumulation_steps": 2, "mixed_precision": "mixed_bfloat16"})
-    result = run_cli(pretrain_command(config, tmp_path / "run", strategy="mirrored", cpus=2,
-                                      mode="train_and_eval"))
+    config = write_config(
+        str(tmp_path / "c.yaml"),
+        records["train_packed"],
+        records["eval_packed"],
+        train={"gradient_accumulation_steps": 2, "mixed_precision": "mixed_bfloat16"},
+    )
+    result = run_cli(pretrain_command(config, tmp_path / "run", strategy="mirrored", cpus=2, mode="train_and_eval"))
     assert "Resumed from" in result.stdout
     resumed = _summary(tmp_path / "run")
     assert resumed["global_step"] == 6 and resumed["sequences_trained"] > first["sequences_trained"]
@@ -78,8 +90,7 @@ def test_packed_training_under_mirrored_with_accumulation_bf16_and_resume(tmp_pa
 def _run(tmp_path, train_files, eval_files, override="", **sections):
     tmp_path.mkdir()
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), train_files, eval_files, **sections)], override)
-    return experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
-                          print_fn=lambda *a, **k: None)
+    return experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 
 def test_packed_training_with_whole_step_xla_and_under_mslt(tmp_path, records):
@@ -96,13 +107,28 @@ def test_mlm_only_records_train_without_the_sentence_head(tmp_path):
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(59)]) + "\n")
     corpus = tmp_path / "corpus.txt"
     rng = np.random.default_rng(0)
-    corpus.write_text("\n\n".join("\n".join(" ".join(f"w{i}" for i in rng.integers(0, 59, 7)) for _ in range(5))
-                                  for _ in range(20)) + "\n")
+    corpus.write_text(
+        "\n\n".join("\n".join(" ".join(f"w{i}" for i in rng.integers(0, 59, 7)) for _ in range(5)) for _ in range(20))
+        + "\n"
+    )
     records = str(tmp_path / "mlm.tfrecord")
-    subprocess.run([sys.executable, "-m", "kbert.cli.create_pretraining_data", f"--input_file={corpus}",
-                    f"--output_file={records}", f"--vocab_file={vocab}", "--max_seq_length=16",
-                    "--max_predictions_per_seq=4", "--objective=mlm", "--dupe_factor=2"], env=cli_env(), check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kbert.cli.create_pretraining_data",
+            f"--input_file={corpus}",
+            f"--output_file={records}",
+            f"--vocab_file={vocab}",
+            "--max_seq_length=16",
+            "--max_predictions_per_seq=4",
+            "--objective=mlm",
+            "--dupe_factor=2",
+        ],
+        env=cli_env(),
+        check=True,
+        capture_output=True,
+    )
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), records, records)])
     model = BertPretrainer(config.model.bert_config())
     trained = {id(v) for v in trained_variables(model, first_layout(records))}
@@ -110,8 +136,13 @@ def test_mlm_only_records_train_without_the_sentence_head(tmp_path):
     assert head and not trained & {id(v) for v in head}  # no gradient reaches them: they are not updated
     assert len(trained) == len(model.trainable_variables) - len(head)
     printed = []
-    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), mode="train_and_eval",
-                             print_fn=lambda s, **k: printed.append(s))
+    summary = experiment.run(
+        config,
+        str(tmp_path / "run"),
+        make_strategy("one_device"),
+        mode="train_and_eval",
+        print_fn=lambda s, **k: printed.append(s),
+    )
     progress = [line for line in printed if line.startswith("step ")]
     assert progress and all("mlm_acc" in line and "nsp_acc" not in line for line in progress)  # no head, no NSP
     assert summary["train_data"] == {"layout": "MLM-only", "objective": "masked LM only"}

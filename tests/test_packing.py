@@ -26,8 +26,9 @@ def data(tmp_path_factory):
     vocab = write_vocab(str(folder / "vocab.txt"))
     for i in range(2):
         write_records(folder / f"masked-{i}.tfrecord", make_instances(120, SEQ, PRED, len(vocab), seed=i))
-    write_records(folder / "unmasked.tfrecord", make_instances(150, SEQ, None, len(vocab), seed=2), v2=True,
-                  gzip_compressed=True)
+    write_records(
+        folder / "unmasked.tfrecord", make_instances(150, SEQ, None, len(vocab), seed=2), v2=True, gzip_compressed=True
+    )
     # masked_lm_prob 0.6 with P=8: most pairs of sequences overflow a row's P + K - 1 = 10 slots.
     write_records(folder / "dense.tfrecord", make_instances(150, SEQ, 8, len(vocab), seed=3, masked_lm_prob=0.6))
     return folder, vocab
@@ -69,7 +70,7 @@ def _check_layout(arrays, max_predictions):
         assert mask.tolist() == expected_mask + [0] * pad
         assert arrays["positions"][row].tolist() == expected_positions + [0] * pad
         for name in ("input_ids", "segment_ids"):
-            assert not arrays[name][row, len(expected_mask):].any()
+            assert not arrays[name][row, len(expected_mask) :].any()
         if max_predictions is not None:
             real = arrays["masked_lm_weights"][row] > 0
             assert real.sum() <= schema.packed_predictions(max_predictions, K)
@@ -77,11 +78,14 @@ def _check_layout(arrays, max_predictions):
             assert (mask[arrays["masked_lm_positions"][row][real]] > 0).all()
 
 
-@pytest.mark.parametrize("inputs,max_predictions,gzip,most_rows", [
-    (["masked-0.tfrecord", "masked-1.tfrecord"], PRED, None, 0.75),
-    (["unmasked.tfrecord"], None, None, 0.75),  # v2 names, GZIP: kept
-    (["dense.tfrecord"], 8, True, 0.9),  # the prediction slots, not the tokens, limit the rows
-])
+@pytest.mark.parametrize(
+    "inputs,max_predictions,gzip,most_rows",
+    [
+        (["masked-0.tfrecord", "masked-1.tfrecord"], PRED, None, 0.75),
+        (["unmasked.tfrecord"], None, None, 0.75),  # v2 names, GZIP: kept
+        (["dense.tfrecord"], 8, True, 0.9),  # the prediction slots, not the tokens, limit the rows
+    ],
+)
 def test_every_input_sequence_lands_in_exactly_one_row(data, tmp_path, inputs, max_predictions, gzip, most_rows):
     folder, _ = data
     paths = [str(folder / name) for name in inputs]
@@ -131,26 +135,33 @@ def test_inspector_counts_and_decodes_the_sequences_of_packed_rows(data, tmp_pat
     assert f"next_sentence_label: {first[-1]['next_sentence_label']}" in out
 
 
-@pytest.mark.parametrize("other,needle", [
-    (dict(v2=True), "v2 names"),
-    (dict(max_predictions=None), "unmasked"),
-    (dict(seq_length=48), "seq_length 48"),
-    (dict(max_predictions=6), "masked (6 predictions)"),
-])
+@pytest.mark.parametrize(
+    "other,needle",
+    [
+        (dict(v2=True), "v2 names"),
+        (dict(max_predictions=None), "unmasked"),
+        (dict(seq_length=48), "seq_length 48"),
+        (dict(max_predictions=6), "masked (6 predictions)"),
+    ],
+)
 def test_a_pattern_of_mixed_layouts_is_refused(data, tmp_path, other, needle):
     folder, vocab = data
     options = dict(seq_length=SEQ, max_predictions=PRED, v2=False)
     options.update(other)
-    odd = write_records(tmp_path / "odd.tfrecord", make_instances(4, options["seq_length"], options["max_predictions"],
-                                                                  len(vocab)), v2=options["v2"])
+    odd = write_records(
+        tmp_path / "odd.tfrecord",
+        make_instances(4, options["seq_length"], options["max_predictions"], len(vocab)),
+        v2=options["v2"],
+    )
     with pytest.raises(InputDataError, match=f"odd.tfrecord holds .*{re.escape(needle)}.*pack files of one layout"):
         check_inputs([str(folder / "masked-0.tfrecord"), odd])
 
 
 def test_a_record_that_disagrees_with_the_first_one_fails_the_run_and_writes_nothing(data, tmp_path):
     _, vocab = data
-    mixed = write_records(tmp_path / "mixed.tfrecord", make_instances(5, SEQ, PRED, len(vocab))
-                          + make_instances(1, 48, PRED, len(vocab)))
+    mixed = write_records(
+        tmp_path / "mixed.tfrecord", make_instances(5, SEQ, PRED, len(vocab)) + make_instances(1, 48, PRED, len(vocab))
+    )
     output = tmp_path / "out" / "packed.tfrecord"
     with pytest.raises(InputDataError, match="mixed.tfrecord: a record of records 0 to 5 disagrees with the layout"):
         pack_pretraining_data([mixed], [str(output)])
@@ -185,11 +196,15 @@ def test_the_tool_refuses_bad_input_in_one_line_and_touches_no_file(data, tmp_pa
     mlm_only = _mlm_only(tmp_path / "mlm.tfrecord", vocab)
     cases = {
         "packed": ([f"--input_file={packed}"], ["--input_file", "packed-input.tfrecord is already packed"]),
-        "mixed": ([f"--input_file={masked},{folder / 'unmasked.tfrecord'}"],
-                  ["--input_file", "unmasked.tfrecord holds", "v2 names", "pack files of one layout"]),
+        "mixed": (
+            [f"--input_file={masked},{folder / 'unmasked.tfrecord'}"],
+            ["--input_file", "unmasked.tfrecord holds", "v2 names", "pack files of one layout"],
+        ),
         "mlm_only": ([f"--input_file={mlm_only}"], ["--input_file", "mlm.tfrecord holds MLM-only records"]),
-        "per_pack": ([f"--input_file={masked}", "--max_sequences_per_pack=0"],
-                     ["--max_sequences_per_pack=0", "at least 1"]),
+        "per_pack": (
+            [f"--input_file={masked}", "--max_sequences_per_pack=0"],
+            ["--max_sequences_per_pack=0", "at least 1"],
+        ),
     }
     before = _snapshot(folder, tmp_path)
     runs = run_batch("pack_pretraining_data", [[f"--output_file={output}", *args] for args, _ in cases.values()])

@@ -25,8 +25,7 @@ def _check_plan(histogram, seq_length, per_pack):
     return plan
 
 
-@pytest.mark.parametrize("seq_length,per_pack,seed", [(16, 1, 0), (16, 3, 1), (128, 2, 2), (128, 3, 3),
-                                                      (512, 4, 4)])
+@pytest.mark.parametrize("seq_length,per_pack,seed", [(16, 1, 0), (16, 3, 1), (128, 2, 2), (128, 3, 3), (512, 4, 4)])
 def test_plan_places_every_sequence_once_within_the_row(seq_length, per_pack, seed):
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, seq_length + 1, size=5000)
@@ -53,8 +52,11 @@ def test_spfhp_padding_on_a_wikipedia_like_distribution():
     with K=3 leaves under 1% padding and nearly halves the rows (Graphcore: 99.60% real tokens, 1.993x)."""
     seq_length, n = 512, 1_000_000
     rng = np.random.default_rng(0)
-    lengths = np.where(rng.random(n) < 0.1, rng.integers(8, seq_length + 1, n),
-                       np.clip((rng.beta(2, 2, n) * seq_length).astype(int), 8, seq_length))
+    lengths = np.where(
+        rng.random(n) < 0.1,
+        rng.integers(8, seq_length + 1, n),
+        np.clip((rng.beta(2, 2, n) * seq_length).astype(int), 8, seq_length),
+    )
     histogram = np.bincount(lengths, minlength=seq_length + 1)
     assert 1 - lengths.mean() / seq_length == pytest.approx(0.5, abs=0.01)
     plan = _check_plan(histogram, seq_length, 3)
@@ -66,7 +68,7 @@ def test_spfhp_padding_on_a_wikipedia_like_distribution():
 def _check_rows(rows, lengths, predictions, seq_length, per_pack, slots):
     assert sorted(rows.members.tolist()) == list(range(len(lengths)))
     for r in range(rows.count):
-        members = rows.members[rows.starts[r]:rows.starts[r + 1]]
+        members = rows.members[rows.starts[r] : rows.starts[r + 1]]
         assert 1 <= len(members) <= per_pack
         assert lengths[members].sum() <= seq_length
         assert predictions[members].sum() <= slots
@@ -86,5 +88,6 @@ def test_rows_hold_every_sequence_once_and_never_overflow_the_prediction_slots(p
         assert rows.count == sum(p.count for p in plan_packs(np.bincount(lengths), seq_length, per_pack))
     shuffled = rows.reordered(np.random.default_rng(0).permutation(rows.count))
     _check_rows(shuffled, lengths, predictions, seq_length, per_pack, slots)
-    assert sorted(map(tuple, np.split(shuffled.members, shuffled.starts[1:-1]))) == \
-        sorted(map(tuple, np.split(rows.members, rows.starts[1:-1])))
+    assert sorted(map(tuple, np.split(shuffled.members, shuffled.starts[1:-1]))) == sorted(
+        map(tuple, np.split(rows.members, rows.starts[1:-1]))
+    )

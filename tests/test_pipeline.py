@@ -84,9 +84,7 @@ def test_shards_by_file_per_input_pipeline(tmp_path, vocab):
         context = tf.distribute.InputContext(
             num_input_pipelines=2, input_pipeline_id=pipeline_id, num_replicas_in_sync=4
         )
-        dataset = pretraining_dataset(
-            str(tmp_path / "part-*.tfrecord"), SEQ, PRED, 16, context, is_training=False
-        )
+        dataset = pretraining_dataset(str(tmp_path / "part-*.tfrecord"), SEQ, PRED, 16, context, is_training=False)
         batches = list(dataset.as_numpy_iterator())
         assert all(b["input_ids"].shape[0] == 4 for b in batches)  # 16 global / 4 replicas
         files = {int(x) for b in batches for x in b["next_sentence_labels"][:, 0]}
@@ -157,10 +155,17 @@ def write_with_model_garden(tmp_path, vocab, v2: bool, gzip_compressed: bool) ->
     """Runs Model Garden's create_pretraining_data tool (a subprocess: its absl flags would clash with others)."""
     output = str(tmp_path / "mg.tfrecord")
     command = [
-        sys.executable, "-m", "official.nlp.data.create_pretraining_data",
-        f"--input_file={model_garden_corpus(tmp_path, vocab)}", f"--output_file={output}",
-        f"--vocab_file={tmp_path / 'vocab.txt'}", f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}",
-        "--dupe_factor=2", f"--gzip_compress={gzip_compressed}", f"--use_v2_feature_names={v2}",
+        sys.executable,
+        "-m",
+        "official.nlp.data.create_pretraining_data",
+        f"--input_file={model_garden_corpus(tmp_path, vocab)}",
+        f"--output_file={output}",
+        f"--vocab_file={tmp_path / 'vocab.txt'}",
+        f"--max_seq_length={SEQ}",
+        f"--max_predictions_per_seq={PRED}",
+        "--dupe_factor=2",
+        f"--gzip_compress={gzip_compressed}",
+        f"--use_v2_feature_names={v2}",
     ]
     subprocess.run(command, check=True, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     return output
@@ -173,12 +178,15 @@ def test_matches_model_garden_loader_on_model_garden_files(tmp_path, vocab, v2, 
     path = write_with_model_garden(tmp_path, vocab, v2, gzip_compressed)
     layout = validate_file(path, SEQ, PRED)
     assert (layout.use_v2_feature_names, layout.compression) == (v2, "GZIP" if gzip_compressed else "")
-    ours = all_examples(
-        pretraining_dataset(path, SEQ, PRED, 4, is_training=False, vocab_size=len(vocab))
-    )
+    ours = all_examples(pretraining_dataset(path, SEQ, PRED, 4, is_training=False, vocab_size=len(vocab)))
     config = pretrain_dataloader.BertPretrainDataConfig(
-        input_path=path, global_batch_size=4, is_training=False, seq_length=SEQ, max_predictions_per_seq=PRED,
-        use_v2_feature_names=v2, file_type="tfrecord_compressed" if gzip_compressed else "tfrecord",
+        input_path=path,
+        global_batch_size=4,
+        is_training=False,
+        seq_length=SEQ,
+        max_predictions_per_seq=PRED,
+        use_v2_feature_names=v2,
+        file_type="tfrecord_compressed" if gzip_compressed else "tfrecord",
         drop_remainder=False,  # an evaluation reads every record
     )
     theirs = all_examples(pretrain_dataloader.BertPretrainDataLoader(config).load())
@@ -198,9 +206,12 @@ def text_corpus(tmp_path, vocab) -> tuple[str, str]:
     lines = []
     for _ in range(16):
         for _ in range(rng.randint(2, 6)):
-            lines.append(" ".join(
-                rng.choice(words) + (rng.choice(pieces) if rng.random() < 0.3 else "") for _ in range(rng.randint(3, 12))
-            ))
+            lines.append(
+                " ".join(
+                    rng.choice(words) + (rng.choice(pieces) if rng.random() < 0.3 else "")
+                    for _ in range(rng.randint(3, 12))
+                )
+            )
         lines.append("")
     path = tmp_path / "corpus.txt"
     path.write_text("\n".join(lines))
@@ -212,15 +223,32 @@ def test_round_trip_text_through_create_pretraining_data(tmp_path, vocab, dynami
     corpus, text = text_corpus(tmp_path, vocab)
     output = str(tmp_path / "instances.tfrecord")
     subprocess.run(
-        [sys.executable, os.path.join(os.path.dirname(os.path.dirname(__file__)), "tools", "create_pretraining_data.py"),
-         f"--input_file={corpus}", f"--output_file={output}", f"--vocab_file={tmp_path / 'vocab.txt'}",
-         f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}", "--dupe_factor=2",
-         f"--no_masking={dynamic}"],
-        check=True, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        [
+            sys.executable,
+            os.path.join(os.path.dirname(os.path.dirname(__file__)), "tools", "create_pretraining_data.py"),
+            f"--input_file={corpus}",
+            f"--output_file={output}",
+            f"--vocab_file={tmp_path / 'vocab.txt'}",
+            f"--max_seq_length={SEQ}",
+            f"--max_predictions_per_seq={PRED}",
+            "--dupe_factor=2",
+            f"--no_masking={dynamic}",
+        ],
+        check=True,
+        capture_output=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
     )
-    examples = all_examples(pretraining_dataset(
-        output, SEQ, PRED, 4, is_training=False, dynamic_masking=dynamic, vocab_file=str(tmp_path / "vocab.txt"),
-    ))
+    examples = all_examples(
+        pretraining_dataset(
+            output,
+            SEQ,
+            PRED,
+            4,
+            is_training=False,
+            dynamic_masking=dynamic,
+            vocab_file=str(tmp_path / "vocab.txt"),
+        )
+    )
     assert len(examples) >= 40
     for example in examples:
         ids = list(example["input_ids"])
@@ -259,7 +287,10 @@ def test_two_replicas_get_their_own_per_replica_batches(tmp_path, vocab):
     instances = make_instances(16, SEQ, PRED, len(vocab), seed=9)
     path = write_records(tmp_path / "a.tfrecord", instances)
     result = subprocess.run(
-        [sys.executable, "-c", DISTRIBUTED_SCRIPT, path], check=True, capture_output=True, text=True,
+        [sys.executable, "-c", DISTRIBUTED_SCRIPT, path],
+        check=True,
+        capture_output=True,
+        text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
     )
     lines = result.stdout.strip().splitlines()

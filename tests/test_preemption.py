@@ -31,18 +31,24 @@ def test_a_gce_host_is_told_by_its_dmi_product_name(tmp_path, product, gce):
     assert preemption.on_gce(str(tmp_path / "absent")) is False
 
 
-@pytest.mark.parametrize("strategy", [tf.distribute.OneDeviceStrategy("/cpu:0"),
-                                      tf.distribute.MirroredStrategy(["/cpu:0"])], ids=["one_device", "mirrored"])
+@pytest.mark.parametrize(
+    "strategy",
+    [tf.distribute.OneDeviceStrategy("/cpu:0"), tf.distribute.MirroredStrategy(["/cpu:0"])],
+    ids=["one_device", "mirrored"],
+)
 def test_on_gce_the_maintenance_event_saves_the_step_and_stops(manager, strategy):
     """A GCE GPU host or a Cloud TPU VM: the event is what the metadata server says; SIGTERM is tested below."""
     event = {"maintenance": False}
-    with preemption.PreemptionWatcher(strategy, gce=True, notice=lambda: event["maintenance"],
-                                      poll_seconds=0.01) as watcher:
+    with preemption.PreemptionWatcher(
+        strategy, gce=True, notice=lambda: event["maintenance"], poll_seconds=0.01
+    ) as watcher:
         watcher.check(manager, 3)
         assert manager.latest_checkpoint is None
         event["maintenance"] = True
         _wait_for(lambda: watcher.reason is not None)
-        with pytest.raises(preemption.Preempted, match=r"^preempted \(GCE maintenance event\): saved .*ckpt-7 at step 7"):
+        with pytest.raises(
+            preemption.Preempted, match=r"^preempted \(GCE maintenance event\): saved .*ckpt-7 at step 7"
+        ):
             watcher.check(manager, 7)
     assert manager.latest_checkpoint.endswith("ckpt-7")
 
@@ -50,8 +56,10 @@ def test_on_gce_the_maintenance_event_saves_the_step_and_stops(manager, strategy
 def test_off_gce_no_metadata_server_is_asked(manager):
     def asked():
         raise AssertionError("the GCE metadata server was asked off GCE")
-    with preemption.PreemptionWatcher(tf.distribute.get_strategy(), gce=False, notice=asked,
-                                      poll_seconds=0.01) as watcher:
+
+    with preemption.PreemptionWatcher(
+        tf.distribute.get_strategy(), gce=False, notice=asked, poll_seconds=0.01
+    ) as watcher:
         time.sleep(0.05)
         watcher.check(manager, 1)
     assert manager.latest_checkpoint is None
@@ -79,6 +87,7 @@ def test_a_signal_during_the_workers_agreement_waits_for_the_next_check(manager,
         def signal_arrives_meanwhile(*args, **kwargs):
             watcher.reason = "SIGTERM"
             return reduce(*args, **kwargs)
+
         monkeypatch.setattr(strategy, "reduce", signal_arrives_meanwhile)
         watcher.check(manager, 4)
         assert manager.latest_checkpoint is None

@@ -17,17 +17,27 @@ from kbert.experiment import load_experiment
 from kbert.runtime.strategy import make_strategy
 from training_fixtures import write_config, write_shards, write_train_and_eval
 
-FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {
-    "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
-    "num_hidden_layers": 4, "max_position_embeddings": 32}}
+FOUR_LAYERS = {
+    "bert": "bert_tiny",
+    "overrides": {
+        "vocab_size": 64,
+        "hidden_size": 32,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "num_hidden_layers": 4,
+        "max_position_embeddings": 32,
+    },
+}
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("data"))
     train, eval_files = write_train_and_eval(root)
-    long = [write_shards(os.path.join(root, "long"), name, 1, 16, seed=seed, seq_length=32)
-            for name, seed in (("train", 2), ("eval", 3))]
+    long = [
+        write_shards(os.path.join(root, "long"), name, 1, 16, seed=seed, seq_length=32)
+        for name, seed in (("train", 2), ("eval", 3))
+    ]
     return train, eval_files, *long
 
 
@@ -42,8 +52,13 @@ def _read_json(path: str) -> dict:
 
 def _run(config, model_dir, mode="train_and_eval"):
     lines = []
-    summary = experiment.run(config, model_dir, make_strategy("one_device"), mode,
-                             print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
+    summary = experiment.run(
+        config,
+        model_dir,
+        make_strategy("one_device"),
+        mode,
+        print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))),
+    )
     return summary, lines
 
 
@@ -57,8 +72,17 @@ def test_a_run_lives_entirely_on_ram_and_resumes_from_it(tmp_path, data, kind, m
     monkeypatch.chdir(tmp_path)  # anything written to a relative local path would show up here
     sections = dict(RUNS[kind])
     if kind == "mslt_then_phase":
-        sections["phases"] = [{}, {"steps": 2, "train_files": data[2], "eval_files": data[3], "seq_length": 32,
-                                   "global_batch_size": 4, "warmup_steps": 1}]
+        sections["phases"] = [
+            {},
+            {
+                "steps": 2,
+                "train_files": data[2],
+                "eval_files": data[3],
+                "seq_length": 32,
+                "global_batch_size": 4,
+                "warmup_steps": 1,
+            },
+        ]
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1], **sections)])
     model_dir = _ram_dir(kind)
     summary, lines = _run(config, model_dir)
@@ -84,11 +108,15 @@ def test_a_divergence_on_ram_sets_its_checkpoints_aside_there(tmp_path, data):
     model_dir = _ram_dir("diverged")
     path = write_config(str(tmp_path / "c.yaml"), data[0], train=dict(every_step, total_steps=4))
     _run(load_experiment([path]), model_dir, "train")
-    diverging = load_experiment([write_config(str(tmp_path / "d.yaml"), data[0],
-                                              train=dict(every_step, total_steps=8))],
-                                "schedule.peak_learning_rate=1e30")
-    with pytest.raises(NonFiniteLossError, match=r"Moved ckpt-5 .* to ram://.*diverged_at_step_5; a rerun resumes "
-                                                 r"from ram://.*ckpt-4"):
+    diverging = load_experiment(
+        [write_config(str(tmp_path / "d.yaml"), data[0], train=dict(every_step, total_steps=8))],
+        "schedule.peak_learning_rate=1e30",
+    )
+    with pytest.raises(
+        NonFiniteLossError,
+        match=r"Moved ckpt-5 .* to ram://.*diverged_at_step_5; a rerun resumes "
+        r"from ram://.*ckpt-4",
+    ):
         _run(diverging, model_dir, "train")
     assert tf.io.gfile.glob(f"{model_dir}/checkpoints/diverged_at_step_5/ckpt-5.*")
     assert tf.train.latest_checkpoint(f"{model_dir}/checkpoints").endswith("ckpt-4")

@@ -20,14 +20,16 @@ from kbert.data import pretraining_dataset
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BIN = pathlib.Path(sys.executable).parent
 SIZES = ("--num_output_shards=2", "--num_workers=1")
-WORDS = ("model layer token batch step rate weight update vocabulary corpus record shard device replica gradient "
-         "moment trust ratio sequence mask piece word sentence document reader writer").split()
+WORDS = (
+    "model layer token batch step rate weight update vocabulary corpus record shard device replica gradient "
+    "moment trust ratio sequence mask piece word sentence document reader writer"
+).split()
 
 
 def section(title: str) -> str:
     text = (ROOT / "README.md").read_text()
     start = text.index(f"## {title}")
-    return text[start:text.index("\n## ", start + 1)]
+    return text[start : text.index("\n## ", start + 1)]
 
 
 def commands(block: str) -> list[list[str]]:
@@ -40,8 +42,12 @@ def write_corpus(directory: pathlib.Path) -> None:
     rng = np.random.default_rng(0)
     directory.mkdir()
     for name, docs in (("train-0.txt", 40), ("train-1.txt", 40), ("heldout.txt", 10)):
-        text = "\n\n".join("\n".join(" ".join(rng.choice(WORDS, int(rng.integers(4, 12)))) + "."
-                                     for _ in range(int(rng.integers(3, 8)))) for _ in range(docs))
+        text = "\n\n".join(
+            "\n".join(
+                " ".join(rng.choice(WORDS, int(rng.integers(4, 12)))) + "." for _ in range(int(rng.integers(3, 8)))
+            )
+            for _ in range(docs)
+        )
         (directory / name).write_text(text + "\n")
 
 
@@ -50,16 +56,20 @@ def test_readme_data_commands_chain(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     for argv in commands(section("2. From raw text to TFRecords")):
         sizes = [size for size in SIZES if any(a.startswith(size.split("=")[0] + "=") for a in argv)]
-        result = subprocess.run([str(BIN / argv[0])] + argv[1:] + sizes, cwd=tmp_path, env=env,
-                                capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [str(BIN / argv[0])] + argv[1:] + sizes, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
         assert result.returncode == 0, f"{' '.join(argv)}\n{result.stdout}\n{result.stderr}"
     pretrain = commands(section("3. Pretraining and MSLT runs"))[0]
-    override = dict(item.split("=", 1) for item in
-                    next(a for a in pretrain if a.startswith("--params_override=")).split("=", 1)[1].split(","))
+    override = dict(
+        item.split("=", 1)
+        for item in next(a for a in pretrain if a.startswith("--params_override=")).split("=", 1)[1].split(",")
+    )
     train = sorted(tf.io.gfile.glob(str(tmp_path / override["data.train_files"])))
     assert [os.path.basename(p) for p in train] == [f"train.tfrecord-0000{i}-of-00002" for i in range(2)]
     assert tf.io.gfile.glob(str(tmp_path / override["data.eval_files"])) == [str(tmp_path / "data/eval.tfrecord")]
     vocab_size = len((tmp_path / "vocab.txt").read_text().splitlines())
-    batch = next(iter(pretraining_dataset(str(tmp_path / override["data.train_files"]), 128, 20, 4,
-                                          vocab_size=vocab_size)))
+    batch = next(
+        iter(pretraining_dataset(str(tmp_path / override["data.train_files"]), 128, 20, 4, vocab_size=vocab_size))
+    )
     assert batch["input_ids"].shape == (4, 128)

@@ -24,8 +24,14 @@ from kbert.runtime.sections import ModelConfig
 from kbert.training.evaluation_history import read_summary
 from kbert.training.reporting import write_summary_json
 
-TINY = BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                  max_position_embeddings=32)
+TINY = BertConfig(
+    vocab_size=97,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=32,
+)
 
 
 @pytest.fixture
@@ -76,8 +82,11 @@ def test_a_finetuning_run_dir_records_its_config_and_refuses_another(model_dir):
 def test_the_checkpoint_index_names_base_names_and_follows_a_copy(model_dir, checkpoints):
     write_checkpoint_index(checkpoints, [f"{checkpoints}/ckpt-1", f"{checkpoints}/ckpt-2"])
     with tf.io.gfile.GFile(os.path.join(checkpoints, "checkpoint")) as f:
-        assert f.read().splitlines() == ['model_checkpoint_path: "ckpt-2"', 'all_model_checkpoint_paths: "ckpt-1"',
-                                         'all_model_checkpoint_paths: "ckpt-2"']
+        assert f.read().splitlines() == [
+            'model_checkpoint_path: "ckpt-2"',
+            'all_model_checkpoint_paths: "ckpt-1"',
+            'all_model_checkpoint_paths: "ckpt-2"',
+        ]
     assert tf.train.latest_checkpoint(checkpoints) == f"{checkpoints}/ckpt-2"
     assert not tf.io.gfile.exists(os.path.join(checkpoints, "checkpoint.tmp"))
     copy = os.path.join(model_dir, "copy")

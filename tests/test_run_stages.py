@@ -12,8 +12,15 @@ from kbert import experiment
 from kbert.errors import ConfigError, PlanError
 from kbert.experiment import load_experiment
 from kbert.runtime.strategy import make_strategy
-from training_fixtures import (checkpoint_weights, kill_once_written, pretrain_command, run_here, write_config,
-                               write_shards, write_train_and_eval)
+from training_fixtures import (
+    checkpoint_weights,
+    kill_once_written,
+    pretrain_command,
+    run_here,
+    write_config,
+    write_shards,
+    write_train_and_eval,
+)
 
 LONG = 32  # phase 2's sequence length (the fixture model's max_position_embeddings)
 
@@ -22,16 +29,23 @@ LONG = 32  # phase 2's sequence length (the fixture model's max_position_embeddi
 def data(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("data"))
     train, eval_files = write_train_and_eval(root, 48)
-    long_train = write_shards(os.path.join(root, "long"), "train", shards=2, records_per_shard=24, seed=2,
-                              seq_length=LONG)
-    long_eval = write_shards(os.path.join(root, "long"), "eval", shards=1, records_per_shard=8, seed=3,
-                             seq_length=LONG)
+    long_train = write_shards(
+        os.path.join(root, "long"), "train", shards=2, records_per_shard=24, seed=2, seq_length=LONG
+    )
+    long_eval = write_shards(os.path.join(root, "long"), "eval", shards=1, records_per_shard=8, seed=3, seq_length=LONG)
     return train, eval_files, long_train, long_eval
 
 
 def second_phase(data, steps):
-    return {"steps": steps, "train_files": data[2], "eval_files": data[3], "seq_length": LONG,
-            "global_batch_size": 4, "peak_learning_rate": 5e-3, "warmup_steps": 1}
+    return {
+        "steps": steps,
+        "train_files": data[2],
+        "eval_files": data[3],
+        "seq_length": LONG,
+        "global_batch_size": 4,
+        "peak_learning_rate": 5e-3,
+        "warmup_steps": 1,
+    }
 
 
 def assert_same_weights(straight, resumed, step):
@@ -42,8 +56,13 @@ def assert_same_weights(straight, resumed, step):
 
 
 def test_two_phases_in_one_command_resume_bit_identically_after_kill_9(tmp_path, data):
-    config = write_config(str(tmp_path / "c.yaml"), data[0], data[1], phases=[{"steps": 4}, second_phase(data, 30)],
-                          train={"steps_per_loop": 1, "checkpoint_interval": 2, "max_checkpoints": 100})
+    config = write_config(
+        str(tmp_path / "c.yaml"),
+        data[0],
+        data[1],
+        phases=[{"steps": 4}, second_phase(data, 30)],
+        train={"steps_per_loop": 1, "checkpoint_interval": 2, "max_checkpoints": 100},
+    )
     run_here(config, tmp_path / "straight")
     killed = tmp_path / "killed"
     kill_once_written(pretrain_command(config, killed), killed / "checkpoints" / "ckpt-8.index")  # inside phase 2
@@ -55,7 +74,9 @@ def test_two_phases_in_one_command_resume_bit_identically_after_kill_9(tmp_path,
     with open(tmp_path / "straight" / "summary.json") as f:
         summary = json.load(f)
     assert [(s["label"], s["start_step"], s["global_step"]) for s in summary["stages"]] == [
-        ("phase 1/2", 0, 4), ("phase 2/2", 4, 34)]
+        ("phase 1/2", 0, 4),
+        ("phase 2/2", 4, 34),
+    ]
     assert summary["global_step"] == 34 and summary["stages"][1]["train_data"]["layout"]
     assert summary["sequences_trained"] == 4 * 8 + 30 * 4
     assert os.path.exists(tmp_path / "straight" / "stage_1" / "export" / "bert_model.ckpt.index")
@@ -65,19 +86,37 @@ def test_the_old_two_command_way_still_works(tmp_path, data):
     """Phase 2 as its own run: train.init_checkpoint (weights only) and schedule.step_offset."""
     first = write_config(str(tmp_path / "1.yaml"), data[0], data[1], train={"total_steps": 4})
     run_here(first, tmp_path / "one")
-    second = write_config(str(tmp_path / "2.yaml"), data[2], data[3], data={"seq_length": LONG},
-                          train={"total_steps": 8, "init_checkpoint": str(tmp_path / "one")},
-                          schedule={"step_offset": 4, "warmup_steps": 1})
+    second = write_config(
+        str(tmp_path / "2.yaml"),
+        data[2],
+        data[3],
+        data={"seq_length": LONG},
+        train={"total_steps": 8, "init_checkpoint": str(tmp_path / "one")},
+        schedule={"step_offset": 4, "warmup_steps": 1},
+    )
     lines = []
-    summary = experiment.run(load_experiment([second]), str(tmp_path / "two"), make_strategy("one_device"),
-                             "train_and_eval", print_fn=lambda *a, **k: lines.append(a[0]))
+    summary = experiment.run(
+        load_experiment([second]),
+        str(tmp_path / "two"),
+        make_strategy("one_device"),
+        "train_and_eval",
+        print_fn=lambda *a, **k: lines.append(a[0]),
+    )
     assert any(line.startswith("Initialised the model from kbert checkpoint") for line in lines)
     assert summary["global_step"] == 8 and np.isfinite(summary["eval"]["loss"])
 
 
-FOUR_LAYERS = {"bert": "bert_tiny", "overrides": {
-    "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
-    "num_hidden_layers": 4, "max_position_embeddings": 32}}
+FOUR_LAYERS = {
+    "bert": "bert_tiny",
+    "overrides": {
+        "vocab_size": 64,
+        "hidden_size": 32,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "num_hidden_layers": 4,
+        "max_position_embeddings": 32,
+    },
+}
 
 
 def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identically(tmp_path, data):
@@ -87,10 +126,20 @@ def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identica
     pretrained = write_config(str(tmp_path / "p.yaml"), data[0], data[1], train={"total_steps": 4})
     run_here(pretrained, tmp_path / "pretrained")
     mslt = {"init_layers": 2, "stages": [{"num_layers": 4, "steps": 6}], "final_stage": {"steps": 0}}
-    config = write_config(str(tmp_path / "c.yaml"), data[0], data[1], model=FOUR_LAYERS, mslt=mslt,
-                          phases=[{}, second_phase(data, 8)],
-                          train={"steps_per_loop": 1, "checkpoint_interval": 2, "max_checkpoints": 100,
-                                 "init_checkpoint": str(tmp_path / "pretrained")})
+    config = write_config(
+        str(tmp_path / "c.yaml"),
+        data[0],
+        data[1],
+        model=FOUR_LAYERS,
+        mslt=mslt,
+        phases=[{}, second_phase(data, 8)],
+        train={
+            "steps_per_loop": 1,
+            "checkpoint_interval": 2,
+            "max_checkpoints": 100,
+            "init_checkpoint": str(tmp_path / "pretrained"),
+        },
+    )
     straight = run_here(config, tmp_path / "straight")
     assert "MSLT stage 1/1: 4 layers, training blocks [2, 3]" in straight
     assert "Initialised the model from kbert checkpoint" in straight
@@ -112,6 +161,7 @@ def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identica
 def test_bad_phases_and_plans_are_one_line_before_anything_is_built(tmp_path, data):
     def load(**sections):
         return load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1], **sections)])
+
     with pytest.raises(ConfigError, match=r"phases\[1\] \(phase 2\).warmup_steps=5: must be in \[0, steps=3\)"):
         load(phases=[{"steps": 4}, {"steps": 3, "warmup_steps": 5}])
     with pytest.raises(ConfigError, match=r"phases\[0\] \(phase 1\).steps=None: must be a positive"):
@@ -123,16 +173,23 @@ def test_bad_phases_and_plans_are_one_line_before_anything_is_built(tmp_path, da
     with pytest.raises(PlanError, match="mslt.init_layers=0 with train.init_checkpoint='x'"):
         load(model=FOUR_LAYERS, mslt={"stages": [{"num_layers": 4, "steps": 2}]}, train={"init_checkpoint": "x"})
     # An MSLT plan is phase 1: its steps replace phase 1's, as they replace train.total_steps.
-    planned = load(model=FOUR_LAYERS, mslt={"stages": [{"num_layers": 4, "steps": 2}], "final_stage": {"steps": 0}},
-                   phases=[{"steps": 9}, {"steps": 3}])
+    planned = load(
+        model=FOUR_LAYERS,
+        mslt={"stages": [{"num_layers": 4, "steps": 2}], "final_stage": {"steps": 0}},
+        phases=[{"steps": 9}, {"steps": 3}],
+    )
     assert [(s.label, s.start_step, s.end_step) for s in experiment.stages_of(planned)] == [
-        ("MSLT stage 1/1", 0, 2), ("phase 2/2", 2, 5)]
+        ("MSLT stage 1/1", 0, 2),
+        ("phase 2/2", 2, 5),
+    ]
 
 
 def test_a_run_resumed_with_other_phases_is_refused(tmp_path, data):
     def config(steps):
-        return load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1],
-                                             phases=[{"steps": 3}, second_phase(data, steps)])])
+        return load_experiment(
+            [write_config(str(tmp_path / "c.yaml"), data[0], data[1], phases=[{"steps": 3}, second_phase(data, steps)])]
+        )
+
     experiment.run(config(2), str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     with pytest.raises(PlanError, match="holds a run of other stages"):
         experiment.run(config(3), str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
@@ -146,8 +203,9 @@ def test_a_run_of_the_per_stage_layout_gets_one_line_then_converts_and_resumes_b
     from kbert.runtime.stage_layout import convert_stage_checkpoints
 
     mslt = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 8}], "final_stage": {"steps": 0}}
-    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1], mslt=mslt,
-                                           train={"max_checkpoints": 100})])
+    config = load_experiment(
+        [write_config(str(tmp_path / "c.yaml"), data[0], data[1], mslt=mslt, train={"max_checkpoints": 100})]
+    )
     quiet = {"print_fn": lambda *a, **k: None}
     experiment.run(config, str(tmp_path / "straight"), make_strategy("one_device"), **quiet)
     old = tmp_path / "old"
@@ -160,8 +218,11 @@ def test_a_run_of_the_per_stage_layout_gets_one_line_then_converts_and_resumes_b
     shutil.copytree(tmp_path / "straight" / "stage_1", old / "stage_1", dirs_exist_ok=True)
     (old / "mslt_plan.json").write_text("[]")
 
-    with pytest.raises(ConfigError, match=r"holds an MSLT run in the per-stage layout .* convert it with "
-                                          r"`kbert-convert-mslt-run --model_dir="):
+    with pytest.raises(
+        ConfigError,
+        match=r"holds an MSLT run in the per-stage layout .* convert it with "
+        r"`kbert-convert-mslt-run --model_dir=",
+    ):
         experiment.run(config, str(old), make_strategy("one_device"), **quiet)
     moved = convert_stage_checkpoints(str(old))
     assert [os.path.basename(p) for p in moved] == ["ckpt-2", "ckpt-4", "ckpt-6"]
@@ -178,10 +239,12 @@ def test_a_phase_whose_records_are_of_another_length_stops_the_run_before_phase_
     from kbert.errors import InputDataError
 
     wrong = dict(second_phase(data, 2), train_files=data[0])  # seq-16 records for a seq-32 phase
-    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1],
-                                           phases=[{"steps": 3}, wrong])])
-    with pytest.raises(InputDataError, match=r"^phase 2/2: its train_files=.* hold records of seq_length 16, but "
-                                             r"it trains at 32"):
+    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1], phases=[{"steps": 3}, wrong])])
+    with pytest.raises(
+        InputDataError,
+        match=r"^phase 2/2: its train_files=.* hold records of seq_length 16, but "
+        r"it trains at 32",
+    ):
         experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     assert not (tmp_path / "run" / "checkpoints").exists()
 
@@ -189,18 +252,37 @@ def test_a_phase_whose_records_are_of_another_length_stops_the_run_before_phase_
 def test_a_short_phase_is_scored_on_the_long_held_out_records_of_the_phase_after_it(tmp_path, data):
     """BERT's phase 1 at seq 16 names phase 2's seq-32 held-out records: its evaluations read them at 32, the
     same sequences and measure as phase 2's, and equal a later evaluation of its checkpoint at seq 32."""
-    config = load_experiment([write_config(
-        str(tmp_path / "c.yaml"), data[0], data[3], eval={"interval_samples": 32}, train={"max_checkpoints": 10},
-        phases=[{"steps": 4}, second_phase(data, 8)])])
+    config = load_experiment(
+        [
+            write_config(
+                str(tmp_path / "c.yaml"),
+                data[0],
+                data[3],
+                eval={"interval_samples": 32},
+                train={"max_checkpoints": 10},
+                phases=[{"steps": 4}, second_phase(data, 8)],
+            )
+        ]
+    )
     summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     assert [(e["step"], e["sequences"]) for e in summary["evaluations"]] == [(4, 8), (12, 8)]
 
     from kbert.training.evaluation_history import METRIC
-    phase_2 = load_experiment([write_config(str(tmp_path / "2.yaml"), data[2], data[3], data={"seq_length": LONG},
-                                            train={"init_checkpoint": str(tmp_path / "run" / "checkpoints" /
-                                                                          "ckpt-4")})])
-    again = experiment.run(phase_2, str(tmp_path / "again"), make_strategy("one_device"), "eval",
-                           print_fn=lambda *a, **k: None)
+
+    phase_2 = load_experiment(
+        [
+            write_config(
+                str(tmp_path / "2.yaml"),
+                data[2],
+                data[3],
+                data={"seq_length": LONG},
+                train={"init_checkpoint": str(tmp_path / "run" / "checkpoints" / "ckpt-4")},
+            )
+        ]
+    )
+    again = experiment.run(
+        phase_2, str(tmp_path / "again"), make_strategy("one_device"), "eval", print_fn=lambda *a, **k: None
+    )
     assert again["eval"][METRIC] == pytest.approx(summary["evaluations"][0][METRIC], abs=1e-6)
 
 
@@ -208,10 +290,12 @@ def test_held_out_records_longer_than_the_model_s_positions_stop_the_run_before_
     from kbert.errors import InputDataError
 
     too_long = write_shards(str(tmp_path / "eval64"), "eval", shards=1, records_per_shard=2, seed=4, seq_length=64)
-    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], too_long,
-                                           eval={"interval_samples": 16})])
-    with pytest.raises(InputDataError, match=r"^training: its eval_files=.* hold records of seq_length 64, longer "
-                                             r"than the model's max_position_embeddings=32: give it held-out records"):
+    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], too_long, eval={"interval_samples": 16})])
+    with pytest.raises(
+        InputDataError,
+        match=r"^training: its eval_files=.* hold records of seq_length 64, longer "
+        r"than the model's max_position_embeddings=32: give it held-out records",
+    ):
         experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     assert not (tmp_path / "run" / "checkpoints").exists()
 
@@ -221,15 +305,25 @@ def test_a_phase_whose_checkpoints_are_all_gone_starts_again_from_the_last_of_th
     ending as the run did the first time; nothing of phase 1 is retrained."""
     import shutil
 
-    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1], train={"max_checkpoints": 10},
-                                           phases=[{"steps": 3}, second_phase(data, 4)])])
+    config = load_experiment(
+        [
+            write_config(
+                str(tmp_path / "c.yaml"),
+                data[0],
+                data[1],
+                train={"max_checkpoints": 10},
+                phases=[{"steps": 3}, second_phase(data, 4)],
+            )
+        ]
+    )
     experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     shutil.copytree(tmp_path / "run", tmp_path / "first")
     for path in (tmp_path / "run" / "checkpoints").rglob("ckpt-[67].*"):  # phase 2's saves, input positions too
         path.unlink()
     lines = []
-    experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
-                   print_fn=lambda *a, **k: lines.append(a[0]))
+    experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: lines.append(a[0])
+    )
     assert f"Phase 2/2 starts from {tmp_path / 'run' / 'checkpoints' / 'ckpt-3'}." in lines
     assert not any(line.startswith("Phase 1/2") for line in lines)
     assert_same_weights(tmp_path / "first", tmp_path / "run", 7)

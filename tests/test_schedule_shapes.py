@@ -25,8 +25,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "configs/experiments/bert_tiny_cpu.yaml")
 
 # peak 1.0, end 0.1, warmup 10, 100 steps from step_offset 5, decay_share 0.2: the decay runs over s in [80, 100].
-WSD = dict(peak_learning_rate=1.0, warmup_steps=10, total_steps=100, decay_share=0.2, end_learning_rate=0.1,
-           step_offset=5)
+WSD = dict(
+    peak_learning_rate=1.0, warmup_steps=10, total_steps=100, decay_share=0.2, end_learning_rate=0.1, step_offset=5
+)
 WSD_VALUES = [  # (global step, closed-form rate); s = step - 5
     (0, 0.0),  # before the offset: the warmup's start
     (5, 0.0),  # warmup start
@@ -63,9 +64,15 @@ def test_one_cycle_peaks_at_the_middle_or_at_warmup_steps():
     _check(early, [(10, 0.0), (20, 1.0), (30, 2.0), (70, 2.0 - 1.5 * 40 / 80), (110, 0.5), (111, 0.5)])
 
 
-@pytest.mark.parametrize("schedule", [WarmupStableDecay(**WSD), OneCycle(**ONE_CYCLE),
-                                      OneCycle(1e-3, 50, warmup_steps=5, end_learning_rate=1e-5, step_offset=3)],
-                         ids=["wsd", "one_cycle", "one_cycle_warmup"])
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        WarmupStableDecay(**WSD),
+        OneCycle(**ONE_CYCLE),
+        OneCycle(1e-3, 50, warmup_steps=5, end_learning_rate=1e-5, step_offset=3),
+    ],
+    ids=["wsd", "one_cycle", "one_cycle_warmup"],
+)
 def test_get_config_and_keras_file_round_trip(tmp_path, schedule):
     steps = [0, 3, 7, 26, 49, 90, 120]
     config = schedule.get_config()
@@ -93,8 +100,9 @@ def test_polynomial_default_is_the_schedule_it_was():
 
 
 def test_shape_reaches_the_pretraining_optimizer():
-    config = load_config(PretrainingConfig, [TINY], "schedule.shape=wsd,schedule.decay_share=0.25,"
-                         "schedule.end_learning_rate=1e-4")
+    config = load_config(
+        PretrainingConfig, [TINY], "schedule.shape=wsd,schedule.decay_share=0.25,schedule.end_learning_rate=1e-4"
+    )
     schedule = build_optimizer(config)._learning_rate
     assert type(schedule) is WarmupStableDecay
     # 300 steps, warmup 30, decay over the last 75 (from step 225), peak 5e-3 to 1e-4.
@@ -115,13 +123,16 @@ def test_shape_reaches_the_finetuning_schedule():
     _check(schedule, [(10, 5e-5), (20, 1e-4), (110, 5e-5), (200, 0.0)])
 
 
-@pytest.mark.parametrize("override, key", [
-    ("schedule.shape=cosine", "schedule.shape='cosine': choose one of polynomial, wsd, one_cycle."),
-    ("schedule.shape=wsd,schedule.decay_share=0", "schedule.decay_share=0"),
-    ("schedule.shape=wsd,schedule.decay_share=1.5", "schedule.decay_share=1.5"),
-    ("schedule.decay_share=0.2", "schedule.decay_share=0.2 is for schedule.shape=wsd"),
-    ("schedule.shape=wsd,schedule.warmup_steps=280", "schedule.warmup_steps=280 runs into the wsd decay"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("schedule.shape=cosine", "schedule.shape='cosine': choose one of polynomial, wsd, one_cycle."),
+        ("schedule.shape=wsd,schedule.decay_share=0", "schedule.decay_share=0"),
+        ("schedule.shape=wsd,schedule.decay_share=1.5", "schedule.decay_share=1.5"),
+        ("schedule.decay_share=0.2", "schedule.decay_share=0.2 is for schedule.shape=wsd"),
+        ("schedule.shape=wsd,schedule.warmup_steps=280", "schedule.warmup_steps=280 runs into the wsd decay"),
+    ],
+)
 def test_bad_schedule_keys_are_one_line(override, key):
     with pytest.raises(ConfigError) as error:
         load_config(PretrainingConfig, [TINY], override)
@@ -131,8 +142,9 @@ def test_bad_schedule_keys_are_one_line(override, key):
 
 def test_wsd_warmup_into_the_decay_is_caught_where_the_steps_are_known():
     """Fine-tuning knows its steps only when it builds the schedule: the same one line then."""
-    with pytest.raises(ConfigError,
-                       match=r"^schedule.warmup_steps=95 runs into the wsd decay, which starts at step 90 "):
+    with pytest.raises(
+        ConfigError, match=r"^schedule.warmup_steps=95 runs into the wsd decay, which starts at step 90 "
+    ):
         make_schedule(ScheduleConfig(shape="wsd", warmup_steps=95), 100)
     with pytest.raises(ValueError, match="`warmup_steps` must end before the decay starts"):
         WarmupStableDecay(1.0, warmup_steps=95, total_steps=100)
@@ -153,8 +165,10 @@ def test_a_phase_or_mslt_stage_whose_wsd_warmup_runs_into_its_decay_is_one_line_
         load(phases=[{"steps": 10}, {"steps": 4, "warmup_steps": 3}])
     four = {"bert": "bert_tiny", "overrides": {"num_hidden_layers": 4}}
     with pytest.raises(ConfigError, match=r"^MSLT stage 2/3: schedule.warmup_steps=3 .*mslt.warmup_fraction"):
-        load(model=four, mslt={"stages": [{"num_layers": 2, "steps": 4}, {"num_layers": 4, "steps": 4,
-                                                                          "warmup_steps": 3}]})
+        load(
+            model=four,
+            mslt={"stages": [{"num_layers": 2, "steps": 4}, {"num_layers": 4, "steps": 4, "warmup_steps": 3}]},
+        )
     assert len(load(phases=[{"steps": 10}, {"steps": 4, "warmup_steps": 2}]).phases) == 2
 
 
@@ -164,21 +178,30 @@ def test_a_phase_whose_predictions_cap_dynamic_masking_is_one_line_at_load(tmp_p
 
     path = str(tmp_path / "c.yaml")
     with open(path, "w") as f:
-        json.dump({"data": {"dynamic_masking": True, "masked_lm_prob": 0.3, "seq_length": 32, "max_predictions": 10},
-                   "phases": [{"steps": 4}, {"steps": 4, "seq_length": 128, "max_predictions": 20}]}, f)
-    with pytest.raises(ConfigError, match=r"^phases\[1\] \(phase 2\): data.max_predictions=20 caps dynamic masking "
-                                          r"below data.masked_lm_prob=0.3 of data.seq_length=128 \(38 tokens\)"):
+        json.dump(
+            {
+                "data": {"dynamic_masking": True, "masked_lm_prob": 0.3, "seq_length": 32, "max_predictions": 10},
+                "phases": [{"steps": 4}, {"steps": 4, "seq_length": 128, "max_predictions": 20}],
+            },
+            f,
+        )
+    with pytest.raises(
+        ConfigError,
+        match=r"^phases\[1\] \(phase 2\): data.max_predictions=20 caps dynamic masking "
+        r"below data.masked_lm_prob=0.3 of data.seq_length=128 \(38 tokens\)",
+    ):
         load_experiment([path])
 
 
 def test_same_numbers_under_jax():
-    code = ("import json; from kbert.optimizers.schedules import OneCycle, WarmupStableDecay; "
-            f"w = WarmupStableDecay(**{WSD!r}); o = OneCycle(**{ONE_CYCLE!r}); "
-            f"print(json.dumps([[float(w(s)) for s, _ in {WSD_VALUES!r}], [float(o(s)) for s, _ in "
-            f"{ONE_CYCLE_VALUES!r}]]))")
+    code = (
+        "import json; from kbert.optimizers.schedules import OneCycle, WarmupStableDecay; "
+        f"w = WarmupStableDecay(**{WSD!r}); o = OneCycle(**{ONE_CYCLE!r}); "
+        f"print(json.dumps([[float(w(s)) for s, _ in {WSD_VALUES!r}], [float(o(s)) for s, _ in "
+        f"{ONE_CYCLE_VALUES!r}]]))"
+    )
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=True)
     wsd, one_cycle = json.loads(out.stdout.strip().splitlines()[-1])
     np.testing.assert_allclose(wsd, [v for _, v in WSD_VALUES], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(one_cycle, [v for _, v in ONE_CYCLE_VALUES], rtol=1e-6, atol=1e-7)

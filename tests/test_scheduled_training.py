@@ -6,8 +6,14 @@ from kbert.training.scheduled_training import train_on_schedule
 
 
 def _metrics(accuracy: float) -> dict[str, float]:
-    return {"loss": 1.0, "masked_lm_loss": 1.0, "masked_lm_accuracy": accuracy, "next_sentence_loss": 0.7,
-            "next_sentence_accuracy": 0.5, "sequences": 16.0}
+    return {
+        "loss": 1.0,
+        "masked_lm_loss": 1.0,
+        "masked_lm_accuracy": accuracy,
+        "next_sentence_loss": 0.7,
+        "next_sentence_accuracy": 0.5,
+        "sequences": 16.0,
+    }
 
 
 class Peer:

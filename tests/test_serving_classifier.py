@@ -57,8 +57,12 @@ def _predictions(path) -> list[str]:
 
 def _finetune(config, model_dir):
     try:
-        run_finetuning(load_finetune_config([str(config)]), str(model_dir), tf.distribute.get_strategy(),
-                       print_fn=lambda *a, **k: None)
+        run_finetuning(
+            load_finetune_config([str(config)]),
+            str(model_dir),
+            tf.distribute.get_strategy(),
+            print_fn=lambda *a, **k: None,
+        )
     finally:
         keras.mixed_precision.set_global_policy("float32")
     return str(model_dir)
@@ -74,19 +78,36 @@ def served(tmp_path_factory):
     rows = [[words(rng, k % 3), words(rng, k % 3, 9), LABELS[k % 3], float(k % 3)] for k in range(40)]
     write_tsv(tmp / "train.tsv", HEADER, rows[:32])
     write_tsv(tmp / "dev.tsv", HEADER, rows[32:])
-    task = {"name": "tsv", "train_file": str(tmp / "train.tsv"), "eval_file": str(tmp / "dev.tsv"),
-            "text_a_column": "a"}
+    task = {
+        "name": "tsv",
+        "train_file": str(tmp / "train.tsv"),
+        "eval_file": str(tmp / "dev.tsv"),
+        "text_a_column": "a",
+    }
     vocab = vocab_file(tmp)
-    pair = _finetune(write_config(tmp / "pair.yaml", task={**task, "text_b_column": "b", "label_column": "y"},
-                                  data={"vocab_file": vocab}, train={"epochs": 1}), tmp / "pair")
-    regression = _finetune(write_config(tmp / "regression.yaml",
-                                        task={**task, "label_column": "score", "type": "regression"},
-                                        data={"vocab_file": vocab},
-                                        train={"epochs": 1, "mixed_precision": "mixed_bfloat16"}),
-                           tmp / "regression")
+    pair = _finetune(
+        write_config(
+            tmp / "pair.yaml",
+            task={**task, "text_b_column": "b", "label_column": "y"},
+            data={"vocab_file": vocab},
+            train={"epochs": 1},
+        ),
+        tmp / "pair",
+    )
+    regression = _finetune(
+        write_config(
+            tmp / "regression.yaml",
+            task={**task, "label_column": "score", "type": "regression"},
+            data={"vocab_file": vocab},
+            train={"epochs": 1, "mixed_precision": "mixed_bfloat16"},
+        ),
+        tmp / "regression",
+    )
     pair_run = load_run(pair)
-    differences = [export_classifier(pair_run, str(tmp / "pair_sm")),
-                   export_classifier(load_run(regression), str(tmp / "regression_sm"))]
+    differences = [
+        export_classifier(pair_run, str(tmp / "pair_sm")),
+        export_classifier(load_run(regression), str(tmp / "regression_sm")),
+    ]
     answers = run_without_kbert(PREDICT_EVAL, str(tmp / "dev.tsv"), str(tmp / "pair_sm"), str(tmp / "regression_sm"))
     return tmp, pair_run, differences, answers
 
@@ -116,15 +137,21 @@ def test_kbert_predict_from_the_run_or_its_saved_model_and_from_jsonl(served, tm
     expected = (tmp / "pair" / "predictions" / "eval.tsv").read_text()
     for model in (str(tmp / "pair"), str(tmp / "pair_sm")):
         predictor = open_predictor(model)
-        assert write_predictions(predictor, str(tmp / "dev.tsv"), str(tmp_path / "out.tsv"), predictor.columns,
-                                 batch_size=3) == 8
+        assert (
+            write_predictions(
+                predictor, str(tmp / "dev.tsv"), str(tmp_path / "out.tsv"), predictor.columns, batch_size=3
+            )
+            == 8
+        )
         assert (tmp_path / "out.tsv").read_text() == expected
     lines = open(tmp / "dev.tsv").read().splitlines()[1:]
-    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"x": r.split("\t")[0], "z": r.split("\t")[1]}) + "\n"
-                                               for r in lines))
+    (tmp_path / "in.jsonl").write_text(
+        "".join(json.dumps({"x": r.split("\t")[0], "z": r.split("\t")[1]}) + "\n" for r in lines)
+    )
     columns = with_overrides(pair_run.columns, "jsonl", text_a="x", text_b="z")
-    write_predictions(open_predictor(str(tmp / "pair_sm")), str(tmp_path / "in.jsonl"), str(tmp_path / "j.tsv"),
-                      columns)
+    write_predictions(
+        open_predictor(str(tmp / "pair_sm")), str(tmp_path / "in.jsonl"), str(tmp_path / "j.tsv"), columns
+    )
     assert (tmp_path / "j.tsv").read_text() == expected
 
 
@@ -151,17 +178,27 @@ def test_kbert_predict_streams_and_names_a_bad_row(served, tmp_path):
         write_predictions(recorder, str(tmp_path / "in.tsv"), str(tmp_path / "out.tsv"), columns, batch_size=10)
     assert recorder.sizes == [10, 10]
     with pytest.raises(InputDataError) as raised:
-        write_predictions(lambda texts: ["x"] * len(texts[0]), str(tmp_path / "in.tsv"), str(tmp_path / "out.tsv"),
-                          columns, batch_size=10)
-    assert str(raised.value).startswith(f"{tmp_path / 'in.tsv'}, line 102: the row has no value for column 'a' or "
-                                        "'b'") and "\n" not in str(raised.value)
+        write_predictions(
+            lambda texts: ["x"] * len(texts[0]),
+            str(tmp_path / "in.tsv"),
+            str(tmp_path / "out.tsv"),
+            columns,
+            batch_size=10,
+        )
+    assert str(raised.value).startswith(
+        f"{tmp_path / 'in.tsv'}, line 102: the row has no value for column 'a' or 'b'"
+    ) and "\n" not in str(raised.value)
     assert os.listdir(tmp_path) == ["in.tsv"]  # no partial output
 
 
 def test_runs_that_cannot_be_served_are_refused_in_one_line(served, tmp_path):
     tmp = served[0]
-    pretraining = kbert_model_dir(tmp_path / "pretrain", BertPretrainer(BertConfig(
-        vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)))
+    pretraining = kbert_model_dir(
+        tmp_path / "pretrain",
+        BertPretrainer(
+            BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+        ),
+    )
     moved = tmp_path / "moved"
     shutil.copytree(tmp / "pair", moved)
     config = json.loads((moved / "finetune_config.json").read_text())
@@ -170,17 +207,29 @@ def test_runs_that_cannot_be_served_are_refused_in_one_line(served, tmp_path):
     unfinished = tmp_path / "unfinished"
     shutil.copytree(tmp / "pair", unfinished)
     os.remove(unfinished / "summary.json")
-    for path, error, needle in [(pretraining, ConfigError, "is not a kbert-finetune model_dir"),
-                                (moved, MissingFileError, "gone/vocab.txt is not there (moved or deleted); pass "
-                                                          "--vocab_file"),
-                                (unfinished, ConfigError, "has not finished")]:
+    for path, error, needle in [
+        (pretraining, ConfigError, "is not a kbert-finetune model_dir"),
+        (moved, MissingFileError, "gone/vocab.txt is not there (moved or deleted); pass --vocab_file"),
+        (unfinished, ConfigError, "has not finished"),
+    ]:
         with pytest.raises(error) as raised:
             load_run(str(path))
         assert needle in str(raised.value) and "\n" not in str(raised.value)
     assert load_run(str(moved), vocab_file=str(tmp / "vocab.txt")).label_names == LABELS
-    result = subprocess.run([sys.executable, "-m", "kbert.cli.export", f"--checkpoint={pretraining}",
-                             "--format=saved_model", f"--output_dir={tmp_path}/out"],
-                            capture_output=True, text=True, env=cli_env(), timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kbert.cli.export",
+            f"--checkpoint={pretraining}",
+            "--format=saved_model",
+            f"--output_dir={tmp_path}/out",
+        ],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=300,
+    )
     errors = [line for line in result.stderr.splitlines() if line.startswith("kbert-export: error:")]
     assert result.returncode == 1 and len(errors) == 1 and "is not a kbert-finetune model_dir" in errors[0]
     assert not os.path.exists(tmp_path / "out")

@@ -23,12 +23,22 @@ pytestmark = pytest.mark.xdist_group("test_serving_tf_hub")
 
 # Words for accents, punctuation, CJK and pieces; the rest of the vocabulary is the fixtures' w0.. and ##p0..
 EXTRA_TOKENS = ["hello", "world", "cafe", "naive", "un", "##known", "##s", ",", ".", "!", "'", "中", "文", "ss"]
-TEXTS = ["Hello, World!", "Café naïve résumé", "中文 hello中world", "unknown unknowns w1W2p0", "Straße isn't",
-         "w3 " * 20, "", "ÀÉÎ w5...", "w7 ##p3 # w8"]
+TEXTS = [
+    "Hello, World!",
+    "Café naïve résumé",
+    "中文 hello中world",
+    "unknown unknowns w1W2p0",
+    "Straße isn't",
+    "w3 " * 20,
+    "",
+    "ÀÉÎ w5...",
+    "w7 ##p3 # w8",
+]
 SEQ_LENGTH, PAIR_LENGTH = 16, 12
 POSITIONS = [[1, 2, 5]] * len(TEXTS)
 
-LOAD_AND_RUN = """
+LOAD_AND_RUN = (
+    """
 import tensorflow as tf
 import tensorflow_text as text
 
@@ -62,7 +72,10 @@ result = {
     "dropout_pooled": dropout["pooled_output"].numpy().tolist(),
     "mlm_logits": mlm["mlm_logits"].numpy().tolist(),
 }
-""".replace("TEXTS", repr(TEXTS)).replace("PAIR_LENGTH", str(PAIR_LENGTH)).replace("POSITIONS", repr(POSITIONS))
+""".replace("TEXTS", repr(TEXTS))
+    .replace("PAIR_LENGTH", str(PAIR_LENGTH))
+    .replace("POSITIONS", repr(POSITIONS))
+)
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +89,17 @@ def hub_export(tmp_path_factory):
         f.write("\n".join(tokens) + "\n")
     keras.utils.set_random_seed(0)
     # initializer_range 0.5 puts the GELU inputs around 1, where an erf and a tanh GELU would differ visibly.
-    pretrainer = BertPretrainer(BertConfig(vocab_size=len(tokens), hidden_size=32, num_hidden_layers=2,
-                                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
-                                           initializer_range=0.5))
+    pretrainer = BertPretrainer(
+        BertConfig(
+            vocab_size=len(tokens),
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=32,
+            initializer_range=0.5,
+        )
+    )
     model_dir = kbert_model_dir(tmp / "pretrain", pretrainer)
     loaded, has_mlm = checkpoint_pretrainer(model_dir, "", vocab)
     difference = export_tf_hub(loaded, has_mlm, vocab, str(tmp / "export"), seq_length=SEQ_LENGTH)
@@ -90,9 +111,11 @@ def test_outputs_equal_kbert_in_a_process_without_kbert(hub_export):
     _, vocab, pretrainer, difference, served = hub_export
     ours = PairEncoder(vocab, SEQ_LENGTH)
     batch = ours.encode(tf.constant(TEXTS))
-    assert served["inputs"] == {"input_word_ids": batch["input_ids"].numpy().tolist(),
-                                "input_mask": batch["input_mask"].numpy().tolist(),
-                                "input_type_ids": batch["segment_ids"].numpy().tolist()}
+    assert served["inputs"] == {
+        "input_word_ids": batch["input_ids"].numpy().tolist(),
+        "input_mask": batch["input_mask"].numpy().tolist(),
+        "input_type_ids": batch["segment_ids"].numpy().tolist(),
+    }
     expected = pretrainer.encoder(batch, training=False)
     outputs = served["outputs"]
     for name in ("sequence_output", "pooled_output"):
@@ -112,12 +135,20 @@ def test_tokens_and_packing_are_kberts_and_tf_hubs(hub_export):
     assert served["tokens"] == served["hub_tokens"]  # words and pieces alike
     assert any(len(word) > 1 for words in served["tokens"] for word in words)  # the texts have ## pieces
     pair = ours.encode(tf.constant(TEXTS), tf.constant(TEXTS[::-1]))
-    expected = [pair["input_ids"].numpy().tolist(), pair["input_mask"].numpy().tolist(),
-                pair["segment_ids"].numpy().tolist()]
+    expected = [
+        pair["input_ids"].numpy().tolist(),
+        pair["input_mask"].numpy().tolist(),
+        pair["segment_ids"].numpy().tolist(),
+    ]
     assert [served["pair"][k] for k in ("input_word_ids", "input_mask", "input_type_ids")] == expected
     assert served["model_garden_pair"] == expected
-    assert served["special"] == {"vocab_size": len(ours.vocab), "start_of_sequence_id": 101, "end_of_segment_id": 102,
-                                 "padding_id": 0, "mask_id": 103}
+    assert served["special"] == {
+        "vocab_size": len(ours.vocab),
+        "start_of_sequence_id": 101,
+        "end_of_segment_id": 102,
+        "padding_id": 0,
+        "mask_id": 103,
+    }
 
 
 def test_saved_model_cli_lists_the_signatures_and_readme_says_the_gelu(hub_export):
@@ -125,8 +156,16 @@ def test_saved_model_cli_lists_the_signatures_and_readme_says_the_gelu(hub_expor
     preprocess, encoder = saved_model_cli_show(str(tmp / "export" / "preprocess"), str(tmp / "export" / "encoder"))
     for name in ("sentences", "input_word_ids", "input_mask", "input_type_ids"):
         assert f"['{name}']" in preprocess
-    for name in ("input_word_ids", "input_mask", "input_type_ids", "default", "pooled_output", "sequence_output",
-                 "encoder_outputs_0", "encoder_outputs_1"):
+    for name in (
+        "input_word_ids",
+        "input_mask",
+        "input_type_ids",
+        "default",
+        "pooled_output",
+        "sequence_output",
+        "encoder_outputs_0",
+        "encoder_outputs_1",
+    ):
         assert f"['{name}']" in encoder
     assert "signature_def['serving_default']" in preprocess and "signature_def['serving_default']" in encoder
     readme = (tmp / "export" / "README.md").read_text()
@@ -134,8 +173,10 @@ def test_saved_model_cli_lists_the_signatures_and_readme_says_the_gelu(hub_expor
 
 
 def test_masked_lm_head_is_found_only_where_the_checkpoint_has_it(tmp_path):
-    pretrainer = BertPretrainer(BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2,
-                                           num_attention_heads=2, intermediate_size=64))
+    pretrainer = BertPretrainer(
+        BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    )
     assert has_masked_lm_head(export_google_checkpoint(pretrainer, str(tmp_path / "full" / "bert_model.ckpt")))
-    assert not has_masked_lm_head(export_google_checkpoint(pretrainer.encoder,
-                                                           str(tmp_path / "encoder" / "bert_model.ckpt")))
+    assert not has_masked_lm_head(
+        export_google_checkpoint(pretrainer.encoder, str(tmp_path / "encoder" / "bert_model.ckpt"))
+    )

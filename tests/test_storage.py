@@ -47,11 +47,13 @@ def test_missing_files_are_missing_file_errors_naming_flag_and_path(folder):
 
 
 def test_local_errors_say_what_to_do():
-    cases = [(IsADirectoryError(errno.EISDIR, "Is a directory"), KbertError, "a directory stands where a file"),
-             (FileExistsError(errno.EEXIST, "File exists"), KbertError, "a directory stands .* or a file where"),
-             (PermissionError(errno.EACCES, "Permission denied"), KbertError, "permission denied; fix"),
-             (OSError(errno.ENOSPC, "No space left on device"), KbertError, "out of space"),
-             (OSError(errno.EIO, "Input/output error"), KbertError, r"see the cause \(OSError: Input/output error\)")]
+    cases = [
+        (IsADirectoryError(errno.EISDIR, "Is a directory"), KbertError, "a directory stands where a file"),
+        (FileExistsError(errno.EEXIST, "File exists"), KbertError, "a directory stands .* or a file where"),
+        (PermissionError(errno.EACCES, "Permission denied"), KbertError, "permission denied; fix"),
+        (OSError(errno.ENOSPC, "No space left on device"), KbertError, "out of space"),
+        (OSError(errno.EIO, "Input/output error"), KbertError, r"see the cause \(OSError: Input/output error\)"),
+    ]
     for error, kind, fix in cases:
         with pytest.raises(kind, match=f"^--output_file: out.txt: {fix}"):
             with storage.io_errors("out.txt", "--output_file"):

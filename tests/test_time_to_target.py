@@ -24,8 +24,9 @@ def data(tmp_path_factory):
 def _run(tmp_path, data, override, **sections):
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1], **sections)], override)
     lines = []
-    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
-                             print_fn=lambda *a, **k: lines.append(a[0]))
+    summary = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: lines.append(a[0])
+    )
     return summary, lines
 
 
@@ -48,8 +49,9 @@ def test_a_run_ending_between_two_evaluations_evaluates_at_its_end(tmp_path, dat
 def test_reaching_the_target_stops_after_a_checkpoint(tmp_path, data):
     # Any hit reaches 1e-6; an evaluation every loop (16 samples) over up to 12 steps: the run stops at the first
     # evaluation with a hit, wherever the random labels and the initialisation put it.
-    summary, lines = _run(tmp_path, data, "train.total_steps=12,eval.interval_samples=16,eval.steps=2,"
-                                          "eval.target_mlm_accuracy=1e-6")
+    summary, lines = _run(
+        tmp_path, data, "train.total_steps=12,eval.interval_samples=16,eval.steps=2,eval.target_mlm_accuracy=1e-6"
+    )
     *before, last = summary["evaluations"]
     assert all(e["masked_lm_accuracy"] == 0 for e in before) and last["masked_lm_accuracy"] > 0, summary
     reached = summary["time_to_target"]
@@ -100,8 +102,7 @@ def test_schedule_keys_are_checked(tmp_path, data):
 
 def test_mslt_carries_the_schedule_and_the_samples_over_its_stages(tmp_path, data):
     mslt = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 2}], "final_stage": {"steps": 2}}
-    summary, _ = _run(tmp_path, data, "eval.interval_samples=16,eval.steps=1,eval.target_mlm_accuracy=1.0",
-                      mslt=mslt)
+    summary, _ = _run(tmp_path, data, "eval.interval_samples=16,eval.steps=1,eval.target_mlm_accuracy=1.0", mslt=mslt)
     # 16 samples a stage; one evaluation at the end of each, the sample count running on across the stages
     assert [e["samples"] for e in summary["evaluations"]] == [16, 32, 48]
     assert [s["sequences_trained"] for s in summary["stages"]] == [16, 32, 48] and summary["sequences_trained"] == 48

@@ -16,7 +16,8 @@ from kbert.runtime import tpu
 from kbert.runtime.tpu import SliceHost
 
 V5P_8 = tf.tpu.experimental.Topology(  # 2x2 chips, one TensorCore device per chip (v5p's megacore), one host
-    mesh_shape=[2, 2, 1, 1], device_coordinates=np.array([[[x, y, 0, 0] for y in range(2) for x in range(2)]]))
+    mesh_shape=[2, 2, 1, 1], device_coordinates=np.array([[[x, y, 0, 0] for y in range(2) for x in range(2)]])
+)
 
 
 def _feature(kind):
@@ -39,10 +40,14 @@ def calls(monkeypatch):
 
     monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", resolver)
     monkeypatch.setattr(tf.config, "experimental_connect_to_cluster", lambda r: made.append(("connect",)))
-    monkeypatch.setattr(tf.tpu.experimental, "initialize_tpu_system",
-                        lambda r: made.append(("initialize",)) or V5P_8)
-    monkeypatch.setattr(tf.distribute, "TPUStrategy", lambda r, experimental_device_assignment: made.append(
-        ("strategy", experimental_device_assignment)) or "tpu-strategy")
+    monkeypatch.setattr(tf.tpu.experimental, "initialize_tpu_system", lambda r: made.append(("initialize",)) or V5P_8)
+    monkeypatch.setattr(
+        tf.distribute,
+        "TPUStrategy",
+        lambda r, experimental_device_assignment: (
+            made.append(("strategy", experimental_device_assignment)) or "tpu-strategy"
+        ),
+    )
     monkeypatch.setattr(tpu, "this_host", lambda: SliceHost())
     return made
 
@@ -63,11 +68,14 @@ def test_auto_with_tpu_picks_the_tpu_strategy(calls):
     assert calls[0] == ("resolver", "grpc://10.0.0.2:8470")
 
 
-@pytest.mark.parametrize("tpu_flag, host, words", [
-    ("local", SliceHost(0, 4, "v4-32"), ["--tpu=local", "4-host v4-32", "--tpu=NAME"]),
-    ("local", SliceHost(2, 4, "v4-32"), ["--tpu=local", "worker 2", "--worker=0"]),
-    ("my-v4-32", SliceHost(1, 4, "v4-32"), ["--tpu=my-v4-32", "worker 1", "--worker=0"]),
-])
+@pytest.mark.parametrize(
+    "tpu_flag, host, words",
+    [
+        ("local", SliceHost(0, 4, "v4-32"), ["--tpu=local", "4-host v4-32", "--tpu=NAME"]),
+        ("local", SliceHost(2, 4, "v4-32"), ["--tpu=local", "worker 2", "--worker=0"]),
+        ("my-v4-32", SliceHost(1, 4, "v4-32"), ["--tpu=my-v4-32", "worker 1", "--worker=0"]),
+    ],
+)
 def test_a_launch_tf_cannot_run_as_one_job_is_one_line_naming_the_fix(calls, tpu_flag, host, words):
     with pytest.raises(StrategyError) as error:
         tpu.tpu_strategy(tpu_flag, host)
@@ -76,8 +84,10 @@ def test_a_launch_tf_cannot_run_as_one_job_is_one_line_naming_the_fix(calls, tpu
     assert calls == []  # refused before any TPU call
 
 
-@pytest.mark.parametrize("tpu_flag, host", [
-    ("my-v4-32", SliceHost(0, 4, "v4-32")), ("local", SliceHost(0, 1, "v4-8")), ("local", SliceHost())])
+@pytest.mark.parametrize(
+    "tpu_flag, host",
+    [("my-v4-32", SliceHost(0, 4, "v4-32")), ("local", SliceHost(0, 1, "v4-8")), ("local", SliceHost())],
+)
 def test_worker_0_with_a_name_and_local_on_one_host_are_accepted(tpu_flag, host):
     tpu.check_launch(tpu_flag, host)
 
@@ -85,8 +95,11 @@ def test_worker_0_with_a_name_and_local_on_one_host_are_accepted(tpu_flag, host)
 def test_the_slice_position_comes_from_gke_variables_or_the_metadata_server():
     env = {"TPU_WORKER_ID": "1", "TPU_WORKER_HOSTNAMES": "a,b,c,d", "TPU_ACCELERATOR_TYPE": "v5p-32"}
     assert tpu.host_from_env(env) == SliceHost(1, 4, "v5p-32") and tpu.host_from_env({}) is None
-    metadata = {"agent-worker-number": "0", "accelerator-type": "v4-16",
-                "worker-network-endpoints": "unknown:unknown:10.0.0.2,unknown:unknown:10.0.0.3"}
+    metadata = {
+        "agent-worker-number": "0",
+        "accelerator-type": "v4-16",
+        "worker-network-endpoints": "unknown:unknown:10.0.0.2,unknown:unknown:10.0.0.3",
+    }
     assert tpu.host_from_metadata(lambda key: metadata[key]) == SliceHost(0, 2, "v4-16")
     assert tpu.host_from_metadata(lambda key: "") == SliceHost()  # unreachable: nothing to refuse on
 
@@ -101,10 +114,17 @@ def test_the_v5p_assignment_is_built_only_for_embedding_feature_v2():
     assert tpu.device_assignment(None, V5P_8) is None
 
 
-@pytest.mark.parametrize("strategy, tpu_flag, environ, expected", [
-    ("auto", "my-v4-32", {}, "0"), ("tpu", "grpc://10.0.0.2:8470", {}, "0"), ("tpu", "local", {}, None),
-    ("auto", "", {}, None), ("mirrored", "my-v4-32", {}, None), ("tpu", "my-v4-32", {"TPU_LOAD_LIBRARY": "1"}, "1"),
-])
+@pytest.mark.parametrize(
+    "strategy, tpu_flag, environ, expected",
+    [
+        ("auto", "my-v4-32", {}, "0"),
+        ("tpu", "grpc://10.0.0.2:8470", {}, "0"),
+        ("tpu", "local", {}, None),
+        ("auto", "", {}, None),
+        ("mirrored", "my-v4-32", {}, None),
+        ("tpu", "my-v4-32", {"TPU_LOAD_LIBRARY": "1"}, "1"),
+    ],
+)
 def test_tpu_load_library_is_set_for_a_remote_tpu_unless_the_user_set_it(strategy, tpu_flag, environ, expected):
     line = tpu_launch.controller_environment(strategy, tpu_flag, environ)
     assert environ.get("TPU_LOAD_LIBRARY") == expected
@@ -114,5 +134,7 @@ def test_tpu_load_library_is_set_for_a_remote_tpu_unless_the_user_set_it(strateg
 
 def test_the_launch_module_loads_no_tensorflow():
     code = "import sys, kbert.cli.tpu_launch, kbert.run_pretraining; print('tensorflow' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )

@@ -13,8 +13,15 @@ from kbert.training.trainer import PretrainingTrainer, whole_step_compiles
 
 BATCH, SEQ, PREDICTIONS = 4, 16, 3
 CONFIG = BertConfig.load("bert_tiny").replace(
-    vocab_size=40, hidden_size=16, num_attention_heads=2, intermediate_size=32, num_hidden_layers=1,
-    max_position_embeddings=SEQ, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    vocab_size=40,
+    hidden_size=16,
+    num_attention_heads=2,
+    intermediate_size=32,
+    num_hidden_layers=1,
+    max_position_embeddings=SEQ,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
 
 
 def _batches(context):
@@ -36,8 +43,16 @@ def _trainer(strategy, jit_compile):
         keras.utils.set_random_seed(3)
         model = BertPretrainer(CONFIG)
         optimizer = LAMB(1e-2, weight_decay=0.01, global_clipnorm=0.5)  # clipping is part of the compiled step
-        return PretrainingTrainer(strategy, model, optimizer, _batches, global_step=tf.Variable(0, dtype=tf.int64),
-                                  global_batch_size=BATCH, accumulation_steps=2, jit_compile=jit_compile)
+        return PretrainingTrainer(
+            strategy,
+            model,
+            optimizer,
+            _batches,
+            global_step=tf.Variable(0, dtype=tf.int64),
+            global_batch_size=BATCH,
+            accumulation_steps=2,
+            jit_compile=jit_compile,
+        )
 
 
 def test_the_whole_step_under_xla_trains_like_no_xla():

@@ -11,8 +11,16 @@ import pytest
 import tensorflow as tf
 
 from kbert.training.localhost_cluster import free_ports, tf_configs
-from training_fixtures import (cli_env, kill_once_written, pretrain_command, run_cli, run_here, write_config,
-                               write_train_and_eval)
+from training_fixtures import (
+    cli_env,
+    kill_once_written,
+    pretrain_command,
+    run_cli,
+    run_here,
+    write_config,
+    write_train_and_eval,
+)
+
 
 def _weights(model_dir, step):
     reader = tf.train.load_checkpoint(os.path.join(model_dir, "checkpoints", f"ckpt-{step}"))
@@ -27,14 +35,29 @@ def data(tmp_path_factory):
 
 
 def test_one_device_and_two_mirrored_replicas_reach_the_same_weights_and_evaluations(tmp_path, data):
-    no_dropout = {"bert": "bert_tiny", "overrides": {
-        "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
-        "num_hidden_layers": 2, "max_position_embeddings": 32, "hidden_dropout_prob": 0.0,
-        "attention_probs_dropout_prob": 0.0}}
+    no_dropout = {
+        "bert": "bert_tiny",
+        "overrides": {
+            "vocab_size": 64,
+            "hidden_size": 32,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "max_position_embeddings": 32,
+            "hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0,
+        },
+    }
     # Eval batches of 6 of the 16 records: one replica reads 6, 6, 4 from one kept iterator; two read 3 each,
     # and an iterator of each evaluation shares the last batches.
-    config = write_config(str(tmp_path / "c.yaml"), data[0], data[1], model=no_dropout,
-                          train={"gradient_accumulation_steps": 2, "total_steps": 4}, eval={"global_batch_size": 6})
+    config = write_config(
+        str(tmp_path / "c.yaml"),
+        data[0],
+        data[1],
+        model=no_dropout,
+        train={"gradient_accumulation_steps": 2, "total_steps": 4},
+        eval={"global_batch_size": 6},
+    )
     run_here(config, tmp_path / "one", "train_and_eval")
     result = run_cli(pretrain_command(config, tmp_path / "two", "mirrored", cpus=2, mode="train_and_eval"))
     summaries = [json.loads((tmp_path / run / "summary.json").read_text()) for run in ("one", "two")]
@@ -52,15 +75,23 @@ def test_one_device_and_two_mirrored_replicas_reach_the_same_weights_and_evaluat
 
 def _start_workers(config, model_dir, output=subprocess.PIPE, **env):
     """Two kbert-pretrain processes forming a MultiWorkerMirroredStrategy cluster on localhost."""
-    return [subprocess.Popen(pretrain_command(config, model_dir, "multi_worker_mirrored"), stdout=output,
-                             stderr=output, text=True, env=cli_env(TF_CONFIG=tf_config, **env))
-            for tf_config in tf_configs(free_ports(2))]
+    return [
+        subprocess.Popen(
+            pretrain_command(config, model_dir, "multi_worker_mirrored"),
+            stdout=output,
+            stderr=output,
+            text=True,
+            env=cli_env(TF_CONFIG=tf_config, **env),
+        )
+        for tf_config in tf_configs(free_ports(2))
+    ]
 
 
 def _finish(workers):
     outputs = [w.communicate(timeout=900) for w in workers]
     assert [w.returncode for w in workers] == [0, 0], "\n".join(
-        f"worker {i}: {out[-2000:]}{err[-3000:]}" for i, (out, err) in enumerate(outputs))
+        f"worker {i}: {out[-2000:]}{err[-3000:]}" for i, (out, err) in enumerate(outputs)
+    )
     return outputs
 
 
@@ -74,12 +105,13 @@ def _wait_for(path, process, timeout=600):
 
 def test_kill_9_and_restart_gives_the_uninterrupted_weights(tmp_path, data):
     # Dropout stays on: its seed states are checkpointed too.
-    config = write_config(str(tmp_path / "c.yaml"), data[0],
-                          train={"total_steps": 60, "steps_per_loop": 1, "checkpoint_interval": 4,
-                                 "max_checkpoints": 100})
+    config = write_config(
+        str(tmp_path / "c.yaml"),
+        data[0],
+        train={"total_steps": 60, "steps_per_loop": 1, "checkpoint_interval": 4, "max_checkpoints": 100},
+    )
     run_here(config, tmp_path / "straight")
-    kill_once_written(pretrain_command(config, tmp_path / "killed"),
-                      tmp_path / "killed" / "checkpoints" / "checkpoint")
+    kill_once_written(pretrain_command(config, tmp_path / "killed"), tmp_path / "killed" / "checkpoints" / "checkpoint")
     assert not (tmp_path / "killed" / "checkpoints" / "ckpt-60.index").exists()
     assert "Resumed from" in run_here(config, tmp_path / "killed")
     straight, resumed = _weights(tmp_path / "straight", 60), _weights(tmp_path / "killed", 60)
@@ -92,6 +124,7 @@ def test_the_two_workers_read_different_batches(data):
     from kbert.training.loop import dataset_fn
 
     import tempfile
+
     config = load_experiment([write_config(os.path.join(tempfile.mkdtemp(), "c.yaml"), data[0])])
     make = dataset_fn(config, True, vocab_size=64)
     first = [next(iter(make(tf.distribute.InputContext(2, worker, 2))))["input_ids"].numpy() for worker in (0, 1)]
@@ -99,9 +132,11 @@ def test_the_two_workers_read_different_batches(data):
 
 
 def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_bit_identically(tmp_path, data):
-    config = write_config(str(tmp_path / "c.yaml"), data[0],
-                          train={"total_steps": 40, "steps_per_loop": 1, "checkpoint_interval": 4,
-                                 "max_checkpoints": 100})
+    config = write_config(
+        str(tmp_path / "c.yaml"),
+        data[0],
+        train={"total_steps": 40, "steps_per_loop": 1, "checkpoint_interval": 4, "max_checkpoints": 100},
+    )
     model_dir = tmp_path / "straight"
     outputs = _finish(_start_workers(config, model_dir))
     assert "step 40/40" in outputs[0][0] and "step 40/40" not in outputs[1][0]  # only the chief reports
@@ -135,8 +170,9 @@ def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_
 
 def test_sigterm_to_one_of_two_workers_saves_on_both_and_exits_42(tmp_path, data):
     """What a spot VM or GKE sends, to one worker: both save the same step and exit 42."""
-    config = write_config(str(tmp_path / "c.yaml"), data[0],
-                          train={"total_steps": 400, "steps_per_loop": 1, "checkpoint_interval": 4})
+    config = write_config(
+        str(tmp_path / "c.yaml"), data[0], train={"total_steps": 400, "steps_per_loop": 1, "checkpoint_interval": 4}
+    )
     workers = _start_workers(config, tmp_path / "run")
     _wait_for(tmp_path / "run" / "checkpoints" / "checkpoint", workers[0])
     workers[1].send_signal(signal.SIGTERM)
@@ -149,8 +185,9 @@ def test_sigterm_to_one_of_two_workers_saves_on_both_and_exits_42(tmp_path, data
 
 
 def test_sigterm_saves_and_exits_for_a_restart(tmp_path, data):
-    config = write_config(str(tmp_path / "c.yaml"), data[0],
-                          train={"total_steps": 1000, "steps_per_loop": 1, "checkpoint_interval": 500})
+    config = write_config(
+        str(tmp_path / "c.yaml"), data[0], train={"total_steps": 1000, "steps_per_loop": 1, "checkpoint_interval": 500}
+    )
     command = pretrain_command(config, tmp_path / "run")
     process = subprocess.Popen(command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 600
@@ -180,8 +217,11 @@ def test_mslt_stages_built_ahead_under_two_mirrored_replicas_match_building_them
     equivalent, with more stages, is in tests/test_mslt_runner.py)."""
     exports = {}
     for build_ahead in (True, False):
-        mslt = {"stages": [{"num_layers": 1, "steps": 3}, {"num_layers": 2, "steps": 3}],
-                "final_stage": {"steps": 0}, "build_ahead": build_ahead}
+        mslt = {
+            "stages": [{"num_layers": 1, "steps": 3}, {"num_layers": 2, "steps": 3}],
+            "final_stage": {"steps": 0},
+            "build_ahead": build_ahead,
+        }
         config = write_config(str(tmp_path / f"c{build_ahead}.yaml"), data[0], train={"total_steps": 4}, mslt=mslt)
         model_dir = tmp_path / str(build_ahead)
         result = run_cli(pretrain_command(config, model_dir, "mirrored", cpus=2))

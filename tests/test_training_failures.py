@@ -32,8 +32,12 @@ def _config(tmp_path, data, override="", **train):
 
 
 def _run(config, model_dir, lines=None):
-    return experiment.run(config, str(model_dir), make_strategy("one_device"),
-                          print_fn=lambda *a, **k: (lines if lines is not None else []).append(" ".join(map(str, a))))
+    return experiment.run(
+        config,
+        str(model_dir),
+        make_strategy("one_device"),
+        print_fn=lambda *a, **k: (lines if lines is not None else []).append(" ".join(map(str, a))),
+    )
 
 
 def _files(directory):
@@ -61,9 +65,13 @@ def test_an_update_that_overflows_is_never_saved(tmp_path, data, monkeypatch):
         apply(self, batch)
         weight = self.model.weights[0]
         weight.assign(tf.where(self.global_step == 4, weight * np.nan, weight))
+
     monkeypatch.setattr(PretrainingTrainer, "_apply", overflowing)
-    with pytest.raises(NonFiniteLossError, match=r"^Non-finite weights after step 5 .*without saving them.*"
-                                                  r"No checkpoint holds those weights; a rerun resumes from the"):
+    with pytest.raises(
+        NonFiniteLossError,
+        match=r"^Non-finite weights after step 5 .*without saving them.*"
+        r"No checkpoint holds those weights; a rerun resumes from the",
+    ):
         _run(_config(tmp_path, data, total_steps=6, **EVERY_STEP), tmp_path / "run")
     assert _files(tmp_path / "run" / "checkpoints") == before  # ckpt-4 still the newest, byte for byte
 
@@ -73,15 +81,19 @@ def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_la
     good = _checkpoint_files(tmp_path / "run", 4)
     # A finite rate that passes validation: step 5's weights are huge but finite (saved), step 6's loss is not.
     diverging = _config(tmp_path, data, "schedule.peak_learning_rate=1e30", total_steps=8, **EVERY_STEP)
-    with pytest.raises(NonFiniteLossError, match=r"Non-finite loss at step 6 .*Moved ckpt-5 \(made from the "
-                                                 r"diverging weights\) to .*diverged_at_step_5; a rerun resumes "
-                                                 r"from .*ckpt-4"):
+    with pytest.raises(
+        NonFiniteLossError,
+        match=r"Non-finite loss at step 6 .*Moved ckpt-5 \(made from the "
+        r"diverging weights\) to .*diverged_at_step_5; a rerun resumes "
+        r"from .*ckpt-4",
+    ):
         _run(diverging, tmp_path / "run")
     assert _checkpoint_files(tmp_path / "run", 4) == good
     assert tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints")).endswith("ckpt-4")
     # Relative names, as CheckpointManager writes them: the run folder can still move.
-    assert (tmp_path / "run" / "checkpoints" / "checkpoint").read_text().splitlines()[0] == \
-        'model_checkpoint_path: "ckpt-4"'
+    assert (tmp_path / "run" / "checkpoints" / "checkpoint").read_text().splitlines()[
+        0
+    ] == 'model_checkpoint_path: "ckpt-4"'
     assert sorted(os.listdir(tmp_path / "run" / "checkpoints" / "diverged_at_step_5"))[0].startswith("ckpt-5.")
 
     lines = []
@@ -99,9 +111,14 @@ def four_steps(tmp_path_factory, data):
 
 
 @pytest.mark.xdist_group("four_steps")  # its cases share the four_steps run: one worker builds it once
-@pytest.mark.parametrize("damage, why", [("delete", "its .index file is missing"),
-                                         ("truncate", "it cannot be read"),
-                                         ("unfinished", "the save did not finish")])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        ("delete", "its .index file is missing"),
+        ("truncate", "it cannot be read"),
+        ("unfinished", "the save did not finish"),
+    ],
+)
 def test_an_unreadable_newest_checkpoint_is_skipped_for_the_one_before(tmp_path, data, four_steps, damage, why):
     shutil.copytree(four_steps, tmp_path / "run")
     older = _checkpoint_files(tmp_path / "run", 2)
@@ -116,8 +133,9 @@ def test_an_unreadable_newest_checkpoint_is_skipped_for_the_one_before(tmp_path,
         shard = next(ckpts.glob("ckpt-4.data-*"))
         shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
     lines = []
-    summary = _run(_config(tmp_path, data, total_steps=6, steps_per_loop=2, checkpoint_interval=2),
-                   tmp_path / "run", lines)
+    summary = _run(
+        _config(tmp_path, data, total_steps=6, steps_per_loop=2, checkpoint_interval=2), tmp_path / "run", lines
+    )
     assert any(line.startswith(f"Skipped {ckpts / 'ckpt-4'}: {why}") for line in lines), lines
     assert any(line == f"Resumed from {ckpts / 'ckpt-2'} at step 2." for line in lines), lines
     assert summary["global_step"] == 6 and _checkpoint_files(tmp_path / "run", 2) == older
@@ -130,8 +148,11 @@ def test_checkpoints_that_cannot_be_read_stop_the_run_and_stay(tmp_path, data):
     os.remove(ckpts / "ckpt-2.index")
     (ckpts / "ckpt-9_temp").mkdir()  # what a save killed midway leaves
     before = _files(ckpts)
-    with pytest.raises(CorruptCheckpointError, match=r"none of its 1 checkpoints can be read \(Skipped .*ckpt-2: "
-                                                     r"its .index file is missing.*kbert deletes nothing"):
+    with pytest.raises(
+        CorruptCheckpointError,
+        match=r"none of its 1 checkpoints can be read \(Skipped .*ckpt-2: "
+        r"its .index file is missing.*kbert deletes nothing",
+    ):
         _run(config, tmp_path / "run")
     assert _files(ckpts) == before and not (ckpts / "ckpt-9_temp").exists()
 
@@ -140,15 +161,22 @@ def test_a_model_dir_or_init_checkpoint_of_a_deeper_model_is_refused(tmp_path, d
     _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
     before = _files(tmp_path / "run" / "checkpoints")
     shallower = _config(tmp_path, data, "model.overrides.num_hidden_layers=1", total_steps=4)
-    with pytest.raises(CheckpointMismatchError, match=r"does not fit the model \(1 layers, hidden 32, vocab 64\) "
-                                                      r"\(48 unexpected, 1 wrong-shape variables\).*\n.*unexpected "
-                                                      r"in the checkpoint \(48\):\n    model/bert/layer_1/"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r"does not fit the model \(1 layers, hidden 32, vocab 64\) "
+        r"\(48 unexpected, 1 wrong-shape variables\).*\n.*unexpected "
+        r"in the checkpoint \(48\):\n    model/bert/layer_1/",
+    ):
         _run(shallower, tmp_path / "run")
     assert _files(tmp_path / "run" / "checkpoints") == before
-    init = _config(tmp_path, data, f"model.overrides.num_hidden_layers=1,train.init_checkpoint={tmp_path / 'run'}",
-                   total_steps=2)
-    with pytest.raises(CheckpointMismatchError, match=r"\(16 unexpected variables\): set model.\* to the "
-                                                      r"checkpoint's sizes"):
+    init = _config(
+        tmp_path, data, f"model.overrides.num_hidden_layers=1,train.init_checkpoint={tmp_path / 'run'}", total_steps=2
+    )
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r"\(16 unexpected variables\): set model.\* to the "
+        r"checkpoint's sizes",
+    ):
         _run(init, tmp_path / "fresh")
 
 
@@ -157,8 +185,11 @@ def _rewrite(prefix, change):
     rebuilt from the keys: nested dicts serve for the checkpoint's dicts and lists alike)."""
     reader, root = tf.train.load_checkpoint(prefix), {}
     suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
-    values = {key[:-len(suffix)]: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
-              if key.endswith(suffix) and not key.startswith("save_counter/")}  # the Checkpoint's own
+    values = {
+        key[: -len(suffix)]: reader.get_tensor(key)
+        for key in reader.get_variable_to_shape_map()
+        if key.endswith(suffix) and not key.startswith("save_counter/")
+    }  # the Checkpoint's own
     for path, value in change(values).items():
         *parents, name = (part.replace(".S", "/").replace("..", ".") for part in path.split("/"))  # TF's escapes
         node = root
@@ -177,9 +208,11 @@ def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, da
     _run(_config(tmp_path, data, total_steps=4, steps_per_loop=2, checkpoint_interval=2), tmp_path / "straight")
     config = _config(tmp_path, data, total_steps=2, steps_per_loop=2, checkpoint_interval=2)
     optimizers, init = [], TrainingCheckpoints.__init__
-    monkeypatch.setattr(TrainingCheckpoints, "__init__",
-                        lambda self, model, optimizer, *a, **k: optimizers.append(optimizer) or init(
-                            self, model, optimizer, *a, **k))
+    monkeypatch.setattr(
+        TrainingCheckpoints,
+        "__init__",
+        lambda self, model, optimizer, *a, **k: optimizers.append(optimizer) or init(self, model, optimizer, *a, **k),
+    )
     _run(config, tmp_path / "run")
     vector = "optimizer/lamb.Strust_ratios"
     _, names = optimizers[0].trust_ratio_paths()  # 'lamb/<variable path with _ for />_trust_ratio', in vector order
@@ -194,12 +227,15 @@ def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, da
         return {**values, **{"optimizer/" + name.replace("/", ".S"): r for name, r in zip(names, marked)}}
 
     _rewrite(str(tmp_path / "run" / "checkpoints" / "ckpt-2"), scalars)
-    assert vector + "/.ATTRIBUTES/VARIABLE_VALUE" not in tf.train.load_checkpoint(
-        str(tmp_path / "run" / "checkpoints" / "ckpt-2")).get_variable_to_shape_map()
+    assert (
+        vector + "/.ATTRIBUTES/VARIABLE_VALUE"
+        not in tf.train.load_checkpoint(str(tmp_path / "run" / "checkpoints" / "ckpt-2")).get_variable_to_shape_map()
+    )
     config.override({"train": {"total_steps": 4}})
     _run(config, tmp_path / "run")
-    straight, resumed = (tf.train.load_checkpoint(str(tmp_path / run / "checkpoints" / "ckpt-4"))
-                         for run in ("straight", "run"))
+    straight, resumed = (
+        tf.train.load_checkpoint(str(tmp_path / run / "checkpoints" / "ckpt-4")) for run in ("straight", "run")
+    )
     key = vector + "/.ATTRIBUTES/VARIABLE_VALUE"
     ratios = straight.get_tensor(key)
     np.testing.assert_array_equal(resumed.get_tensor(key), np.where(excluded, 0.5, ratios))
@@ -210,10 +246,20 @@ def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, da
 
 def test_changed_train_files_name_checkpoint_input(tmp_path, data):
     _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
-    more = load_experiment([write_config(str(tmp_path / "more.yaml"), f"{data[0]},{data[1]}",  # one file more
-                                         train={"total_steps": 4})])
-    with pytest.raises(InputDataError, match=r"ckpt-2: its saved input position does not fit data.train_files .*"
-                                             r"data.checkpoint_input=false"):
+    more = load_experiment(
+        [
+            write_config(
+                str(tmp_path / "more.yaml"),
+                f"{data[0]},{data[1]}",  # one file more
+                train={"total_steps": 4},
+            )
+        ]
+    )
+    with pytest.raises(
+        InputDataError,
+        match=r"ckpt-2: its saved input position does not fit data.train_files .*"
+        r"data.checkpoint_input=false",
+    ):
         _run(more, tmp_path / "run")
     more.override({"data": {"checkpoint_input": False}})
     assert _run(more, tmp_path / "run")["global_step"] == 4
@@ -221,14 +267,28 @@ def test_changed_train_files_name_checkpoint_input(tmp_path, data):
 
 def test_wrong_shapes_are_one_line_and_a_listing_not_a_traceback(tmp_path, data):
     _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
-    config = write_config(str(tmp_path / "wide.yaml"), data[0], train={"init_checkpoint": str(tmp_path / "run")},
-                          model={"bert": "bert_tiny", "overrides": {
-                              "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 256,
-                              "num_hidden_layers": 2, "max_position_embeddings": 32}})
+    config = write_config(
+        str(tmp_path / "wide.yaml"),
+        data[0],
+        train={"init_checkpoint": str(tmp_path / "run")},
+        model={
+            "bert": "bert_tiny",
+            "overrides": {
+                "vocab_size": 64,
+                "hidden_size": 32,
+                "num_attention_heads": 2,
+                "intermediate_size": 256,
+                "num_hidden_layers": 2,
+                "max_position_embeddings": 32,
+            },
+        },
+    )
     result = run_cli(pretrain_command(config, tmp_path / "wide"), expect=1)
     lines = result.stderr.strip().splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("kbert-pretrain: error: "))
-    assert lines[first].endswith("does not fit the model (2 layers, hidden 32, vocab 64) (6 wrong-shape variables): "
-                                 "set model.* to the checkpoint's sizes, or give train.init_checkpoint a checkpoint "
-                                 "of this model's."), lines[first]
+    assert lines[first].endswith(
+        "does not fit the model (2 layers, hidden 32, vocab 64) (6 wrong-shape variables): "
+        "set model.* to the checkpoint's sizes, or give train.init_checkpoint a checkpoint "
+        "of this model's."
+    ), lines[first]
     assert lines[first + 1] == "  wrong shape (6):" and "Traceback" not in result.stderr

@@ -31,14 +31,18 @@ def test_flops_per_sequence_of_bert_base_with_and_without_the_sentence_head():
     base = BertConfig.load("bert_base")
     assert training_flops_per_sequence(base, 128, 20) == 69928989696.0
     assert training_flops_per_sequence(base, 512, 76) == 3.0 * (
-        512 * 12 * (8 * 768 ** 2 + 4 * 768 * 3072 + 4 * 512 * 768) + 76 * (2 * 768 ** 2 + 2 * 768 * 30522)
-        + 2 * 768 ** 2 + 4 * 768)
+        512 * 12 * (8 * 768**2 + 4 * 768 * 3072 + 4 * 512 * 768)
+        + 76 * (2 * 768**2 + 2 * 768 * 30522)
+        + 2 * 768**2
+        + 4 * 768
+    )
     assert training_flops_per_sequence(base, 128, 20) - training_flops_per_sequence(base, 128, 20, False) == 3 * (
-        2 * 768 ** 2 + 4 * 768)
+        2 * 768**2 + 4 * 768
+    )
 
 
 def test_blocks_below_an_mslt_cut_count_their_forward_pass_alone():
     base = BertConfig.load("bert_base")
-    per_layer = 128 * (8 * 768 ** 2 + 4 * 768 * 3072 + 4 * 128 * 768)
+    per_layer = 128 * (8 * 768**2 + 4 * 768 * 3072 + 4 * 128 * 768)
     full = training_flops_per_sequence(base, 128, 20)
     assert training_flops_per_sequence(base, 128, 20, forward_only_layers=8) == full - 8 * 2 * per_layer

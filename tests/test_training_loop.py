@@ -48,8 +48,9 @@ def test_eval_matches_a_direct_float64_computation(tmp_path, data):
     config = _experiment(tmp_path, data)
     model, checkpoint = _google_checkpoint(config, str(tmp_path / "google"))
     config.override({"train": {"init_checkpoint": checkpoint}})
-    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), mode="eval",
-                             print_fn=lambda *a, **k: None)
+    summary = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), mode="eval", print_fn=lambda *a, **k: None
+    )
 
     records = list(tf.data.TFRecordDataset(tf.io.gfile.glob(data[1])).batch(100))[0]
     parsed = tf.io.parse_example(records, schema.feature_spec(SEQ_LENGTH, MAX_PREDICTIONS))
@@ -72,7 +73,8 @@ def test_eval_matches_a_direct_float64_computation(tmp_path, data):
         assert summary["eval"][name] == pytest.approx(value, rel=1e-5, abs=1e-6), name
     assert summary["eval"]["sequences"] == 16
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["eval"]["loss"] == pytest.approx(
-        expected["loss"], rel=1e-5)
+        expected["loss"], rel=1e-5
+    )
 
 
 def _model_weights(model_dir):
@@ -86,8 +88,9 @@ def test_eval_counts_every_record_even_the_last_partial_batch(tmp_path, data, re
     config = _experiment(tmp_path, (data[0], eval_files))
     model, checkpoint = _google_checkpoint(config, str(tmp_path / "google"))
     config.override({"train": {"init_checkpoint": checkpoint}})
-    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), mode="eval",
-                             print_fn=lambda *a, **k: None)
+    summary = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), mode="eval", print_fn=lambda *a, **k: None
+    )
     assert summary["eval"]["sequences"] == records and summary["eval"]["loss"] > 0
 
 
@@ -111,8 +114,9 @@ def test_train_starts_from_a_google_tf1_checkpoint(tmp_path, data):
     model, checkpoint = _google_checkpoint(config, str(tmp_path / "google"))
     config.override({"train": {"init_checkpoint": checkpoint}})
     printed = []
-    experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
-                   print_fn=lambda s, **k: printed.append(s))
+    experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda s, **k: printed.append(s)
+    )
     assert any("from google checkpoint" in line for line in printed)
     reader = _model_weights(str(tmp_path / "run"))
     for variable in model.weights:
@@ -123,10 +127,14 @@ def test_train_starts_from_a_google_tf1_checkpoint(tmp_path, data):
 def test_phase_two_starts_from_phase_one_weights_with_a_fresh_optimizer(tmp_path, data):
     phase1 = _experiment(tmp_path, data, "train.total_steps=2")
     experiment.run(phase1, str(tmp_path / "phase1"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
-    phase2 = _experiment(tmp_path, data, f"train.total_steps=2,schedule.peak_learning_rate=1e-12,"
-                                          f"train.init_checkpoint={tmp_path / 'phase1'}")
-    summary = experiment.run(phase2, str(tmp_path / "phase2"), make_strategy("one_device"),
-                             print_fn=lambda *a, **k: None)
+    phase2 = _experiment(
+        tmp_path,
+        data,
+        f"train.total_steps=2,schedule.peak_learning_rate=1e-12,train.init_checkpoint={tmp_path / 'phase1'}",
+    )
+    summary = experiment.run(
+        phase2, str(tmp_path / "phase2"), make_strategy("one_device"), print_fn=lambda *a, **k: None
+    )
     assert summary["global_step"] == 2 and summary["restored_from"] is None
     first, second = _model_weights(str(tmp_path / "phase1")), _model_weights(str(tmp_path / "phase2"))
     for name in first.get_variable_to_shape_map():
@@ -137,16 +145,21 @@ def test_phase_two_starts_from_phase_one_weights_with_a_fresh_optimizer(tmp_path
 def test_init_checkpoint_of_another_size_is_refused(tmp_path, data):
     config = _experiment(tmp_path, data, "train.total_steps=2")
     experiment.run(config, str(tmp_path / "small"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
-    bigger = _experiment(tmp_path, data,
-                         f"model.overrides.num_hidden_layers=3,train.init_checkpoint={tmp_path / 'small'}")
+    bigger = _experiment(
+        tmp_path, data, f"model.overrides.num_hidden_layers=3,train.init_checkpoint={tmp_path / 'small'}"
+    )
     with pytest.raises(ValueError, match="init_checkpoint"):
         experiment.run(bigger, str(tmp_path / "big"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 
 def test_non_finite_loss_stops_with_the_step_and_never_saves_bad_weights(tmp_path, data):
-    config = _experiment(tmp_path, data, "schedule.peak_learning_rate=1e12,schedule.warmup_steps=0,"
-                                         "train.total_steps=20,train.steps_per_loop=1,train.checkpoint_interval=1,"
-                                         "train.max_checkpoints=100")
+    config = _experiment(
+        tmp_path,
+        data,
+        "schedule.peak_learning_rate=1e12,schedule.warmup_steps=0,"
+        "train.total_steps=20,train.steps_per_loop=1,train.checkpoint_interval=1,"
+        "train.max_checkpoints=100",
+    )
     with pytest.raises(NonFiniteLossError, match=r"Non-finite loss at step \d+ \(.*loss=(nan|inf)") as error:
         experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     bad_step = int(str(error.value).split("step ")[1].split(" ")[0])
@@ -162,17 +175,23 @@ def test_non_finite_loss_stops_with_the_step_and_never_saves_bad_weights(tmp_pat
     assert not (tmp_path / "run" / "summary.json").exists()
 
 
-@pytest.mark.parametrize("override", ["train.mixed_precision=mixed_bfloat16", "train.mixed_precision=mixed_float16",
-                                      "train.jit_compile=true,train.gradient_accumulation_steps=2"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "train.mixed_precision=mixed_bfloat16",
+        "train.mixed_precision=mixed_float16",
+        "train.jit_compile=true,train.gradient_accumulation_steps=2",
+    ],
+)
 def test_precision_policies_and_xla_train(tmp_path, data, override, monkeypatch):
     config = _experiment(tmp_path, data, f"{override},train.total_steps=2")
     peaks = []  # MFU's denominator on a CPU: a matmul timed in the run's compute precision
     monkeypatch.setattr(loop, "peak_flops_of", lambda strategy, model, dtype: peaks.append(dtype) or (1e9, ""))
-    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"),
-                             print_fn=lambda *a, **k: None)
+    summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     assert np.isfinite(summary["train"]["loss"]) and summary["global_step"] == 2
-    assert peaks == [{"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}.get(
-        config.train.mixed_precision, "float32")]
+    assert peaks == [
+        {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}.get(config.train.mixed_precision, "float32")
+    ]
     reader = _model_weights(str(tmp_path / "run"))
     kernels = [n for n in reader.get_variable_to_shape_map() if n.startswith("model/") and "kernel" in n]
     assert kernels and all(reader.get_tensor(n).dtype == np.float32 for n in kernels)  # float32 master weights
@@ -183,17 +202,25 @@ def test_model_dir_of_another_model_is_refused_by_name(tmp_path, data):
     experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
     bigger = _experiment(tmp_path, data, "model.overrides.num_hidden_layers=3,train.total_steps=4")
     # 16 weights of layer 2 and their 32 LAMB moments; the trust-ratio vector is longer
-    with pytest.raises(CheckpointMismatchError, match=r"ckpt-2 does not fit the model \(3 layers, hidden 32, "
-                                                      r"vocab 64\) \(48 missing, 1 wrong-shape variables\): "
-                                                      r"resume with the config that wrote it"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r"ckpt-2 does not fit the model \(3 layers, hidden 32, "
+        r"vocab 64\) \(48 missing, 1 wrong-shape variables\): "
+        r"resume with the config that wrote it",
+    ):
         experiment.run(bigger, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 
 def test_outputs_console_tensorboard_and_summary_json(tmp_path, data):
     config = _experiment(tmp_path, data, "train.total_steps=4")
     printed = []
-    experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), mode="train_and_eval",
-                   print_fn=lambda s, **k: printed.append(s))
+    experiment.run(
+        config,
+        str(tmp_path / "run"),
+        make_strategy("one_device"),
+        mode="train_and_eval",
+        print_fn=lambda s, **k: printed.append(s),
+    )
     progress = [line for line in printed if line.startswith("step ")]
     assert len(progress) == 2 and progress[-1].startswith("step 4/4 | loss ")
     for field in ("mlm_acc", "nsp_acc", "lr", "seq/s", "ETA"):
@@ -203,8 +230,16 @@ def test_outputs_console_tensorboard_and_summary_json(tmp_path, data):
     for events in tf.io.gfile.glob(str(tmp_path / "run" / "train" / "events.*")):
         for event in tf.compat.v1.train.summary_iterator(events):
             tags.update(value.tag for value in event.summary.value)
-    for tag in ("loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_accuracy", "learning_rate",
-                "gradient_norm", "sequences_per_second", "trust_ratio/all"):
+    for tag in (
+        "loss",
+        "masked_lm_loss",
+        "masked_lm_accuracy",
+        "next_sentence_accuracy",
+        "learning_rate",
+        "gradient_norm",
+        "sequences_per_second",
+        "trust_ratio/all",
+    ):
         assert tag in tags, tag
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["global_step"] == 4 and summary["replicas"] == 1 and summary["train"]["loss"] > 0
@@ -250,16 +285,24 @@ def test_optimizer_and_masking_settings_that_cannot_work_are_refused(tmp_path, d
 
 
 @pytest.mark.parametrize("accumulation_steps, passes", [(1, 1), (3, 2)])
-def test_the_step_graph_holds_one_forward_backward_pass_per_distinct_micro_step(tmp_path, data,
-                                                                               accumulation_steps, passes):
+def test_the_step_graph_holds_one_forward_backward_pass_per_distinct_micro_step(
+    tmp_path, data, accumulation_steps, passes
+):
     """Without accumulation the traced loop has no (empty) accumulation loop holding a second copy of the model."""
-    config = _experiment(tmp_path, data, train={"global_batch_size": 6,
-                                                "gradient_accumulation_steps": accumulation_steps})
+    config = _experiment(
+        tmp_path, data, train={"global_batch_size": 6, "gradient_accumulation_steps": accumulation_steps}
+    )
     strategy = tf.distribute.get_strategy()
     model = BertPretrainer(config.model.bert_config())
-    trainer = PretrainingTrainer(strategy, model, build_optimizer(config), dataset_fn(config, True, None),
-                                 global_step=tf.Variable(0, dtype=tf.int64), global_batch_size=6,
-                                 accumulation_steps=accumulation_steps)
+    trainer = PretrainingTrainer(
+        strategy,
+        model,
+        build_optimizer(config),
+        dataset_fn(config, True, None),
+        global_step=tf.Variable(0, dtype=tf.int64),
+        global_batch_size=6,
+        accumulation_steps=accumulation_steps,
+    )
     traced = []
     trace_gradients = trainer._gradients
     trainer._gradients = lambda *args: traced.append(1) or trace_gradients(*args)
@@ -297,8 +340,12 @@ def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_
     assert input_start(config, make_strategy("one_device"), 2) == InputStart(False, 2)
     assert input_start(_experiment(tmp_path, data, ""), make_strategy("one_device"), 2) == InputStart(True, 0)
     lines = []
-    summary = experiment.run(_experiment(tmp_path, data, f"{unsaved},train.total_steps=4"), str(tmp_path / "run"),
-                             make_strategy("one_device"), print_fn=lambda *a, **k: lines.append(a[0]))
+    summary = experiment.run(
+        _experiment(tmp_path, data, f"{unsaved},train.total_steps=4"),
+        str(tmp_path / "run"),
+        make_strategy("one_device"),
+        print_fn=lambda *a, **k: lines.append(a[0]),
+    )
     assert any(line.endswith("at step 2.") for line in lines) and summary["global_step"] == 4
 
 
@@ -312,6 +359,7 @@ def test_async_checkpoints_resume_bit_identically_and_are_on_disk_when_train_ret
     def spy(self, checkpoint_number=None, check_interval=True, options=None):
         asynchronous.append(bool(options and options.experimental_enable_async_checkpoint))
         return save(self, checkpoint_number, check_interval, options)
+
     monkeypatch.setattr(checkpointing._Manager, "save", spy)
 
     def run(model_dir, override):  # a fixed decay, so a 4-step run is the start of the 6-step one

@@ -46,7 +46,7 @@ def tied_corpus(tmp_path):
     lines = []
     for _ in range(3):
         rng.shuffle(words)
-        lines += [" ".join(words[i:i + 10]) + "." for i in range(0, len(words), 10)]
+        lines += [" ".join(words[i : i + 10]) + "." for i in range(0, len(words), 10)]
     path = tmp_path / "tied.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -61,9 +61,9 @@ def test_default_learner_gives_the_asked_size_with_the_reserved_layout_on_top(ri
     tokens, stats = vocab.learn_vocabulary([str(rich_corpus)], vocab_size=500, layout=layout)
     reserved = reserved_tokens(layout)
     assert len(tokens) == stats.vocab_size == stats.vocab_size_asked == 500 and stats.shortfall is None
-    assert tokens[:len(reserved)] == reserved and stats.num_reserved == len(reserved)
+    assert tokens[: len(reserved)] == reserved and stats.num_reserved == len(reserved)
     assert len(set(tokens)) == len(tokens)
-    assert not set(tokens[len(reserved):]) & set(reserved)
+    assert not set(tokens[len(reserved) :]) & set(reserved)
     assert {"a", "p", "##a", "##p", "."} <= set(tokens)
 
 
@@ -93,8 +93,9 @@ def test_learning_the_same_text_in_two_processes_writes_the_same_file(tied_corpu
     written = []
     for run in range(2):  # two processes: the trainer's hash maps are seeded per process
         out = tmp_path / f"vocab-{run}.txt"
-        result = _run_cli(f"--input_file={tied_corpus}", f"--output_file={out}", "--vocab_size=700",
-                          "--reserved_layout=compact")
+        result = _run_cli(
+            f"--input_file={tied_corpus}", f"--output_file={out}", "--vocab_size=700", "--reserved_layout=compact"
+        )
         assert result.returncode == 0, result.stderr
         written.append(out.read_bytes())
     assert written[0] == written[1] and len(written[0].splitlines()) == 700
@@ -118,8 +119,12 @@ def test_lower_case_false_keeps_case(tmp_path):
 
 def test_text_with_too_few_pieces_gives_a_smaller_vocabulary_and_says_so(corpus):
     seen = []
-    tokens, stats = vocab.learn_vocabulary([str(corpus)], vocab_size=30522, layout="compact",
-                                           progress=lambda stage, lines, chars: seen.append((stage, lines, chars)))
+    tokens, stats = vocab.learn_vocabulary(
+        [str(corpus)],
+        vocab_size=30522,
+        layout="compact",
+        progress=lambda stage, lines, chars: seen.append((stage, lines, chars)),
+    )
     assert len(tokens) == stats.vocab_size < 30522
     assert stats.shortfall == (
         f"the text holds only {len(tokens) - 5:,} distinct pieces; vocabulary has {len(tokens):,} tokens where "
@@ -189,12 +194,26 @@ def test_cli_writes_vocab_and_summary(corpus, tmp_path):
 
 def test_cli_on_local_files_never_imports_tensorflow(corpus, tmp_path):
     out = tmp_path / "v.txt"
-    script = ("import atexit, sys\n"
-              "atexit.register(lambda: print('tensorflow imported:', 'tensorflow' in sys.modules))\n"
-              "from kbert.cli import build_vocab\n"
-              "build_vocab.run()\n")
-    result = subprocess.run([sys.executable, "-c", script, f"--input_file={corpus}", f"--output_file={out}",
-                             "--vocab_size=150", "--reserved_layout=compact"], capture_output=True, text=True, cwd=ROOT)
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('tensorflow imported:', 'tensorflow' in sys.modules))\n"
+        "from kbert.cli import build_vocab\n"
+        "build_vocab.run()\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            f"--input_file={corpus}",
+            f"--output_file={out}",
+            "--vocab_size=150",
+            "--reserved_layout=compact",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "tensorflow imported: False" and out.read_text().startswith("[PAD]\n")
 

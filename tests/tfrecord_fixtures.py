@@ -58,8 +58,9 @@ def mask_instance(rng: np.random.Generator, instance: dict, max_predictions: int
     )
 
 
-def make_instances(n: int, seq_length: int, max_predictions: int | None, vocab_size: int, seed: int = 0,
-                   masked_lm_prob: float = 0.15) -> list:
+def make_instances(
+    n: int, seq_length: int, max_predictions: int | None, vocab_size: int, seed: int = 0, masked_lm_prob: float = 0.15
+) -> list:
     """`n` instances, masked unless `max_predictions` is None."""
     rng = np.random.default_rng(seed)
     instances = [make_instance(rng, seq_length, vocab_size) for _ in range(n)]
@@ -74,4 +75,3 @@ def write_records(path: str, instances: list, v2: bool = False, gzip_compressed:
         for instance in instances:
             writer.write(example_proto(instance, v2))
     return os.fspath(path)
-

@@ -32,14 +32,21 @@ def _example(rng: np.random.Generator, seq_length: int = SEQ_LENGTH) -> bytes:
     labels[:count] = rng.integers(5, VOCAB_SIZE, count)
     weights = np.zeros(MAX_PREDICTIONS, np.float32)
     weights[:count] = 1.0
-    values = {"input_ids": ids, "input_mask": mask, "segment_ids": segments, "masked_lm_positions": positions,
-              "masked_lm_ids": labels, "masked_lm_weights": weights,
-              "next_sentence_labels": np.array([rng.integers(0, 2)], np.int64)}
+    values = {
+        "input_ids": ids,
+        "input_mask": mask,
+        "segment_ids": segments,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": labels,
+        "masked_lm_weights": weights,
+        "next_sentence_labels": np.array([rng.integers(0, 2)], np.int64),
+    }
     return example_proto(values)
 
 
-def write_shards(directory: str, prefix: str, shards: int, records_per_shard: int, seed: int = 0,
-                 seq_length: int = SEQ_LENGTH) -> str:
+def write_shards(
+    directory: str, prefix: str, shards: int, records_per_shard: int, seed: int = 0, seq_length: int = SEQ_LENGTH
+) -> str:
     """Writes `shards` TFRecord files of random instances `seq_length` tokens long; returns their glob."""
     os.makedirs(directory, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -52,8 +59,10 @@ def write_shards(directory: str, prefix: str, shards: int, records_per_shard: in
 
 def write_train_and_eval(root: str, train_records_per_shard: int = 24) -> tuple[str, str]:
     """Two training shards and one eval shard of 16 records under `root`; returns their globs."""
-    return (write_shards(root, "train", shards=2, records_per_shard=train_records_per_shard),
-            write_shards(root, "eval", shards=1, records_per_shard=16, seed=1))
+    return (
+        write_shards(root, "train", shards=2, records_per_shard=train_records_per_shard),
+        write_shards(root, "eval", shards=1, records_per_shard=16, seed=1),
+    )
 
 
 def write_config(path: str, train_files: str, eval_files: str = "", **sections) -> str:
@@ -62,15 +71,34 @@ def write_config(path: str, train_files: str, eval_files: str = "", **sections) 
     import yaml
 
     config = {
-        "model": {"bert": "bert_tiny", "overrides": {
-            "vocab_size": VOCAB_SIZE, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64,
-            "num_hidden_layers": 2, "max_position_embeddings": 32}},
-        "data": {"train_files": train_files, "eval_files": eval_files, "seq_length": SEQ_LENGTH,
-                 "max_predictions": MAX_PREDICTIONS},
+        "model": {
+            "bert": "bert_tiny",
+            "overrides": {
+                "vocab_size": VOCAB_SIZE,
+                "hidden_size": 32,
+                "num_attention_heads": 2,
+                "intermediate_size": 64,
+                "num_hidden_layers": 2,
+                "max_position_embeddings": 32,
+            },
+        },
+        "data": {
+            "train_files": train_files,
+            "eval_files": eval_files,
+            "seq_length": SEQ_LENGTH,
+            "max_predictions": MAX_PREDICTIONS,
+        },
         "optimizer": {"type": "lamb", "weight_decay": 0.01},
         "schedule": {"peak_learning_rate": 1e-2, "warmup_steps": 2, "power": 0.5},
-        "train": {"global_batch_size": 8, "total_steps": 6, "steps_per_loop": 2, "checkpoint_interval": 2,
-                  "summary_interval": 2, "max_checkpoints": 3, "deterministic": True},
+        "train": {
+            "global_batch_size": 8,
+            "total_steps": 6,
+            "steps_per_loop": 2,
+            "checkpoint_interval": 2,
+            "summary_interval": 2,
+            "max_checkpoints": 3,
+            "deterministic": True,
+        },
         "eval": {"global_batch_size": 8},
     }
     for section, values in sections.items():
@@ -97,11 +125,21 @@ run()
 """
 
 
-def pretrain_command(config: str, model_dir, strategy: str = "one_device", cpus: int = 1,
-                     mode: str = "train") -> list[str]:
+def pretrain_command(
+    config: str, model_dir, strategy: str = "one_device", cpus: int = 1, mode: str = "train"
+) -> list[str]:
     """The kbert-pretrain command line, on `cpus` logical CPU devices (the CPU even where a GPU is visible)."""
-    return [sys.executable, "-c", LAUNCHER, str(cpus), f"--config_file={config}", f"--model_dir={model_dir}",
-            f"--strategy={strategy}", f"--mode={mode}", "--device=cpu"]
+    return [
+        sys.executable,
+        "-c",
+        LAUNCHER,
+        str(cpus),
+        f"--config_file={config}",
+        f"--model_dir={model_dir}",
+        f"--strategy={strategy}",
+        f"--mode={mode}",
+        "--device=cpu",
+    ]
 
 
 def cli_env(**extra: str) -> dict:
@@ -126,8 +164,13 @@ def run_here(config: str, model_dir, mode: str = "train") -> str:
     from kbert.runtime.strategy import make_strategy
 
     lines = []
-    experiment.run(experiment.load_experiment([config]), str(model_dir), make_strategy("one_device"), mode,
-                   print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))))
+    experiment.run(
+        experiment.load_experiment([config]),
+        str(model_dir),
+        make_strategy("one_device"),
+        mode,
+        print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))),
+    )
     return "\n".join(lines)
 
 

@@ -65,33 +65,66 @@ class Sizes:
     preds: int
     long_seq: int
     long_preds: int
-    vocab: int                         # token ids in the records stay below it
+    vocab: int  # token ids in the records stay below it
     numerics_batch: int
     numerics_steps: int
     replica_steps: int
     resume_steps: int
     resume_interval: int
     timed_steps: int
-    base_search: tuple[int, int]       # first micro-batch tried, largest tried
+    base_search: tuple[int, int]  # first micro-batch tried, largest tried
     large_search: tuple[int, int]
-    limits: dict[str, int]             # phase -> seconds
+    limits: dict[str, int]  # phase -> seconds
 
 
-_TINY = {"model.bert": "bert_tiny", "model.overrides.vocab_size": 512, "model.overrides.hidden_size": 32,
-         "model.overrides.num_attention_heads": 2, "model.overrides.intermediate_size": 64,
-         "model.overrides.num_hidden_layers": 2, "model.overrides.max_position_embeddings": 64}
-FULL = Sizes(models={"mini": {"model.bert": "bert_mini"}, "base": {"model.bert": "bert_base"},
-                     "large": {"model.bert": "bert_large"}},
-             seq=128, preds=20, long_seq=512, long_preds=80, vocab=30522, numerics_batch=32, numerics_steps=20,
-             replica_steps=3, resume_steps=40, resume_interval=4, timed_steps=10, base_search=(64, 1024),
-             large_search=(8, 256),
-             limits={"report": 60, "numerics": 120, "replicas": 60, "resume": 120, "throughput": 150, "memory": 90})
-SMOKE = Sizes(models={"mini": _TINY, "base": _TINY, "large": _TINY},
-              seq=32, preds=5, long_seq=64, long_preds=10, vocab=512, numerics_batch=8, numerics_steps=10,
-              replica_steps=2, resume_steps=12, resume_interval=2, timed_steps=3, base_search=(4, 8),
-              large_search=(2, 4),
-              # Twice what an idle 2-core machine needs: the suite runs this beside another test on the same cores.
-              limits={"report": 60, "numerics": 120, "replicas": 60, "resume": 180, "throughput": 120, "memory": 60})
+_TINY = {
+    "model.bert": "bert_tiny",
+    "model.overrides.vocab_size": 512,
+    "model.overrides.hidden_size": 32,
+    "model.overrides.num_attention_heads": 2,
+    "model.overrides.intermediate_size": 64,
+    "model.overrides.num_hidden_layers": 2,
+    "model.overrides.max_position_embeddings": 64,
+}
+FULL = Sizes(
+    models={
+        "mini": {"model.bert": "bert_mini"},
+        "base": {"model.bert": "bert_base"},
+        "large": {"model.bert": "bert_large"},
+    },
+    seq=128,
+    preds=20,
+    long_seq=512,
+    long_preds=80,
+    vocab=30522,
+    numerics_batch=32,
+    numerics_steps=20,
+    replica_steps=3,
+    resume_steps=40,
+    resume_interval=4,
+    timed_steps=10,
+    base_search=(64, 1024),
+    large_search=(8, 256),
+    limits={"report": 60, "numerics": 120, "replicas": 60, "resume": 120, "throughput": 150, "memory": 90},
+)
+SMOKE = Sizes(
+    models={"mini": _TINY, "base": _TINY, "large": _TINY},
+    seq=32,
+    preds=5,
+    long_seq=64,
+    long_preds=10,
+    vocab=512,
+    numerics_batch=8,
+    numerics_steps=10,
+    replica_steps=2,
+    resume_steps=12,
+    resume_interval=2,
+    timed_steps=3,
+    base_search=(4, 8),
+    large_search=(2, 4),
+    # Twice what an idle 2-core machine needs: the suite runs this beside another test on the same cores.
+    limits={"report": 60, "numerics": 120, "replicas": 60, "resume": 180, "throughput": 120, "memory": 60},
+)
 PHASES = list(FULL.limits)
 
 
@@ -101,8 +134,10 @@ def _sizes() -> Sizes:
 
 # -- data and configs --------------------------------------------------------------------------------------------
 
-def _records(directory: str, seq: int, preds: int, vocab: int, masked: bool = True, count: int = 256,
-             shards: int = 2) -> str:
+
+def _records(
+    directory: str, seq: int, preds: int, vocab: int, masked: bool = True, count: int = 256, shards: int = 2
+) -> str:
     """Random records under `directory` (written once): masked, or unmasked for dynamic masking (as
     `--no_masking` writes them); returns their glob. Token ids follow a Zipf law over the first thousand ids, so a
     model can learn the frequencies and the loss falls within a few steps."""
@@ -123,12 +158,18 @@ def _records(directory: str, seq: int, preds: int, vocab: int, masked: bool = Tr
     for shard in range(shards):
         with tf.io.TFRecordWriter(os.path.join(directory, f"train-{shard}.tfrecord")) as writer:
             for _ in range(count // shards):
-                features = {"input_ids": zipf(seq), "input_mask": np.ones(seq, np.int64),
-                            "segment_ids": (np.arange(seq) >= seq // 2).astype(np.int64),
-                            "next_sentence_labels": rng.integers(0, 2, 1)}
+                features = {
+                    "input_ids": zipf(seq),
+                    "input_mask": np.ones(seq, np.int64),
+                    "segment_ids": (np.arange(seq) >= seq // 2).astype(np.int64),
+                    "next_sentence_labels": rng.integers(0, 2, 1),
+                }
                 if masked:
-                    features.update(masked_lm_positions=np.sort(rng.choice(np.arange(1, seq), preds, replace=False)),
-                                    masked_lm_ids=zipf(preds), masked_lm_weights=np.ones(preds, np.float32))
+                    features.update(
+                        masked_lm_positions=np.sort(rng.choice(np.arange(1, seq), preds, replace=False)),
+                        masked_lm_ids=zipf(preds),
+                        masked_lm_weights=np.ones(preds, np.float32),
+                    )
                 writer.write(example_proto(features))
     return pattern
 
@@ -137,11 +178,17 @@ def _overrides(role: str, long: bool = False, **values: Any) -> str:
     """The `--params_override` of a run of the `role` model on this tool's records (written on first use)."""
     s = _sizes()
     seq, preds = (s.long_seq, s.long_preds) if long else (s.seq, s.preds)
-    entries = {**s.models[role], "data.train_files": _records(os.path.join(FLAGS.work_dir, f"data/seq{seq}"), seq,
-                                                              preds, s.vocab),
-               "data.seq_length": seq, "data.max_predictions": preds, "optimizer.type": "lamb",
-               "schedule.peak_learning_rate": 2e-3, "schedule.warmup_steps": 2, "train.steps_per_loop": 1,
-               **{k.replace("__", "."): v for k, v in values.items()}}
+    entries = {
+        **s.models[role],
+        "data.train_files": _records(os.path.join(FLAGS.work_dir, f"data/seq{seq}"), seq, preds, s.vocab),
+        "data.seq_length": seq,
+        "data.max_predictions": preds,
+        "optimizer.type": "lamb",
+        "schedule.peak_learning_rate": 2e-3,
+        "schedule.warmup_steps": 2,
+        "train.steps_per_loop": 1,
+        **{k.replace("__", "."): v for k, v in values.items()},
+    }
     return ",".join(f"{k}={v}" for k, v in entries.items())
 
 
@@ -152,6 +199,7 @@ def _config(role: str, long: bool = False, **values: Any):
 
 
 # -- devices -----------------------------------------------------------------------------------------------------
+
 
 class Context:
     """What the phases of a child process share: the host's accelerators and, made on first use, the strategy the
@@ -174,7 +222,8 @@ class Context:
 
         if self._strategy is None:
             self._strategy, self.strategy_seconds = _timed(
-                lambda: make_strategy("tpu", FLAGS.tpu) if self.tpu else make_strategy("one_device"))
+                lambda: make_strategy("tpu", FLAGS.tpu) if self.tpu else make_strategy("one_device")
+            )
         return self._strategy
 
     @property
@@ -205,6 +254,7 @@ def _split_devices(phases: list[str]) -> None:
 
 # -- shared measurements -------------------------------------------------------------------------------------------
 
+
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     start = time.perf_counter()
     value = fn()
@@ -215,7 +265,8 @@ def _is_out_of_memory(error: Exception) -> bool:
     import tensorflow as tf
 
     return isinstance(error, tf.errors.ResourceExhaustedError) or (
-        isinstance(error, tf.errors.OpError) and re.search(r"RESOURCE_EXHAUSTED|out of memory", str(error)) is not None)
+        isinstance(error, tf.errors.OpError) and re.search(r"RESOURCE_EXHAUSTED|out of memory", str(error)) is not None
+    )
 
 
 def _release() -> None:
@@ -235,8 +286,9 @@ def _largest_micro_batch(ctx: Context, role: str, long: bool, search: tuple[int,
     best, micro, deadline = 0, search[0], time.monotonic() + budget_s
     while micro <= search[1] and time.monotonic() < deadline:
         try:
-            config = _config(role, long, train__global_batch_size=micro * replicas,
-                             train__mixed_precision="mixed_bfloat16")
+            config = _config(
+                role, long, train__global_batch_size=micro * replicas, train__mixed_precision="mixed_bfloat16"
+            )
             trainer_from_config(config, ctx.strategy).train(2)
         except Exception as error:  # noqa: BLE001 - only running out of memory ends the search quietly
             if not _is_out_of_memory(error):
@@ -258,6 +310,7 @@ def accumulation_steps(global_batch: int, micro_batch: int, replicas: int) -> in
 
 # -- the phases ----------------------------------------------------------------------------------------------------
 
+
 def phase_report(ctx: Context) -> dict[str, Any]:
     import tensorflow as tf
 
@@ -270,12 +323,17 @@ def phase_report(ctx: Context) -> dict[str, Any]:
         _, first = _timed(lambda: tf.linalg.matmul(a, a).numpy())  # CUDA/TPU start-up and kernel loading
         _, second = _timed(lambda: tf.linalg.matmul(a, a).numpy())
     reason = devices.refusal(ctx.host, ctx.kind, "auto", devices.Software.of_this_process())
-    return {"status": FAIL if reason else OK, "report_line": devices.report_line(ctx.host, ctx.strategy),
-            "refusal": reason, "strategy_seconds": ctx.strategy_seconds, "first_matmul_seconds": first,
-            "second_matmul_seconds": second,
-            "matmul_bf16_tflops": 2 * size ** 3 / second / 1e12,
-            "summary": f"{ctx.kind} x{len(ctx.strategy.extended.worker_devices)}, first matmul {first:.2f} s"
-                       + (f"; {reason}" if reason else "")}
+    return {
+        "status": FAIL if reason else OK,
+        "report_line": devices.report_line(ctx.host, ctx.strategy),
+        "refusal": reason,
+        "strategy_seconds": ctx.strategy_seconds,
+        "first_matmul_seconds": first,
+        "second_matmul_seconds": second,
+        "matmul_bf16_tflops": 2 * size**3 / second / 1e12,
+        "summary": f"{ctx.kind} x{len(ctx.strategy.extended.worker_devices)}, first matmul {first:.2f} s"
+        + (f"; {reason}" if reason else ""),
+    }
 
 
 def _losses(ctx: Context, precision: str, jit: bool) -> list[float]:
@@ -284,8 +342,14 @@ def _losses(ctx: Context, precision: str, jit: bool) -> list[float]:
     from kbert.errors import NonFiniteLossError
     from kbert.training.trainer_from_config import trainer_from_config
 
-    config = _config("mini", train__global_batch_size=_sizes().numerics_batch, train__gradient_accumulation_steps=2,
-                     train__mixed_precision=precision, train__jit_compile=jit, optimizer__global_clipnorm=1.0)
+    config = _config(
+        "mini",
+        train__global_batch_size=_sizes().numerics_batch,
+        train__gradient_accumulation_steps=2,
+        train__mixed_precision=precision,
+        train__jit_compile=jit,
+        optimizer__global_clipnorm=1.0,
+    )
     trainer = trainer_from_config(config, ctx.strategy)
     losses = []
     try:
@@ -307,10 +371,14 @@ def phase_numerics(ctx: Context) -> dict[str, Any]:
     checks.update({f"{name}_falling": tail[name] < sum(l[:5]) / 5 for name, l in losses.items()})
     gap = abs(tail["bf16_xla"] - tail["bf16"]) / tail["bf16"]
     checks["xla_agrees_2pct"] = gap < 0.02
-    return {"status": OK if all(checks.values()) else FAIL, "losses": losses, "checks": checks,
-            "xla_relative_gap": gap, "fp16": "run" if "fp16" in runs else "skipped (GPU only)",
-            "summary": ", ".join(f"{n} {l[0]:.3f}->{tail[n]:.3f}" for n, l in losses.items())
-                       + f"; XLA gap {gap:.2%}"}
+    return {
+        "status": OK if all(checks.values()) else FAIL,
+        "losses": losses,
+        "checks": checks,
+        "xla_relative_gap": gap,
+        "fp16": "run" if "fp16" in runs else "skipped (GPU only)",
+        "summary": ", ".join(f"{n} {l[0]:.3f}->{tail[n]:.3f}" for n, l in losses.items()) + f"; XLA gap {gap:.2%}",
+    }
 
 
 def _weights_after(config, strategy, steps: int):
@@ -331,31 +399,58 @@ def phase_replicas(ctx: Context) -> dict[str, Any]:
     if not pair:
         return {"status": SKIPPED, "summary": f"needs two {ctx.kind} devices (on a TPU: not implemented)"}
     tf.config.experimental.enable_tensor_float_32_execution(False)
-    config = _config("mini", train__global_batch_size=_sizes().numerics_batch,
-                     model__overrides__hidden_dropout_prob=0.0, model__overrides__attention_probs_dropout_prob=0.0)
+    config = _config(
+        "mini",
+        train__global_batch_size=_sizes().numerics_batch,
+        model__overrides__hidden_dropout_prob=0.0,
+        model__overrides__attention_probs_dropout_prob=0.0,
+    )
     steps = _sizes().replica_steps
     one_loss, one = _weights_after(config, tf.distribute.OneDeviceStrategy(pair[0]), steps)
     two_loss, two = _weights_after(config, tf.distribute.MirroredStrategy(pair), steps)
     diff = max(float(np.max(np.abs(a - b))) for a, b in zip(one, two))
     moved = max(float(np.max(np.abs(w))) for w in one)
-    return {"status": OK if diff < 1e-4 else FAIL, "devices": pair, "max_abs_weight_diff": diff,
-            "loss_one_device": one_loss, "loss_two_devices": two_loss, "max_abs_weight": moved,
-            "summary": f"{steps} steps on {', '.join(pair)}: max |w1 - w2| = {diff:.1e}"}
+    return {
+        "status": OK if diff < 1e-4 else FAIL,
+        "devices": pair,
+        "max_abs_weight_diff": diff,
+        "loss_one_device": one_loss,
+        "loss_two_devices": two_loss,
+        "max_abs_weight": moved,
+        "summary": f"{steps} steps on {', '.join(pair)}: max |w1 - w2| = {diff:.1e}",
+    }
 
 
 def _pretrain(ctx: Context, model_dir: str, steps: int) -> subprocess.Popen:
     """kbert-pretrain on this tool's records with deterministic ops and a checkpoint every few steps; its output
     goes to MODEL_DIR.log."""
     s = _sizes()
-    overrides = _overrides("mini", train__global_batch_size=s.numerics_batch, train__total_steps=steps,
-                           train__steps_per_loop=s.resume_interval, train__checkpoint_interval=s.resume_interval,
-                           train__summary_interval=s.resume_interval, train__deterministic=True)
+    overrides = _overrides(
+        "mini",
+        train__global_batch_size=s.numerics_batch,
+        train__total_steps=steps,
+        train__steps_per_loop=s.resume_interval,
+        train__checkpoint_interval=s.resume_interval,
+        train__summary_interval=s.resume_interval,
+        train__deterministic=True,
+    )
     strategy = ["--strategy=tpu", f"--tpu={FLAGS.tpu}"] if ctx.tpu else ["--strategy=one_device"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     os.makedirs(os.path.dirname(model_dir), exist_ok=True)
     with open(f"{model_dir}.log", "a") as log:
-        return subprocess.Popen([sys.executable, "-m", "kbert.run_pretraining", f"--params_override={overrides}",
-                                 f"--model_dir={model_dir}", *strategy], env=env, stdout=log, stderr=log)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kbert.run_pretraining",
+                f"--params_override={overrides}",
+                f"--model_dir={model_dir}",
+                *strategy,
+            ],
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
 
 
 def _signal_mid_run(process: subprocess.Popen, model_dir: str, signum: int) -> bool:
@@ -390,8 +485,15 @@ def _differing_variables(a: str, b: str) -> list[str]:
 
     first, second = tf.train.load_checkpoint(latest_checkpoint(a)), tf.train.load_checkpoint(latest_checkpoint(b))
     names = set(first.get_variable_to_shape_map()) | set(second.get_variable_to_shape_map())
-    return sorted(n for n in names if "save_counter" not in n and n != "_CHECKPOINTABLE_OBJECT_GRAPH" and not (
-        second.has_tensor(n) and first.has_tensor(n) and np.array_equal(first.get_tensor(n), second.get_tensor(n))))
+    return sorted(
+        n
+        for n in names
+        if "save_counter" not in n
+        and n != "_CHECKPOINTABLE_OBJECT_GRAPH"
+        and not (
+            second.has_tensor(n) and first.has_tensor(n) and np.array_equal(first.get_tensor(n), second.get_tensor(n))
+        )
+    )
 
 
 def phase_resume(ctx: Context) -> dict[str, Any]:
@@ -415,11 +517,17 @@ def phase_resume(ctx: Context) -> dict[str, Any]:
     term_code = codes["sigterm"]
     differing = _differing_variables(whole, killed_dir) if codes["uninterrupted"] == codes["resumed"] == 0 else ["?"]
     ok = killed and not differing and terminated and term_code == 42
-    return {"status": OK if ok else FAIL, "killed_mid_run": killed, "bit_identical": not differing,
-            "differing_variables": differing[:20], "sigterm_exit_code": term_code, "exit_codes": codes,
-            "log_tail": "" if ok else "\n".join(_log_tail(d) for d in (whole, killed_dir, term_dir)),
-            "summary": f"kill -9 + resume {'bit-identical' if not differing else 'DIFFERS'} "
-                       f"({len(differing)} variables differ); SIGTERM exit {term_code}"}
+    return {
+        "status": OK if ok else FAIL,
+        "killed_mid_run": killed,
+        "bit_identical": not differing,
+        "differing_variables": differing[:20],
+        "sigterm_exit_code": term_code,
+        "exit_codes": codes,
+        "log_tail": "" if ok else "\n".join(_log_tail(d) for d in (whole, killed_dir, term_dir)),
+        "summary": f"kill -9 + resume {'bit-identical' if not differing else 'DIFFERS'} "
+        f"({len(differing)} variables differ); SIGTERM exit {term_code}",
+    }
 
 
 def _step_rate(trainer, micro_batch: int, replicas: int, steps: int) -> float:
@@ -455,10 +563,16 @@ def _input_rate(dynamic: bool, batch: int, batches: int) -> float:
     from kbert.data import pretraining_dataset
 
     s = _sizes()
-    files = _records(os.path.join(FLAGS.work_dir, f"data/seq{s.seq}{'_unmasked' if dynamic else ''}"), s.seq,
-                     s.preds, s.vocab, masked=not dynamic)
-    iterator = iter(pretraining_dataset(files, s.seq, s.preds, batch, dynamic_masking=dynamic, vocab_size=s.vocab,
-                                        seed=0))
+    files = _records(
+        os.path.join(FLAGS.work_dir, f"data/seq{s.seq}{'_unmasked' if dynamic else ''}"),
+        s.seq,
+        s.preds,
+        s.vocab,
+        masked=not dynamic,
+    )
+    iterator = iter(
+        pretraining_dataset(files, s.seq, s.preds, batch, dynamic_masking=dynamic, vocab_size=s.vocab, seed=0)
+    )
     next(iterator)
     _, seconds = _timed(lambda: [next(iterator) for _ in range(batches)])
     return batch * batches / seconds
@@ -474,8 +588,12 @@ def phase_throughput(ctx: Context) -> dict[str, Any]:
         return {"status": FAIL, "summary": f"no micro-batch of {s.base_search[0]} fits"}
     rates, lamb_share = {}, 0.0
     for jit in (False, True):
-        config = _config("base", train__global_batch_size=micro * replicas, train__mixed_precision="mixed_bfloat16",
-                         train__jit_compile=jit)
+        config = _config(
+            "base",
+            train__global_batch_size=micro * replicas,
+            train__mixed_precision="mixed_bfloat16",
+            train__jit_compile=jit,
+        )
         trainer = trainer_from_config(config, ctx.strategy)
         rates["xla" if jit else "no_xla"] = rate = _step_rate(trainer, micro, replicas, s.timed_steps)
         if not jit:  # the update is not compiled either way (train.jit_compile covers forward and backward)
@@ -484,17 +602,25 @@ def phase_throughput(ctx: Context) -> dict[str, Any]:
     flops = training_flops_per_sequence(config.model.bert_config(), s.seq, s.preds)
     peak = peak_bf16_flops(ctx.host.model) if ctx.kind == ctx.host.kind else None
     mfu = {k: model_flops_utilisation(r, flops, peak * replicas) for k, r in rates.items()} if peak else None
-    inputs = {kind: _input_rate(kind == "dynamic", micro * replicas, 4 * s.timed_steps)
-              for kind in ("static", "dynamic")}
+    inputs = {
+        kind: _input_rate(kind == "dynamic", micro * replicas, 4 * s.timed_steps) for kind in ("static", "dynamic")
+    }
     best = max(rates.values())
-    return {"status": OK, "micro_batch": micro, "replicas": replicas, "sequences_per_second": rates,
-            "flops_per_sequence": flops, "peak_bf16_flops_per_device": peak, "mfu": mfu,
-            "lamb_update_share": lamb_share,
-            "input_sequences_per_second": inputs,
-            "summary": f"micro-batch {micro}: {rates['no_xla']:.0f} / {rates['xla']:.0f} seq/s (XLA off/on), MFU "
-                       f"{'n/a' if not mfu else format(max(mfu.values()), '.1%')}, LAMB {lamb_share:.0%} of a step, "
-                       f"input {inputs['static']:.0f} / {inputs['dynamic']:.0f} seq/s (static/dynamic)"
-                       + ("" if min(inputs.values()) > best else "; INPUT-BOUND")}
+    return {
+        "status": OK,
+        "micro_batch": micro,
+        "replicas": replicas,
+        "sequences_per_second": rates,
+        "flops_per_sequence": flops,
+        "peak_bf16_flops_per_device": peak,
+        "mfu": mfu,
+        "lamb_update_share": lamb_share,
+        "input_sequences_per_second": inputs,
+        "summary": f"micro-batch {micro}: {rates['no_xla']:.0f} / {rates['xla']:.0f} seq/s (XLA off/on), MFU "
+        f"{'n/a' if not mfu else format(max(mfu.values()), '.1%')}, LAMB {lamb_share:.0%} of a step, "
+        f"input {inputs['static']:.0f} / {inputs['dynamic']:.0f} seq/s (static/dynamic)"
+        + ("" if min(inputs.values()) > best else "; INPUT-BOUND"),
+    }
 
 
 def phase_memory(ctx: Context) -> dict[str, Any]:
@@ -513,19 +639,34 @@ def phase_memory(ctx: Context) -> dict[str, Any]:
         if recipe["model"]["bert"] == "bert_large":
             needed[os.path.basename(path)] = {
                 "gradient_accumulation_steps": accumulation_steps(train["global_batch_size"], micro, replicas),
-                "in_the_file": train["gradient_accumulation_steps"]}
-    return {"status": OK, "micro_batch": micro, "seq_length": s.long_seq, "replicas": replicas,
-            "accumulation": needed,
-            "summary": f"micro-batch {micro} at seq {s.long_seq}: " + ", ".join(
-                f"{name} needs gradient_accumulation_steps={v['gradient_accumulation_steps']} "
-                f"(file: {v['in_the_file']})" for name, v in needed.items())}
+                "in_the_file": train["gradient_accumulation_steps"],
+            }
+    return {
+        "status": OK,
+        "micro_batch": micro,
+        "seq_length": s.long_seq,
+        "replicas": replicas,
+        "accumulation": needed,
+        "summary": f"micro-batch {micro} at seq {s.long_seq}: "
+        + ", ".join(
+            f"{name} needs gradient_accumulation_steps={v['gradient_accumulation_steps']} (file: {v['in_the_file']})"
+            for name, v in needed.items()
+        ),
+    }
 
 
-PHASE_FUNCTIONS = {"report": phase_report, "numerics": phase_numerics, "replicas": phase_replicas,
-                   "resume": phase_resume, "throughput": phase_throughput, "memory": phase_memory}
+PHASE_FUNCTIONS = {
+    "report": phase_report,
+    "numerics": phase_numerics,
+    "replicas": phase_replicas,
+    "resume": phase_resume,
+    "throughput": phase_throughput,
+    "memory": phase_memory,
+}
 
 
 # -- running phases: the child process and the parent --------------------------------------------------------------
+
 
 def _result_path(phase: str) -> str:
     return os.path.join(FLAGS.work_dir, "results", f"{phase}.json")
@@ -558,8 +699,13 @@ def _spawn(group: list[str]) -> dict[str, dict[str, Any]]:
     for phase in group:  # a rerun in the same --work_dir must not report the last one's results
         if os.path.exists(_result_path(phase)):
             os.remove(_result_path(phase))
-    command = [sys.executable, os.path.abspath(__file__), f"--child={','.join(group)}", f"--work_dir={FLAGS.work_dir}",
-               f"--tpu={FLAGS.tpu}"] + (["--smoke"] if FLAGS.smoke else [])
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        f"--child={','.join(group)}",
+        f"--work_dir={FLAGS.work_dir}",
+        f"--tpu={FLAGS.tpu}",
+    ] + (["--smoke"] if FLAGS.smoke else [])
     process = subprocess.Popen(command, start_new_session=True)  # a group of its own: kill its kbert-pretrains too
     try:
         process.wait(timeout=limit)
@@ -600,8 +746,12 @@ def main(argv: list[str]) -> None:
             results.update({p: {"status": SKIPPED, "summary": "the report phase refused this host"} for p in group})
             continue
         results.update(_spawn(group))
-    report = {"smoke": FLAGS.smoke, "work_dir": FLAGS.work_dir,
-              "ok": all(r["status"] != FAIL for r in results.values()), "phases": results}
+    report = {
+        "smoke": FLAGS.smoke,
+        "work_dir": FLAGS.work_dir,
+        "ok": all(r["status"] != FAIL for r in results.values()),
+        "phases": results,
+    }
     path = FLAGS.json or os.path.join(FLAGS.work_dir, "accelerator_check.json")
     with open(path, "w") as f:
         json.dump(report, f, indent=1)

@@ -36,30 +36,57 @@ from absl import app, flags  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("out", "runs/batch_scaling", "Output folder: results.md, results.json, batch_scaling.png.")
-flags.DEFINE_string("data_dir", None, "A folder with train.tfrecord, heldout.tfrecord and vocab.txt (as the demo "
-                    "writes); default: build them into --out/data.")
+flags.DEFINE_string(
+    "data_dir",
+    None,
+    "A folder with train.tfrecord, heldout.tfrecord and vocab.txt (as the demo "
+    "writes); default: build them into --out/data.",
+)
 flags.DEFINE_list("optimizers", ["lamb", "adamw"], "Optimizers to compare (lars too, if asked).")
-flags.DEFINE_list("batch_sizes", ["64", "128", "256", "512", "1024", "2048"],
-                  "Global batch sizes, smallest first (the tuning batch); at least 4 to see a trend.")
+flags.DEFINE_list(
+    "batch_sizes",
+    ["64", "128", "256", "512", "1024", "2048"],
+    "Global batch sizes, smallest first (the tuning batch); at least 4 to see a trend.",
+)
 flags.DEFINE_integer("sequences", 64 * 3200, "Training sequences per run (equal epochs at every batch size).")
-flags.DEFINE_list("base_learning_rates", ["lamb=1e-2", "adamw=2e-3", "lars=1.0"],
-                  "Centre of the learning-rate grid at the smallest batch, per optimizer.")
-flags.DEFINE_list("tune_multipliers", ["0.333", "1", "3"], "Grid of multipliers of the base rate tried at the "
-                  "smallest batch; '1' alone skips the search.")
-flags.DEFINE_float("warmup_share", 1 / 320, "Warmup share of the steps at the smallest batch (the paper's at its "
-                   "smallest); it grows with the batch.")
-flags.DEFINE_integer("eval_interval", 0, "Training samples between held-out evaluations, the same for every run; "
-                     "0: about a twentieth of --sequences, in whole largest batches (so every batch size is evaluated "
-                     "at the same samples).")
+flags.DEFINE_list(
+    "base_learning_rates",
+    ["lamb=1e-2", "adamw=2e-3", "lars=1.0"],
+    "Centre of the learning-rate grid at the smallest batch, per optimizer.",
+)
+flags.DEFINE_list(
+    "tune_multipliers",
+    ["0.333", "1", "3"],
+    "Grid of multipliers of the base rate tried at the smallest batch; '1' alone skips the search.",
+)
+flags.DEFINE_float(
+    "warmup_share",
+    1 / 320,
+    "Warmup share of the steps at the smallest batch (the paper's at its smallest); it grows with the batch.",
+)
+flags.DEFINE_integer(
+    "eval_interval",
+    0,
+    "Training samples between held-out evaluations, the same for every run; "
+    "0: about a twentieth of --sequences, in whole largest batches (so every batch size is evaluated "
+    "at the same samples).",
+)
 flags.DEFINE_integer("eval_sequences", 512, "Held-out sequences per evaluation (the same ones every time).")
 flags.DEFINE_float("target_mlm_accuracy", None, "Held-out masked-LM accuracy to reach; default: see --target_at.")
-flags.DEFINE_float("target_at", 0.5, "Default target: the lowest of the optimizers' held-out accuracies at the "
-                   "smallest batch after this share of the budget.")
+flags.DEFINE_float(
+    "target_at",
+    0.5,
+    "Default target: the lowest of the optimizers' held-out accuracies at the "
+    "smallest batch after this share of the budget.",
+)
 flags.DEFINE_integer("max_micro_batch", 256, "Largest batch run at once; bigger ones accumulate gradients.")
 flags.DEFINE_integer("num_layers", 2, "Transformer blocks.")
 flags.DEFINE_integer("hidden_size", 128, "Hidden size (heads of 64, feed-forward 4x).")
-bench_flags.define(seq_length=64, max_predictions=10, notes={"seq_length": "Used when building the data.",
-                                                               "max_predictions": "Used when building the data."})
+bench_flags.define(
+    seq_length=64,
+    max_predictions=10,
+    notes={"seq_length": "Used when building the data.", "max_predictions": "Used when building the data."},
+)
 flags.DEFINE_integer("seed", 12345, "Seed of the weights (the same initial model for every run) and the data order.")
 
 
@@ -96,17 +123,31 @@ def _data(out: str):
     from kbert.data.prepare_data import DataSettings, PreparedData, prepare_data
 
     if FLAGS.data_dir:
-        paths = {name: os.path.join(FLAGS.data_dir, name) for name in ("train.tfrecord", "heldout.tfrecord",
-                                                                       "vocab.txt")}
+        paths = {
+            name: os.path.join(FLAGS.data_dir, name) for name in ("train.tfrecord", "heldout.tfrecord", "vocab.txt")
+        }
         missing = [p for p in paths.values() if not os.path.exists(p)]
         if missing:
-            raise FileNotFoundError(f"--data_dir={FLAGS.data_dir} lacks {', '.join(missing)}; point it at a demo's "
-                                    "data folder or leave it out to build the data.")
+            raise FileNotFoundError(
+                f"--data_dir={FLAGS.data_dir} lacks {', '.join(missing)}; point it at a demo's "
+                "data folder or leave it out to build the data."
+            )
         vocab_size = len(read_vocabulary(paths["vocab.txt"]))
-        return PreparedData(paths["train.tfrecord"], paths["heldout.tfrecord"], paths["vocab.txt"], vocab_size, 0, 0,
-                            text_file="", sources_file="")
-    return prepare_data(DataSettings(seq_length=FLAGS.seq_length, max_predictions=FLAGS.max_predictions,
-                                     seed=FLAGS.seed), os.path.join(out, "data"), step_format="[data {}/4]")
+        return PreparedData(
+            paths["train.tfrecord"],
+            paths["heldout.tfrecord"],
+            paths["vocab.txt"],
+            vocab_size,
+            0,
+            0,
+            text_file="",
+            sources_file="",
+        )
+    return prepare_data(
+        DataSettings(seq_length=FLAGS.seq_length, max_predictions=FLAGS.max_predictions, seed=FLAGS.seed),
+        os.path.join(out, "data"),
+        step_format="[data {}/4]",
+    )
 
 
 def eval_interval() -> int:
@@ -114,32 +155,53 @@ def eval_interval() -> int:
     return FLAGS.eval_interval or largest * max(1, round(FLAGS.sequences / 20 / largest))
 
 
-def _experiment(data, optimizer: str, batch_size: int, learning_rate: float, steps: int, warmup: int,
-                accumulation: int, target):
+def _experiment(
+    data, optimizer: str, batch_size: int, learning_rate: float, steps: int, warmup: int, accumulation: int, target
+):
     from kbert.experiment import load_experiment
 
     h = FLAGS.hidden_size
     eval_batch = min(64, FLAGS.eval_sequences)
     override = {
-        "model": {"bert": "bert_tiny", "overrides": {
-            "vocab_size": data.vocab_size, "num_hidden_layers": FLAGS.num_layers, "hidden_size": h,
-            "num_attention_heads": max(1, h // 64), "intermediate_size": 4 * h}},
-        "data": {"train_files": data.train_files, "eval_files": data.eval_files,
-                 "seq_length": FLAGS.seq_length, "max_predictions": FLAGS.max_predictions},
+        "model": {
+            "bert": "bert_tiny",
+            "overrides": {
+                "vocab_size": data.vocab_size,
+                "num_hidden_layers": FLAGS.num_layers,
+                "hidden_size": h,
+                "num_attention_heads": max(1, h // 64),
+                "intermediate_size": 4 * h,
+            },
+        },
+        "data": {
+            "train_files": data.train_files,
+            "eval_files": data.eval_files,
+            "seq_length": FLAGS.seq_length,
+            "max_predictions": FLAGS.max_predictions,
+        },
         "optimizer": {"type": optimizer, "weight_decay": 0.01, "epsilon": 1e-6},
         "schedule": {"peak_learning_rate": learning_rate, "warmup_steps": warmup, "power": 0.5},
-        "train": {"global_batch_size": batch_size, "gradient_accumulation_steps": accumulation,
-                  "total_steps": steps, "steps_per_loop": 1, "summary_interval": 1, "checkpoint_interval": 1,
-                  "seed": FLAGS.seed},
+        "train": {
+            "global_batch_size": batch_size,
+            "gradient_accumulation_steps": accumulation,
+            "total_steps": steps,
+            "steps_per_loop": 1,
+            "summary_interval": 1,
+            "checkpoint_interval": 1,
+            "seed": FLAGS.seed,
+        },
         # About --eval_sequences held-out sequences, the same ones at every evaluation (read in file order).
-        "eval": {"global_batch_size": eval_batch, "steps": max(1, FLAGS.eval_sequences // eval_batch),
-                 "interval_samples": eval_interval(), "target_mlm_accuracy": target},
+        "eval": {
+            "global_batch_size": eval_batch,
+            "steps": max(1, FLAGS.eval_sequences // eval_batch),
+            "interval_samples": eval_interval(),
+            "target_mlm_accuracy": target,
+        },
     }
     return load_experiment(params_override=json.dumps(override))
 
 
-def train_run(data, optimizer: str, batch_size: int, learning_rate: float, warmup_share: float,
-              target=None) -> Run:
+def train_run(data, optimizer: str, batch_size: int, learning_rate: float, warmup_share: float, target=None) -> Run:
     """One run of the budget at `batch_size`, evaluated on the sample schedule; stops at `target` if given."""
     import tensorflow as tf
 
@@ -154,8 +216,7 @@ def train_run(data, optimizer: str, batch_size: int, learning_rate: float, warmu
     config = _experiment(data, optimizer, batch_size, learning_rate, steps, warmup, accumulation, target)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     trainer = trainer_from_config(config, strategy)
-    schedule = schedule_for(config, strategy, evaluator(config, strategy, trainer.model),
-                            print_fn=lambda *a, **k: None)
+    schedule = schedule_for(config, strategy, evaluator(config, strategy, trainer.model), print_fn=lambda *a, **k: None)
 
     def train_steps(n: int) -> int:
         trainer.train(n)  # raises NonFiniteLossError on a NaN/Inf loss
@@ -168,10 +229,13 @@ def train_run(data, optimizer: str, batch_size: int, learning_rate: float, warmu
         diverged = True  # the evaluations before it stand; the rest of the run would be NaN
     run = Run(optimizer, batch_size, learning_rate, steps, warmup, accumulation, schedule.history, diverged)
     last = run.evaluations[-1] if run.evaluations else {"samples": 0, "seconds": 0.0, "masked_lm_accuracy": math.nan}
-    print(f"{optimizer:>5} batch {batch_size:>5} lr {learning_rate:.3g} ({steps} steps, warmup {warmup}, "
-          f"accumulation {accumulation}): held-out accuracy {last['masked_lm_accuracy']:.4f} after "
-          f"{last['samples']:,} samples{' (diverged)' if diverged else ''}"
-          f"{'' if target is None else ', ' + _reached(run, target)} [{last['seconds']:.0f} s]", flush=True)
+    print(
+        f"{optimizer:>5} batch {batch_size:>5} lr {learning_rate:.3g} ({steps} steps, warmup {warmup}, "
+        f"accumulation {accumulation}): held-out accuracy {last['masked_lm_accuracy']:.4f} after "
+        f"{last['samples']:,} samples{' (diverged)' if diverged else ''}"
+        f"{'' if target is None else ', ' + _reached(run, target)} [{last['seconds']:.0f} s]",
+        flush=True,
+    )
     return run
 
 
@@ -189,33 +253,43 @@ def flat_batches(runs: list[Run], target: float) -> dict[str, int | None]:
     """Per optimizer, the largest batch whose samples to target stay within 20% of its smallest batch's."""
     from kbert.training.large_batch import largest_flat_batch
 
-    return {name: largest_flat_batch({r.batch_size: r.samples_to(target) for r in runs if r.optimizer == name})
-            for name in dict.fromkeys(r.optimizer for r in runs)}
+    return {
+        name: largest_flat_batch({r.batch_size: r.samples_to(target) for r in runs if r.optimizer == name})
+        for name in dict.fromkeys(r.optimizer for r in runs)
+    }
 
 
 def results_table(runs: list[Run], tuning: dict[str, list[Run]], target: float) -> str:
     from kbert.training.large_batch import FLAT_TOLERANCE
 
-    rows = [f"Target held-out masked-LM accuracy: {target:.4f}, evaluated every {eval_interval():,} samples on "
-            f"{FLAGS.eval_sequences} held-out sequences (-: not reached within {FLAGS.sequences:,} samples).", "",
-            "| optimizer | batch | peak lr | steps | warmup | accum. | samples to target | vs smallest batch |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        f"Target held-out masked-LM accuracy: {target:.4f}, evaluated every {eval_interval():,} samples on "
+        f"{FLAGS.eval_sequences} held-out sequences (-: not reached within {FLAGS.sequences:,} samples).",
+        "",
+        "| optimizer | batch | peak lr | steps | warmup | accum. | samples to target | vs smallest batch |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name in dict.fromkeys(r.optimizer for r in runs):
         mine = [r for r in runs if r.optimizer == name]
         base = mine[0].samples_to(target)
         for r in mine:
             samples = r.samples_to(target)
             ratio = f"{samples / base:.2f}x" if samples and base else "-"
-            rows.append(f"| {name} | {r.batch_size} | {r.learning_rate:.3g} | {r.steps} | {r.warmup_steps} "
-                        f"| {r.accumulation_steps} | {f'{samples:,}' if samples else '-'}"
-                        f"{' (diverged)' if r.diverged else ''} | {ratio} |")
+            rows.append(
+                f"| {name} | {r.batch_size} | {r.learning_rate:.3g} | {r.steps} | {r.warmup_steps} "
+                f"| {r.accumulation_steps} | {f'{samples:,}' if samples else '-'}"
+                f"{' (diverged)' if r.diverged else ''} | {ratio} |"
+            )
     rows += ["", f"Largest batch whose samples to target stay within {FLAT_TOLERANCE:.0%} of the smallest batch's:", ""]
-    rows += [f"- {name}: {batch if batch else '- (the smallest batch did not reach the target)'}"
-             for name, batch in flat_batches(runs, target).items()]
+    rows += [
+        f"- {name}: {batch if batch else '- (the smallest batch did not reach the target)'}"
+        for name, batch in flat_batches(runs, target).items()
+    ]
     rows += ["", f"Rate search at batch {runs[0].batch_size} (final held-out accuracy by peak lr):", ""]
     for name, candidates in tuning.items():
-        rows.append(f"- {name}: " + ", ".join(
-            f"{r.learning_rate:.3g} -> {r.accuracy_at(math.inf):.4f}" for r in candidates))
+        rows.append(
+            f"- {name}: " + ", ".join(f"{r.learning_rate:.3g} -> {r.accuracy_at(math.inf):.4f}" for r in candidates)
+        )
     return "\n".join(rows)
 
 
@@ -235,13 +309,18 @@ def plot(runs: list[Run], target: float, path: str) -> None:
     for name in dict.fromkeys(r.optimizer for r in runs):
         mine = [r for r in runs if r.optimizer == name]
         reached = [(r.batch_size, r.samples_to(target)) for r in mine if r.samples_to(target)]
-        line, = left.plot([b for b, _ in reached], [s for _, s in reached], marker="o", label=name)
+        (line,) = left.plot([b for b, _ in reached], [s for _, s in reached], marker="o", label=name)
         if mine[0].samples_to(target):
             base = mine[0].samples_to(target)
             left.axhspan(base, base * (1 + FLAT_TOLERANCE), color=line.get_color(), alpha=0.12)
         for r in mine:
-            right.plot([e["samples"] for e in r.evaluations], [e["masked_lm_accuracy"] for e in r.evaluations],
-                       styles[r.batch_size], color=line.get_color(), label=f"{name} {r.batch_size}")
+            right.plot(
+                [e["samples"] for e in r.evaluations],
+                [e["masked_lm_accuracy"] for e in r.evaluations],
+                styles[r.batch_size],
+                color=line.get_color(),
+                label=f"{name} {r.batch_size}",
+            )
     right.axhline(target, color="k", linewidth=0.8, linestyle=":")
     left.set_xscale("log", base=2)
     left.set_xticks(batches, [str(b) for b in batches])
@@ -267,20 +346,43 @@ def write_report(runs: list[Run], tuning: dict[str, list[Run]], target: float, o
     with open(paths["results.md"], "w") as f:
         f.write(table + "\n")
     with open(paths["results.json"], "w") as f:
-        json.dump({"target_mlm_accuracy": target, "runs": [dataclasses.asdict(r) for r in runs],
-                   "tuning": {k: [dataclasses.asdict(r) for r in v] for k, v in tuning.items()},
-                   "flags": {k: FLAGS[k].value for k in ("sequences", "batch_sizes", "num_layers", "hidden_size",
-                                                          "seq_length", "warmup_share", "max_micro_batch",
-                                                          "eval_interval", "eval_sequences", "target_at")}},
-                  f, indent=2)
+        json.dump(
+            {
+                "target_mlm_accuracy": target,
+                "runs": [dataclasses.asdict(r) for r in runs],
+                "tuning": {k: [dataclasses.asdict(r) for r in v] for k, v in tuning.items()},
+                "flags": {
+                    k: FLAGS[k].value
+                    for k in (
+                        "sequences",
+                        "batch_sizes",
+                        "num_layers",
+                        "hidden_size",
+                        "seq_length",
+                        "warmup_share",
+                        "max_micro_batch",
+                        "eval_interval",
+                        "eval_sequences",
+                        "target_at",
+                    )
+                },
+            },
+            f,
+            indent=2,
+        )
     plot(runs, target, paths["batch_scaling.png"])
     print("\n" + table + "\n")
     print(f"wrote {', '.join(paths.values())}")
     flat = flat_batches(runs, target)
     lamb, adamw = flat.get("lamb"), flat.get("adamw")
-    print(f"largest flat batch, lamb / adamw: {lamb or '-'} / {adamw or '-'}" + (
-        f" = {lamb / adamw:.2f}x (the claim holds above 1.00x)" if lamb and adamw else
-        " (an optimizer did not reach the target at the smallest batch, or was not run)"))
+    print(
+        f"largest flat batch, lamb / adamw: {lamb or '-'} / {adamw or '-'}"
+        + (
+            f" = {lamb / adamw:.2f}x (the claim holds above 1.00x)"
+            if lamb and adamw
+            else " (an optimizer did not reach the target at the smallest batch, or was not run)"
+        )
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -303,10 +405,17 @@ def main(argv: list[str]) -> None:
     started = time.time()
     print(f"load average at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     data = _data(FLAGS.out)
-    tuning = {name: [train_run(data, name, batch_sizes[0], base[name] * float(m), FLAGS.warmup_share)
-                     for m in FLAGS.tune_multipliers] for name in FLAGS.optimizers}
-    tuned = {name: max(runs, key=lambda r: r.accuracy_at(math.inf) if not r.diverged else -1.0)
-             for name, runs in tuning.items()}
+    tuning = {
+        name: [
+            train_run(data, name, batch_sizes[0], base[name] * float(m), FLAGS.warmup_share)
+            for m in FLAGS.tune_multipliers
+        ]
+        for name in FLAGS.optimizers
+    }
+    tuned = {
+        name: max(runs, key=lambda r: r.accuracy_at(math.inf) if not r.diverged else -1.0)
+        for name, runs in tuning.items()
+    }
     target = FLAGS.target_mlm_accuracy if FLAGS.target_mlm_accuracy is not None else default_target(tuned)
     print(f"target held-out masked-LM accuracy: {target:.4f}", flush=True)
     runs = []
@@ -315,8 +424,10 @@ def main(argv: list[str]) -> None:
         for batch in batch_sizes[1:]:
             scaled = scaled_recipe(batch_sizes[0], best.learning_rate, FLAGS.warmup_share, batch)
             runs.append(train_run(data, name, batch, scaled.learning_rate, scaled.warmup_share, target))
-    print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-          f"{time.time() - started:,.0f} s in all")
+    print(
+        f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+        f"{time.time() - started:,.0f} s in all"
+    )
     write_report(runs, tuning, target, FLAGS.out)
 
 

@@ -51,17 +51,31 @@ import bench_flags
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-bench_flags.define("corpus", "vocab_file", "seq_length", "max_predictions", "work_dir",
-                   notes={"work_dir": "Default: a temporary one.", "corpus": "Required by the data section.",
-                          "vocab_file": "Required by the data section."})
-flags.DEFINE_list("sections", ["data", "vocab", "beam"], "What to benchmark: data (create_pretraining_data, kbert "
-                  "against Model Garden), vocab (kbert-build-vocab's learners, tokenizers against tensorflow_text), "
-                  "beam (the Beam pipeline against the local tool).")
+bench_flags.define(
+    "corpus",
+    "vocab_file",
+    "seq_length",
+    "max_predictions",
+    "work_dir",
+    notes={
+        "work_dir": "Default: a temporary one.",
+        "corpus": "Required by the data section.",
+        "vocab_file": "Required by the data section.",
+    },
+)
+flags.DEFINE_list(
+    "sections",
+    ["data", "vocab", "beam"],
+    "What to benchmark: data (create_pretraining_data, kbert "
+    "against Model Garden), vocab (kbert-build-vocab's learners, tokenizers against tensorflow_text), "
+    "beam (the Beam pipeline against the local tool).",
+)
 flags.DEFINE_integer("dupe_factor", 3, "Passes over the data (both tools).")
 flags.DEFINE_integer("num_workers", 2, "kbert worker processes.")
 flags.DEFINE_float("work_unit_mb", 1.0, "kbert work-unit size.")
-flags.DEFINE_list("scales", ["1", "8"], "Corpus sizes, in copies of --corpus: the smallest and the largest give "
-                  "the steady rates.")
+flags.DEFINE_list(
+    "scales", ["1", "8"], "Corpus sizes, in copies of --corpus: the smallest and the largest give the steady rates."
+)
 flags.DEFINE_string("vocab_text", None, "Vocab section: text files, comma-separated globs. Default: --corpus.")
 flags.DEFINE_integer("vocab_size", 8000, "Vocab section: the vocabulary size asked of both learners.")
 flags.DEFINE_integer("heldout_every", 20, "Vocab section: every N-th document is held out to count pieces per word.")
@@ -148,21 +162,31 @@ def _data_section(work: str) -> None:
         if copies > 1:
             _scaled_corpus(FLAGS.corpus, copies, corpora[f"{copies}x"])
     common = [
-        f"--vocab_file={FLAGS.vocab_file}", "--do_lower_case=true", f"--max_seq_length={FLAGS.seq_length}",
-        f"--max_predictions_per_seq={FLAGS.max_predictions}", f"--dupe_factor={FLAGS.dupe_factor}",
-        "--masked_lm_prob=0.15", "--short_seq_prob=0.1", "--random_seed=12345",
+        f"--vocab_file={FLAGS.vocab_file}",
+        "--do_lower_case=true",
+        f"--max_seq_length={FLAGS.seq_length}",
+        f"--max_predictions_per_seq={FLAGS.max_predictions}",
+        f"--dupe_factor={FLAGS.dupe_factor}",
+        "--masked_lm_prob=0.15",
+        "--short_seq_prob=0.1",
+        "--random_seed=12345",
     ]
     startup = {
         tool: _measure([sys.executable, "-c", f"import {module}"])[0]
-        for tool, module in (("kbert", "kbert.cli.create_pretraining_data"),
-                             ("model_garden", "official.nlp.data.create_pretraining_data"))
+        for tool, module in (
+            ("kbert", "kbert.cli.create_pretraining_data"),
+            ("model_garden", "official.nlp.data.create_pretraining_data"),
+        )
     }
     rows = []
     for label, corpus in corpora.items():
         size_mb = os.path.getsize(corpus) / 1e6
         for tool, module, extra in (
-            ("kbert", "kbert.cli.create_pretraining_data",
-             [f"--num_workers={FLAGS.num_workers}", f"--work_unit_mb={FLAGS.work_unit_mb}"]),
+            (
+                "kbert",
+                "kbert.cli.create_pretraining_data",
+                [f"--num_workers={FLAGS.num_workers}", f"--work_unit_mb={FLAGS.work_unit_mb}"],
+            ),
             ("model_garden", "official.nlp.data.create_pretraining_data", []),
         ):
             out = os.path.join(work, f"{tool}_{label}.tfrecord")
@@ -171,26 +195,33 @@ def _data_section(work: str) -> None:
             instances = _count(out)
             rows.append(Run(label, size_mb, tool, instances, seconds, pss, rss))
             print(f"{label} {tool}: {instances:,} instances in {seconds:.1f} s", flush=True)
-    print(f"\ncpu cores: {os.cpu_count()}, load average at end: {os.getloadavg()[0]:.1f}; "
-          f"dupe_factor={FLAGS.dupe_factor}, seq_length={FLAGS.seq_length}, kbert workers={FLAGS.num_workers}")
+    print(
+        f"\ncpu cores: {os.cpu_count()}, load average at end: {os.getloadavg()[0]:.1f}; "
+        f"dupe_factor={FLAGS.dupe_factor}, seq_length={FLAGS.seq_length}, kbert workers={FLAGS.num_workers}"
+    )
     print(f"start-up (import only): kbert {startup['kbert']:.1f} s, model_garden {startup['model_garden']:.1f} s")
-    print(f"{'corpus':>8} {'MB':>6} {'tool':>13} {'instances':>10} {'wall s':>7} {'inst/s':>8} "
-          f"{'peak PSS MB':>11} {'max RSS MB':>10}")
+    print(
+        f"{'corpus':>8} {'MB':>6} {'tool':>13} {'instances':>10} {'wall s':>7} {'inst/s':>8} "
+        f"{'peak PSS MB':>11} {'max RSS MB':>10}"
+    )
     for r in rows:
-        print(f"{r.corpus:>8} {r.size_mb:6.1f} {r.tool:>13} {r.instances:10,} {r.seconds:7.1f} {r.rate:8,.0f} "
-              f"{r.pss_mb:11,.0f} {r.rss_mb:10,.0f}")
+        print(
+            f"{r.corpus:>8} {r.size_mb:6.1f} {r.tool:>13} {r.instances:10,} {r.seconds:7.1f} {r.rate:8,.0f} "
+            f"{r.pss_mb:11,.0f} {r.rss_mb:10,.0f}"
+        )
     by = {(r.corpus, r.tool): r for r in rows}
     small, large = f"{scales[0]}x", f"{scales[-1]}x"
     steady = {}
     for tool in ("kbert", "model_garden"):
         first, last = by[(small, tool)], by[(large, tool)]
         steady[tool] = (last.instances - first.instances) / max(last.seconds - first.seconds, 1e-3)
-    print(f"steady rate ({small} to {large}): kbert {steady['kbert']:,.0f} inst/s, model_garden "
-          f"{steady['model_garden']:,.0f} inst/s: {steady['kbert'] / steady['model_garden']:.1f}x")
+    print(
+        f"steady rate ({small} to {large}): kbert {steady['kbert']:,.0f} inst/s, model_garden "
+        f"{steady['model_garden']:,.0f} inst/s: {steady['kbert'] / steady['model_garden']:.1f}x"
+    )
     for label in corpora:
         ratio = by[(label, "kbert")].rate / by[(label, "model_garden")].rate
         print(f"speed ratio kbert / model_garden, end to end ({label} corpus): {ratio:.1f}x")
-
 
 
 def _vocab_section(work: str) -> None:
@@ -207,23 +238,33 @@ def _vocab_section(work: str) -> None:
     if runs[0].returned != FLAGS.vocab_size:
         runs.append(_vocab_run("tokenizers", runs[0].returned, train, heldout_lines, words, work))
     print(f"\n{_machine()}")
-    print(f"vocabulary: trained on {os.path.getsize(train) / 1e6:.1f} MB ({split.train_documents:,} documents), "
-          f"held out {os.path.getsize(heldout) / 1e6:.1f} MB (every {FLAGS.heldout_every}th document, "
-          f"{words:,} words); lower_case, bert layout (104 reserved)")
-    print(f"{'learner':>15} {'asked':>7} {'returned':>8} {'learn s':>8} {'wall s':>7} {'peak RSS MB':>11} "
-          f"{'learning MB':>11} {'pieces/word':>11} {'[UNK] %':>7}")
+    print(
+        f"vocabulary: trained on {os.path.getsize(train) / 1e6:.1f} MB ({split.train_documents:,} documents), "
+        f"held out {os.path.getsize(heldout) / 1e6:.1f} MB (every {FLAGS.heldout_every}th document, "
+        f"{words:,} words); lower_case, bert layout (104 reserved)"
+    )
+    print(
+        f"{'learner':>15} {'asked':>7} {'returned':>8} {'learn s':>8} {'wall s':>7} {'peak RSS MB':>11} "
+        f"{'learning MB':>11} {'pieces/word':>11} {'[UNK] %':>7}"
+    )
     for r in runs:
-        print(f"{r.learner:>15} {r.asked:7,} {r.returned:8,} {r.learn_seconds:8.1f} {r.wall_seconds:7.1f} "
-              f"{r.peak_rss_mb:11,.0f} {r.learning_mb:11,.0f} {r.pieces_per_word:11.3f} {r.unk_percent:7.2f}")
+        print(
+            f"{r.learner:>15} {r.asked:7,} {r.returned:8,} {r.learn_seconds:8.1f} {r.wall_seconds:7.1f} "
+            f"{r.peak_rss_mb:11,.0f} {r.learning_mb:11,.0f} {r.pieces_per_word:11.3f} {r.unk_percent:7.2f}"
+        )
     tf_text, hf = runs[0], runs[1]
-    print(f"tokenizers against tensorflow_text at --vocab_size={FLAGS.vocab_size:,}: "
-          f"{tf_text.learn_seconds / hf.learn_seconds:.1f}x faster learning "
-          f"({tf_text.wall_seconds / hf.wall_seconds:.1f}x end to end); "
-          f"peak RSS {hf.peak_rss_mb / tf_text.peak_rss_mb:.2f}x, "
-          f"memory added by learning {hf.learning_mb / max(tf_text.learning_mb, 1):.2f}x")
+    print(
+        f"tokenizers against tensorflow_text at --vocab_size={FLAGS.vocab_size:,}: "
+        f"{tf_text.learn_seconds / hf.learn_seconds:.1f}x faster learning "
+        f"({tf_text.wall_seconds / hf.wall_seconds:.1f}x end to end); "
+        f"peak RSS {hf.peak_rss_mb / tf_text.peak_rss_mb:.2f}x, "
+        f"memory added by learning {hf.learning_mb / max(tf_text.learning_mb, 1):.2f}x"
+    )
     equal = runs[-1]
-    print(f"pieces per held-out word at {equal.returned:,} tokens (tensorflow_text's size): tensorflow_text "
-          f"{tf_text.pieces_per_word:.3f}, tokenizers {equal.pieces_per_word:.3f}")
+    print(
+        f"pieces per held-out word at {equal.returned:,} tokens (tensorflow_text's size): tensorflow_text "
+        f"{tf_text.pieces_per_word:.3f}, tokenizers {equal.pieces_per_word:.3f}"
+    )
 
 
 def _vocab_run(learner: str, size: int, train: str, heldout_lines: list[str], words: int, work: str) -> VocabRun:
@@ -239,8 +280,17 @@ def _vocab_run(learner: str, size: int, train: str, heldout_lines: list[str], wo
     ids, _ = tokenizer.tokenize(heldout_lines)
     unk = float((ids == tokenizer.vocab.index("[UNK]")).mean()) * 100
     print(f"vocab {learner} {size:,}: {result['returned']:,} tokens in {result['seconds']:.1f} s", flush=True)
-    return VocabRun(learner, size, result["returned"], result["seconds"], wall, result["peak_rss_mb"],
-                    result["learning_mb"], len(ids) / words, unk)
+    return VocabRun(
+        learner,
+        size,
+        result["returned"],
+        result["seconds"],
+        wall,
+        result["peak_rss_mb"],
+        result["learning_mb"],
+        len(ids) / words,
+        unk,
+    )
 
 
 def _vocab_job(spec: str) -> None:
@@ -269,8 +319,15 @@ def _vocab_job(spec: str) -> None:
     sampler.join()
     vocab.write_vocabulary(tokens, job["vocab"])
     with open(job["result"], "w") as f:
-        json.dump({"returned": len(tokens), "seconds": seconds, "learning_mb": (peak[0] - before) / 2**20,
-                   "peak_rss_mb": _peak_rss_mb()}, f)
+        json.dump(
+            {
+                "returned": len(tokens),
+                "seconds": seconds,
+                "learning_mb": (peak[0] - before) / 2**20,
+                "peak_rss_mb": _peak_rss_mb(),
+            },
+            f,
+        )
 
 
 def _peak_rss_mb() -> float:
@@ -301,16 +358,28 @@ def _beam_section(work: str) -> None:
     corpus = FLAGS.corpus if copies == 1 else os.path.join(work, f"corpus_{copies}x.txt")
     if copies > 1 and not os.path.exists(corpus):
         _scaled_corpus(FLAGS.corpus, copies, corpus)
-    common = [sys.executable, "-m", "kbert.cli.create_pretraining_data", f"--input_file={corpus}",
-              f"--vocab_file={FLAGS.vocab_file}", f"--max_seq_length={FLAGS.seq_length}",
-              f"--max_predictions_per_seq={FLAGS.max_predictions}", f"--dupe_factor={FLAGS.dupe_factor}",
-              f"--work_unit_mb={FLAGS.work_unit_mb}", "--num_output_shards=4"]
+    common = [
+        sys.executable,
+        "-m",
+        "kbert.cli.create_pretraining_data",
+        f"--input_file={corpus}",
+        f"--vocab_file={FLAGS.vocab_file}",
+        f"--max_seq_length={FLAGS.seq_length}",
+        f"--max_predictions_per_seq={FLAGS.max_predictions}",
+        f"--dupe_factor={FLAGS.dupe_factor}",
+        f"--work_unit_mb={FLAGS.work_unit_mb}",
+        "--num_output_shards=4",
+    ]
     workers = FLAGS.num_workers
-    runs = {"local": [f"--num_workers={workers}"],
-            f"beam DirectRunner, {workers} processes": [
-                "--runner=DirectRunner", f"--beam_pipeline_args=--direct_num_workers={workers}",
-                "--beam_pipeline_args=--direct_running_mode=multi_processing"],
-            "beam DirectRunner, in memory": ["--runner=DirectRunner"]}
+    runs = {
+        "local": [f"--num_workers={workers}"],
+        f"beam DirectRunner, {workers} processes": [
+            "--runner=DirectRunner",
+            f"--beam_pipeline_args=--direct_num_workers={workers}",
+            "--beam_pipeline_args=--direct_running_mode=multi_processing",
+        ],
+        "beam DirectRunner, in memory": ["--runner=DirectRunner"],
+    }
     rows, local = [], None
     for name, extra in runs.items():
         out = os.path.join(work, f"beam_{len(rows)}", "train.tfrecord")

@@ -80,7 +80,7 @@ def synthetic_task(vocab: list[str], count: int, seed: int) -> Examples:
 
     rng = np.random.default_rng(seed)
     words = [w for w in vocab if w.startswith("w")]
-    filler = words[2 * MARKERS_PER_CLASS:]
+    filler = words[2 * MARKERS_PER_CLASS :]
     labels = rng.integers(0, 2, count).astype("int32")
 
     def length() -> int:
@@ -110,10 +110,14 @@ def kbert_contestant(config: BertConfig, encoder: PairEncoder, examples: Example
     model = BertClassifier(BertEncoder(config), num_outputs=2)
     section = FinetuneConfig().optimizer
     section.override({"weight_decay": WEIGHT_DECAY})
-    optimizer = make_optimizer(section, FLAGS.learning_rate, mixed_precision=FLAGS.precision,
-                               variables=model.trainable_variables)
-    model.compile(optimizer=optimizer,
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=FLAGS.jit_compile)
+    optimizer = make_optimizer(
+        section, FLAGS.learning_rate, mixed_precision=FLAGS.precision, variables=model.trainable_variables
+    )
+    model.compile(
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=FLAGS.jit_compile,
+    )
     return model, dataset, eval_batches(encoder, held_out, EVAL_BATCH, with_labels=False)
 
 
@@ -131,16 +135,25 @@ def keras_hub_contestant(config: BertConfig, vocab_file: str, examples: Examples
     import tensorflow as tf
 
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
-        hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
-        max_sequence_length=config.max_position_embeddings)
+        vocabulary_size=config.vocab_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size,
+        dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings,
+    )
     preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
-        keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=True), sequence_length=FLAGS.seq_length)
+        keras_hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=True), sequence_length=FLAGS.seq_length
+    )
     model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=preprocessor)
     optimizer = keras.optimizers.AdamW(FLAGS.learning_rate, weight_decay=WEIGHT_DECAY, epsilon=1e-6)
     optimizer.exclude_from_weight_decay(var_names=["gamma", "beta", "bias"])  # kbert's LayerNorm and bias rule
-    model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  jit_compile=FLAGS.jit_compile)
+    model.compile(
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=FLAGS.jit_compile,
+    )
     dataset = tf.data.Dataset.from_tensor_slices((keras_hub_inputs(examples), examples.labels))
     dataset = dataset.shuffle(len(examples)).batch(FLAGS.batch_size, drop_remainder=True).repeat()
     return model, dataset, tf.data.Dataset.from_tensor_slices(keras_hub_inputs(held_out)).batch(EVAL_BATCH)
@@ -156,11 +169,14 @@ def padding_report(encoder: PairEncoder, examples: Examples) -> str:
     """The task's packed lengths and the widths of kbert's first training batches, against keras-hub's fixed one."""
     from kbert.finetuning.batches import eval_batches, training_batches
 
-    lengths = np.concatenate([f["input_mask"].numpy().sum(axis=1)
-                              for f in eval_batches(encoder, examples, EVAL_BATCH, with_labels=False)])
+    lengths = np.concatenate(
+        [f["input_mask"].numpy().sum(axis=1) for f in eval_batches(encoder, examples, EVAL_BATCH, with_labels=False)]
+    )
     widths = [f["input_ids"].shape[1] for f, _ in training_batches(encoder, examples, FLAGS.batch_size, 0).take(50)]
-    return (f"packed lengths: median {np.median(lengths):.0f}, mean {lengths.mean():.1f} tokens; batch widths: kbert "
-            f"mean {np.mean(widths):.1f} (first 50 batches), keras-hub {FLAGS.seq_length}")
+    return (
+        f"packed lengths: median {np.median(lengths):.0f}, mean {lengths.mean():.1f} tokens; batch widths: kbert "
+        f"mean {np.mean(widths):.1f} (first 50 batches), keras-hub {FLAGS.seq_length}"
+    )
 
 
 def accuracy(model: keras.Model, inputs, labels: np.ndarray) -> float:
@@ -183,8 +199,10 @@ def main(argv):
     encoder = PairEncoder(vocab_file, FLAGS.seq_length)
     contestants = {
         "kbert (fit, length-bucketed batches)": kbert_contestant(config, encoder, examples, held_out),
-        f"keras-hub (BertTextClassifier.fit, {FLAGS.seq_length})": keras_hub_contestant(config, vocab_file, examples,
-                                                                                        held_out)}
+        f"keras-hub (BertTextClassifier.fit, {FLAGS.seq_length})": keras_hub_contestant(
+            config, vocab_file, examples, held_out
+        ),
+    }
     for model, dataset, _ in contestants.values():  # trace and warm up
         timed_round(model, dataset)
     times = {name: [] for name in contestants}
@@ -193,8 +211,10 @@ def main(argv):
             times[name].append(timed_round(model, dataset))
     scores = {name: accuracy(model, inputs, held_out.labels) for name, (model, _, inputs) in contestants.items()}
     task = "short single texts" if FLAGS.short_texts else "long sentence pairs"
-    print(f"\n{FLAGS.model}, seq {FLAGS.seq_length}, batch {FLAGS.batch_size}, {FLAGS.precision}, "
-          f"jit_compile={FLAGS.jit_compile}; {FLAGS.rounds} rounds of {FLAGS.steps} steps")
+    print(
+        f"\n{FLAGS.model}, seq {FLAGS.seq_length}, batch {FLAGS.batch_size}, {FLAGS.precision}, "
+        f"jit_compile={FLAGS.jit_compile}; {FLAGS.rounds} rounds of {FLAGS.steps} steps"
+    )
     print(f"{task}: {padding_report(encoder, examples)}")
     rate = {name: FLAGS.batch_size / statistics.median(ts) for name, ts in times.items()}
     for name, value in rate.items():
@@ -202,8 +222,11 @@ def main(argv):
         print(f"{name:42s} {value:8.1f} seq/s (median of rounds; range {spread})")
     # One binomial standard error at the worse of the two accuracies: the noise the comparison is within.
     error = max((p * (1 - p) / FLAGS.eval_examples) ** 0.5 for p in scores.values())
-    print(f"held-out accuracy after {(FLAGS.rounds + 1) * FLAGS.steps} steps, {FLAGS.eval_examples} examples: "
-          + ", ".join(f"{name.split()[0]} {value:.3f}" for name, value in scores.items()) + f" (± {error:.3f})")
+    print(
+        f"held-out accuracy after {(FLAGS.rounds + 1) * FLAGS.steps} steps, {FLAGS.eval_examples} examples: "
+        + ", ".join(f"{name.split()[0]} {value:.3f}" for name, value in scores.items())
+        + f" (± {error:.3f})"
+    )
     kbert, hub = rate.values()
     print(f"kbert / keras-hub: {kbert / hub:.2f}x")
 

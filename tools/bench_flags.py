@@ -22,8 +22,12 @@ from kbert.runtime import cpu_isa as _isa
 
 # name -> (definer, default, help). The default is a benchmark's unless it passes its own to `define`.
 _SHARED: dict[str, tuple[Callable[..., Any], Any, str]] = {
-    "corpus": (flags.DEFINE_string, None, "Text in BERT's pretraining format: one sentence a line, a blank line "
-                                          "between documents (e.g. a demo run's data/train.txt)."),
+    "corpus": (
+        flags.DEFINE_string,
+        None,
+        "Text in BERT's pretraining format: one sentence a line, a blank line "
+        "between documents (e.g. a demo run's data/train.txt).",
+    ),
     "vocab_file": (flags.DEFINE_string, None, "WordPiece vocabulary, one token per line."),
     "work_dir": (flags.DEFINE_string, None, "Folder for the benchmark's data, runs and logs."),
     "model": (flags.DEFINE_string, "bert_small", "Preset name or bert_config.json path."),

@@ -28,9 +28,17 @@ from kbert.data.vocab_file import BERT_SPECIAL_IDS  # noqa: E402
 from kbert.modeling import BertConfig  # noqa: E402
 from model_garden_peer import kbert_train_step  # noqa: E402
 
-bench_flags.define("seq_length", "max_predictions", "batch_size", "vocab_file", model="bert_base",
-                   notes={"vocab_file": "Given, it adds a whole-word dynamic masking row; the records' ids "
-                                          "need bert-base-uncased's (30,522 tokens)."})
+bench_flags.define(
+    "seq_length",
+    "max_predictions",
+    "batch_size",
+    "vocab_file",
+    model="bert_base",
+    notes={
+        "vocab_file": "Given, it adds a whole-word dynamic masking row; the records' ids "
+        "need bert-base-uncased's (30,522 tokens)."
+    },
+)
 flags.DEFINE_integer("num_files", 8, "TFRecord files per set.")
 flags.DEFINE_integer("records_per_file", 2048, "Records per file.")
 flags.DEFINE_integer("pipeline_batches", 400, "Batches timed per pipeline (after warm-up).")
@@ -57,8 +65,9 @@ def write_files(folder: str, masked: bool, rng: np.random.Generator) -> str:
                 segments = np.zeros(seq, np.int64)
                 segments[split + 1 : length] = 1
                 mask = (np.arange(seq) < length).astype(np.int64)
-                record = dict(input_ids=ids, input_mask=mask, segment_ids=segments,
-                              next_sentence_labels=[int(rng.integers(0, 2))])
+                record = dict(
+                    input_ids=ids, input_mask=mask, segment_ids=segments, next_sentence_labels=[int(rng.integers(0, 2))]
+                )
                 if not masked:
                     w.write(example_proto(record))
                     continue
@@ -68,9 +77,17 @@ def write_files(folder: str, masked: bool, rng: np.random.Generator) -> str:
                 labels = ids[positions].copy()
                 ids[positions] = MASK
                 padding = [0] * (pred - n)
-                w.write(example_proto(dict(record, input_ids=ids, masked_lm_positions=positions.tolist() + padding,
-                                           masked_lm_ids=labels.tolist() + padding,
-                                           masked_lm_weights=[1.0] * n + [0.0] * (pred - n))))
+                w.write(
+                    example_proto(
+                        dict(
+                            record,
+                            input_ids=ids,
+                            masked_lm_positions=positions.tolist() + padding,
+                            masked_lm_ids=labels.tolist() + padding,
+                            masked_lm_weights=[1.0] * n + [0.0] * (pred - n),
+                        )
+                    )
+                )
     return os.path.join(folder, f"{'masked' if masked else 'unmasked'}-*")
 
 
@@ -104,8 +121,10 @@ def main(argv):
     with tempfile.TemporaryDirectory() as folder:
         masked, unmasked = write_files(folder, True, rng), write_files(folder, False, rng)
         records = FLAGS.num_files * FLAGS.records_per_file
-        print(f"seq {seq}, max_predictions {pred}, batch {batch_size}; {FLAGS.num_files} files x "
-              f"{FLAGS.records_per_file} records per set; {os.cpu_count()} CPU cores")
+        print(
+            f"seq {seq}, max_predictions {pred}, batch {batch_size}; {FLAGS.num_files} files x "
+            f"{FLAGS.records_per_file} records per set; {os.cpu_count()} CPU cores"
+        )
         common = dict(vocab_size=VOCAB_SIZE, seed=0)
         pipelines = {
             "static masking": pretraining_dataset(masked, seq, pred, batch_size, **common),
@@ -113,8 +132,14 @@ def main(argv):
         }
         if FLAGS.vocab_file:
             pipelines["dynamic whole-word masking"] = pretraining_dataset(
-                unmasked, seq, pred, batch_size, dynamic_masking=True, vocab_file=FLAGS.vocab_file,
-                whole_word_masking=True, seed=0,
+                unmasked,
+                seq,
+                pred,
+                batch_size,
+                dynamic_masking=True,
+                vocab_file=FLAGS.vocab_file,
+                whole_word_masking=True,
+                seed=0,
             )
         rates = {}
         for name, dataset in pipelines.items():

@@ -54,8 +54,10 @@ def main(argv):
         print("No mixed_bfloat16 row: ONEDNN_MAX_CPU_ISA caps oneDNN below this CPU's AVX-512 (it would abort).")
     config = BertConfig.load(FLAGS.model)
     batch = synthetic_batch(config, FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions)
-    contestants = {"model_garden (tf_keras, float32)": model_garden_train_step(config, jit_compile=FLAGS.jit_compile)[0],
-                   "kbert (keras 3, float32)": kbert_train_step(config, FLAGS.jit_compile)}
+    contestants = {
+        "model_garden (tf_keras, float32)": model_garden_train_step(config, jit_compile=FLAGS.jit_compile)[0],
+        "kbert (keras 3, float32)": kbert_train_step(config, FLAGS.jit_compile),
+    }
     if with_bfloat16:
         contestants["kbert (keras 3, mixed_bfloat16)"] = kbert_train_step(config, FLAGS.jit_compile, "mixed_bfloat16")
     for step in contestants.values():  # trace and warm up
@@ -68,8 +70,10 @@ def main(argv):
         peaks.append(measured_peak_flops())
     peak = max(peaks)  # the best of one measurement per round: on a shared machine one can land in a busy moment
     flops = training_flops_per_sequence(config, FLAGS.seq_length, FLAGS.max_predictions)
-    print(f"\n{FLAGS.model}, seq {FLAGS.seq_length}, batch {FLAGS.batch_size}, jit_compile={FLAGS.jit_compile}; "
-          f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
+    print(
+        f"\n{FLAGS.model}, seq {FLAGS.seq_length}, batch {FLAGS.batch_size}, jit_compile={FLAGS.jit_compile}; "
+        f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s"
+    )
     print(bench_flags.cpu_isa())
     print(f"{'contestant':36s} {'seq/s':>8s} {'MFU':>7s}")
     rate = {}

@@ -33,20 +33,37 @@ flags.DEFINE_integer("num_layers", 12, "Transformer layers (BERT-base: 12).")
 flags.DEFINE_integer("hidden_size", 768, "Hidden size (BERT-base: 768).")
 flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size.")
 bench_flags.define(steps=3, rounds=5)
-flags.DEFINE_list("jit_compile", ["false", "true"], "jit_compile settings to time (XLA on CPU compiles slowly); "
-                  "TensorFlow only: JAX always compiles.")
-flags.DEFINE_enum("backend", "tensorflow", ["tensorflow", "jax"],
-                  "Keras backend to time on; another than this process's re-runs the script with KERAS_BACKEND set.")
+flags.DEFINE_list(
+    "jit_compile",
+    ["false", "true"],
+    "jit_compile settings to time (XLA on CPU compiles slowly); TensorFlow only: JAX always compiles.",
+)
+flags.DEFINE_enum(
+    "backend",
+    "tensorflow",
+    ["tensorflow", "jax"],
+    "Keras backend to time on; another than this process's re-runs the script with KERAS_BACKEND set.",
+)
 FLAGS = flags.FLAGS
 
 
 def bert_parameter_shapes(num_layers: int, hidden: int, vocab: int) -> dict[str, tuple[int, ...]]:
     """Google BERT's variable names (slashes as underscores) and shapes."""
-    shapes = {"word_embeddings": (vocab, hidden), "position_embeddings": (512, hidden),
-              "token_type_embeddings": (2, hidden), "embeddings_LayerNorm_gamma": (hidden,),
-              "embeddings_LayerNorm_beta": (hidden,)}
-    dense = {"query": (hidden, hidden), "key": (hidden, hidden), "value": (hidden, hidden),
-             "attention_output": (hidden, hidden), "intermediate": (hidden, 4 * hidden), "output": (4 * hidden, hidden)}
+    shapes = {
+        "word_embeddings": (vocab, hidden),
+        "position_embeddings": (512, hidden),
+        "token_type_embeddings": (2, hidden),
+        "embeddings_LayerNorm_gamma": (hidden,),
+        "embeddings_LayerNorm_beta": (hidden,),
+    }
+    dense = {
+        "query": (hidden, hidden),
+        "key": (hidden, hidden),
+        "value": (hidden, hidden),
+        "attention_output": (hidden, hidden),
+        "intermediate": (hidden, 4 * hidden),
+        "output": (4 * hidden, hidden),
+    }
     for i in range(num_layers):
         for name, (fan_in, fan_out) in dense.items():
             shapes[f"layer_{i}_{name}_kernel"] = (fan_in, fan_out)
@@ -117,8 +134,9 @@ def make_jax_step(make_optimizer, make_variable, values, jit_compile=True):
     # State in and out in one order, as `model.fit`'s train step takes and returns it: jit aliases each output to the
     # first donated input of its shape and dtype, so (slots, grads, weights) -> (weights, slots) put the new weights
     # in slot buffers and XLA copied the variables around that, in every contestant's step.
-    apply = jax.jit(lambda weights, slots, grads: optimizer.stateless_apply(slots, grads, weights),
-                    donate_argnums=(0, 1))
+    apply = jax.jit(
+        lambda weights, slots, grads: optimizer.stateless_apply(slots, grads, weights), donate_argnums=(0, 1)
+    )
     state = {"weights": [v.value for v in variables], "slots": [v.value for v in optimizer.variables]}
     del variables  # the donated buffers live in `state` only
 
@@ -152,19 +170,23 @@ def main(_):
     shapes = bert_parameter_shapes(FLAGS.num_layers, FLAGS.hidden_size, FLAGS.vocab_size)
     rng = np.random.default_rng(0)
     values = {name: rng.normal(0, 0.02, size=shape).astype("float32") for name, shape in shapes.items()}
-    grads = [keras.ops.convert_to_tensor(rng.normal(0, 1e-3, size=shape).astype("float32"))
-             for shape in shapes.values()]
-    print(f"{sum(v.size for v in values.values()) / 1e6:.1f}M parameters in {len(values)} variables; "
-          f"{FLAGS.rounds} rounds x {FLAGS.steps} steps; {os.cpu_count()} CPUs; "
-          f"Keras {keras.__version__} on {keras.backend.backend()}; load {os.getloadavg()[0]:.2f}")
+    grads = [
+        keras.ops.convert_to_tensor(rng.normal(0, 1e-3, size=shape).astype("float32")) for shape in shapes.values()
+    ]
+    print(
+        f"{sum(v.size for v in values.values()) / 1e6:.1f}M parameters in {len(values)} variables; "
+        f"{FLAGS.rounds} rounds x {FLAGS.steps} steps; {os.cpu_count()} CPUs; "
+        f"Keras {keras.__version__} on {keras.backend.backend()}; load {os.getloadavg()[0]:.2f}"
+    )
     print(bench_flags.cpu_isa())
     print(f"{'optimizer':<20}{'jit_compile':>12}{'ms/step':>10}{'vs AdamW':>10}")
     for jit_compile in [True] if on_jax else [value.lower() == "true" for value in FLAGS.jit_compile]:
         steps, times = {}, {}
         for name, (make_optimizer, make_variable) in contestants().items():
             try:
-                steps[name] = (make_jax_step if on_jax else make_step)(make_optimizer, make_variable, values,
-                                                                       jit_compile)
+                steps[name] = (make_jax_step if on_jax else make_step)(
+                    make_optimizer, make_variable, values, jit_compile
+                )
                 timed_round(steps[name], grads, 1)  # trace, compile, build slots
                 times[name] = []
             except Exception as error:  # a peer that cannot run in this mode gets a row saying why

@@ -32,12 +32,23 @@ import tensorflow as tf  # noqa: E402
 import bench_flags  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-bench_flags.define("model", "seq_length", "max_predictions", "steps", "rounds", batch_size=16,
-                   notes={"steps": "One tf.function call runs them all."})
+bench_flags.define(
+    "model",
+    "seq_length",
+    "max_predictions",
+    "steps",
+    "rounds",
+    batch_size=16,
+    notes={"steps": "One tf.function call runs them all."},
+)
 flags.DEFINE_enum("strategy", "one_device", ["one_device", "mirrored", "auto"], "Strategy for both sides.")
-flags.DEFINE_enum("compare", "model_garden", ["model_garden", "jit_compile", "checkpoint"],
-                  "model_garden: kbert against Model Garden; jit_compile: kbert with XLA off, gradients, whole step; "
-                  "checkpoint: kbert saving after every step, synchronously or asynchronously.")
+flags.DEFINE_enum(
+    "compare",
+    "model_garden",
+    ["model_garden", "jit_compile", "checkpoint"],
+    "model_garden: kbert against Model Garden; jit_compile: kbert with XLA off, gradients, whole step; "
+    "checkpoint: kbert saving after every step, synchronously or asynchronously.",
+)
 FLAGS = flags.FLAGS
 
 
@@ -52,10 +63,19 @@ def kbert_trainer(config, batch, strategy, jit_compile=False):
         optimizer = LAMB(1e-4, weight_decay=0.01)
         step = tf.Variable(0, dtype=tf.int64, trainable=False)
         trainer = PretrainingTrainer(
-            strategy, model, optimizer,
-            lambda context: tf.data.Dataset.from_tensors(batch).unbatch().batch(
-                context.get_per_replica_batch_size(FLAGS.batch_size), drop_remainder=True).repeat(),
-            global_step=step, global_batch_size=FLAGS.batch_size, jit_compile=jit_compile)
+            strategy,
+            model,
+            optimizer,
+            lambda context: (
+                tf.data.Dataset.from_tensors(batch)
+                .unbatch()
+                .batch(context.get_per_replica_batch_size(FLAGS.batch_size), drop_remainder=True)
+                .repeat()
+            ),
+            global_step=step,
+            global_batch_size=FLAGS.batch_size,
+            jit_compile=jit_compile,
+        )
     return trainer
 
 
@@ -77,8 +97,17 @@ def checkpointed_loop(config, batch, strategy, async_writes):
     trainer = kbert_trainer(config, batch, strategy)
     directory = tempfile.mkdtemp(prefix="bench_checkpoint_")
     atexit.register(shutil.rmtree, directory, True)  # two checkpoints of the model: hundreds of MB at real sizes
-    checkpoints = TrainingCheckpoints(trainer.model, trainer.optimizer, trainer.global_step, None, directory,
-                                      strategy, max_to_keep=1, interval=1, async_writes=async_writes)
+    checkpoints = TrainingCheckpoints(
+        trainer.model,
+        trainer.optimizer,
+        trainer.global_step,
+        None,
+        directory,
+        strategy,
+        max_to_keep=1,
+        interval=1,
+        async_writes=async_writes,
+    )
 
     def run(steps):
         blocked = 0.0
@@ -90,6 +119,7 @@ def checkpointed_loop(config, batch, strategy, async_writes):
         start = time.perf_counter()
         checkpoints.wait()  # the round is over when its last checkpoint is on disk
         run.blocked.append(blocked + time.perf_counter() - start)
+
     run.blocked = []
     return run
 
@@ -104,11 +134,15 @@ def model_garden_loop(config, batch, strategy):
         task = model_garden_task(config)
         model = task.build_model()
         metrics = task.build_metrics()
-        optimizer = LAMB(1e-4, weight_decay_rate=0.01,
-                         exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
+        optimizer = LAMB(1e-4, weight_decay_rate=0.01, exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
     dataset = strategy.distribute_datasets_from_function(
-        lambda context: tf.data.Dataset.from_tensors(model_garden_batch(batch)).unbatch().batch(
-            context.get_per_replica_batch_size(FLAGS.batch_size), drop_remainder=True).repeat())
+        lambda context: (
+            tf.data.Dataset.from_tensors(model_garden_batch(batch))
+            .unbatch()
+            .batch(context.get_per_replica_batch_size(FLAGS.batch_size), drop_remainder=True)
+            .repeat()
+        )
+    )
     iterator = iter(dataset)
 
     @tf.function
@@ -119,20 +153,30 @@ def model_garden_loop(config, batch, strategy):
     def run(steps):
         loop(tf.constant(steps))
         return float(metrics[0].result())
+
     return run
 
 
 def contestants(config, batch, strategy) -> dict:
     """`{name: run}` of `--compare`; a name's words before " (" label its ratios."""
     if FLAGS.compare == "jit_compile":
-        return {f"jit_compile={str(choice).lower()} ({what})": kbert_loop(config, batch, strategy, choice)
-                for choice, what in ((False, "kbert, no XLA"), (True, "forward and backward"),
-                                     ("step", "whole replica step"))}
+        return {
+            f"jit_compile={str(choice).lower()} ({what})": kbert_loop(config, batch, strategy, choice)
+            for choice, what in (
+                (False, "kbert, no XLA"),
+                (True, "forward and backward"),
+                ("step", "whole replica step"),
+            )
+        }
     if FLAGS.compare == "checkpoint":
-        return {f"{kind} (a checkpoint every step)": checkpointed_loop(config, batch, strategy, kind == "async")
-                for kind in ("sync", "async")}
-    return {"model_garden (tf_keras MaskedLMTask, LAMB)": model_garden_loop(config, batch, strategy),
-            "kbert (PretrainingTrainer, LAMB)": kbert_loop(config, batch, strategy)}
+        return {
+            f"{kind} (a checkpoint every step)": checkpointed_loop(config, batch, strategy, kind == "async")
+            for kind in ("sync", "async")
+        }
+    return {
+        "model_garden (tf_keras MaskedLMTask, LAMB)": model_garden_loop(config, batch, strategy),
+        "kbert (PretrainingTrainer, LAMB)": kbert_loop(config, batch, strategy),
+    }
 
 
 def timed(run, steps: int) -> float:
@@ -164,9 +208,11 @@ def main(argv):
     # The best matmul rate of the run: on a shared machine a single measurement can land in a busy moment.
     peak = max(peaks)
     flops = training_flops_per_sequence(config, FLAGS.seq_length, FLAGS.max_predictions)
-    print(f"\n{FLAGS.model}, seq {FLAGS.seq_length}, global batch {FLAGS.batch_size}, float32, "
-          f"{type(strategy).__name__} x{strategy.num_replicas_in_sync}, {FLAGS.steps} steps x {FLAGS.rounds} "
-          f"rounds; float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
+    print(
+        f"\n{FLAGS.model}, seq {FLAGS.seq_length}, global batch {FLAGS.batch_size}, float32, "
+        f"{type(strategy).__name__} x{strategy.num_replicas_in_sync}, {FLAGS.steps} steps x {FLAGS.rounds} "
+        f"rounds; float32 matmul peak {peak / 1e9:.1f} GFLOP/s"
+    )
     print(bench_flags.cpu_isa())
     print(f"{'contestant':44s} {'seq/s':>8s} {'MFU':>7s}")
     rates = {name.split(" (")[0]: FLAGS.batch_size * FLAGS.steps / statistics.median(ts) for name, ts in times.items()}
@@ -174,8 +220,10 @@ def main(argv):
         print(f"{name:44s} {rate:8.1f} {model_flops_utilisation(rate, flops, peak):7.1%}")
     for name, run in runs.items():
         if hasattr(run, "blocked"):  # the warm-up round traced the step and made the first (slower) save
-            print(f"{name.split(' (')[0]}: blocked in saves {statistics.median(run.blocked[1:]) / FLAGS.steps:.3f} "
-                  "s per save")
+            print(
+                f"{name.split(' (')[0]}: blocked in saves {statistics.median(run.blocked[1:]) / FLAGS.steps:.3f} "
+                "s per save"
+            )
     labels = list(rates)
     for i, ours in enumerate(labels):
         for peer in labels[:i]:

@@ -54,13 +54,16 @@ def finetuned_run(work_dir: str) -> str:
     for name in ("train", "dev"):
         with open(os.path.join(work_dir, f"{name}.tsv"), "w") as f:
             f.write("text\tlabel\n" + rows)
-    override = (f"task.name=tsv,task.train_file={work_dir}/train.tsv,task.eval_file={work_dir}/dev.tsv,"
-                f"task.text_a_column=text,task.label_column=label,data.vocab_file={vocab_file},"
-                f"data.seq_length={FLAGS.seq_length},model.bert={FLAGS.model},train.epochs=1,"
-                f"train.global_batch_size={FLAGS.batch_size}")
+    override = (
+        f"task.name=tsv,task.train_file={work_dir}/train.tsv,task.eval_file={work_dir}/dev.tsv,"
+        f"task.text_a_column=text,task.label_column=label,data.vocab_file={vocab_file},"
+        f"data.seq_length={FLAGS.seq_length},model.bert={FLAGS.model},train.epochs=1,"
+        f"train.global_batch_size={FLAGS.batch_size}"
+    )
     model_dir = os.path.join(work_dir, "run")
-    run_finetuning(load_finetune_config([], override), model_dir, tf.distribute.get_strategy(),
-                   print_fn=lambda *a, **k: None)
+    run_finetuning(
+        load_finetune_config([], override), model_dir, tf.distribute.get_strategy(), print_fn=lambda *a, **k: None
+    )
     return model_dir
 
 
@@ -96,12 +99,16 @@ def main(argv):
     for _ in range(FLAGS.rounds):
         for name, call in contestants.items():
             times[name] += timed_calls(call, batch)
-    print(f"\n{FLAGS.model}, seq {FLAGS.seq_length}, a batch of {FLAGS.batch_size} texts of {WORDS_PER_TEXT[0]}-"
-          f"{WORDS_PER_TEXT[1] - 1} words, float32; {FLAGS.rounds} rounds of {FLAGS.steps} calls each")
+    print(
+        f"\n{FLAGS.model}, seq {FLAGS.seq_length}, a batch of {FLAGS.batch_size} texts of {WORDS_PER_TEXT[0]}-"
+        f"{WORDS_PER_TEXT[1] - 1} words, float32; {FLAGS.rounds} rounds of {FLAGS.steps} calls each"
+    )
     median = {name: statistics.median(ts) for name, ts in times.items()}
     for name, value in median.items():
-        print(f"{name:40s} {1000 * value:8.1f} ms per batch (median; range {1000 * min(times[name]):.1f}-"
-              f"{1000 * max(times[name]):.1f})")
+        print(
+            f"{name:40s} {1000 * value:8.1f} ms per batch (median; range {1000 * min(times[name]):.1f}-"
+            f"{1000 * max(times[name]):.1f})"
+        )
     served_time, kbert_time = median.values()
     print(f"served / kbert: {served_time / kbert_time:.2f}x")
 

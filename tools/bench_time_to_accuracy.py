@@ -99,8 +99,18 @@ import bench_flags  # noqa: E402
 
 # Dynamic masking of 30% to 60% of the tokens (`maskNN`).
 MASKS = tuple(f"mask{percent}" for percent in (30, 40, 50, 60))
-LEVERS = ("bf16", "xla", "packed", "mlm_only", *MASKS, "seq64", "no_dropout", "wsd", "one_cycle",
-          "batch_ramp")  # and mslt_N
+LEVERS = (
+    "bf16",
+    "xla",
+    "packed",
+    "mlm_only",
+    *MASKS,
+    "seq64",
+    "no_dropout",
+    "wsd",
+    "one_cycle",
+    "batch_ramp",
+)  # and mslt_N
 # Levers that exclude each other, at most one of a kind in a run: each of these trains on its own records (the
 # dynamic-masking levers on unmasked pairs, seq64 on seq-64 pairs), and a run has one schedule shape.
 RECORDS, SHAPES = ("packed", "mlm_only", *MASKS, "seq64"), ("wsd", "one_cycle")
@@ -112,65 +122,144 @@ RAMP_MICRO_BATCHES, RAMP_SHARE = 4, 0.25
 # sequences.
 SHORT_SEQ, SHORT_SHARE = 64, 0.9
 
-bench_flags.define("vocab_file", required=("corpus",), work_dir="/tmp/kbert_bench_tta", model="bert_tiny",
-                   seq_length=128, max_predictions=20, batch_size=32,
-                   notes={"vocab_file": "Not given: one of --vocab_size pieces is learned from the training text.",
-                          "model": "Its depth is --num_layers."})
+bench_flags.define(
+    "vocab_file",
+    required=("corpus",),
+    work_dir="/tmp/kbert_bench_tta",
+    model="bert_tiny",
+    seq_length=128,
+    max_predictions=20,
+    batch_size=32,
+    notes={
+        "vocab_file": "Not given: one of --vocab_size pieces is learned from the training text.",
+        "model": "Its depth is --num_layers.",
+    },
+)
 flags.DEFINE_integer("vocab_size", 8000, "Size of the vocabulary learned when --vocab_file is not given.")
 flags.DEFINE_integer("num_layers", 4, "Depth of the model (the last of --stages).")
 flags.DEFINE_integer("total_steps", 1000, "Optimizer steps of every run (Model Garden's recipe and kbert's).")
 flags.DEFINE_integer("steps_per_loop", 10, "Steps between progress lines; evaluations happen at loop ends.")
-flags.DEFINE_float("peak_learning_rate", 1.5e-2, "LAMB peak rate of every contestant: the best of 5e-3, 1e-2, 1.5e-2 "
-                   "and 2e-2 for Model Garden's recipe at the defaults (docs/time_to_accuracy.md).")
+flags.DEFINE_float(
+    "peak_learning_rate",
+    1.5e-2,
+    "LAMB peak rate of every contestant: the best of 5e-3, 1e-2, 1.5e-2 "
+    "and 2e-2 for Model Garden's recipe at the defaults (docs/time_to_accuracy.md).",
+)
 flags.DEFINE_float("warmup_share", 0.1, "Warmup steps as a share of the steps.")
-flags.DEFINE_integer("eval_interval", 0, "Training samples (sequences) between held-out evaluations; 0: a "
-                     "twenty-fourth of the run, rounded to whole loops.")
-flags.DEFINE_integer("eval_sequences", 1024, "Held-out sequences per evaluation (the same ones every time; all of "
-                     "them where the held-out records hold fewer).")
-flags.DEFINE_float("target_mlm_accuracy", None, "Held-out masked-LM accuracy to reach (every run stops there); "
-                   "default: max(0.25, twice the plateau) where Model Garden's recipe reaches it, else its lowest "
-                   "final accuracy over the seeds less --target_margin, read in this run.")
-flags.DEFINE_float("target_margin", 0.0, "Subtracted from Model Garden's lowest final accuracy where that is the "
-                   "default target.")
-flags.DEFINE_list("levers", ["bf16", "mask40", "no_dropout", "wsd", "mslt"],
-                  "kbert's levers to run alone (of " + ", ".join(LEVERS) + " and mslt; mslt: "
-                  "one run per --final_shares), before the fastest combination. The default is the lever of each "
-                  "kind that was fastest at 1,200 steps (docs/time_to_accuracy.md); the others run when named.")
+flags.DEFINE_integer(
+    "eval_interval",
+    0,
+    "Training samples (sequences) between held-out evaluations; 0: a twenty-fourth of the run, rounded to whole loops.",
+)
+flags.DEFINE_integer(
+    "eval_sequences",
+    1024,
+    "Held-out sequences per evaluation (the same ones every time; all of them where the held-out records hold fewer).",
+)
+flags.DEFINE_float(
+    "target_mlm_accuracy",
+    None,
+    "Held-out masked-LM accuracy to reach (every run stops there); "
+    "default: max(0.25, twice the plateau) where Model Garden's recipe reaches it, else its lowest "
+    "final accuracy over the seeds less --target_margin, read in this run.",
+)
+flags.DEFINE_float(
+    "target_margin", 0.0, "Subtracted from Model Garden's lowest final accuracy where that is the default target."
+)
+flags.DEFINE_list(
+    "levers",
+    ["bf16", "mask40", "no_dropout", "wsd", "mslt"],
+    "kbert's levers to run alone (of " + ", ".join(LEVERS) + " and mslt; mslt: "
+    "one run per --final_shares), before the fastest combination. The default is the lever of each "
+    "kind that was fastest at 1,200 steps (docs/time_to_accuracy.md); the others run when named.",
+)
 flags.DEFINE_list("stages", ["2", "4"], "MSLT growth stages' depths.")
-flags.DEFINE_list("final_shares", ["0.2"], "MSLT all-layer stage's shares of the steps, one run each (the paper's "
-                  "is about 20%).")
-flags.DEFINE_float("final_rate_scale", 1.0, "MSLT all-layer stage's peak rate as a multiple of the growth stages' "
-                   "(docs/mslt.md: 1.0 beats the library's 0.1 at these stage lengths).")
-flags.DEFINE_list("fastest_levers", None, "The fastest contestant's levers; default: those that beat kbert alone by "
-                  "--min_gain.")
-flags.DEFINE_float("min_gain", 1.05, "A lever beats kbert alone where kbert's median time to the level over the "
-                   "lever's is at least this: a smaller gain on one seed is within a run's noise "
-                   "(docs/time_to_accuracy.md).")
+flags.DEFINE_list(
+    "final_shares", ["0.2"], "MSLT all-layer stage's shares of the steps, one run each (the paper's is about 20%)."
+)
+flags.DEFINE_float(
+    "final_rate_scale",
+    1.0,
+    "MSLT all-layer stage's peak rate as a multiple of the growth stages' "
+    "(docs/mslt.md: 1.0 beats the library's 0.1 at these stage lengths).",
+)
+flags.DEFINE_list(
+    "fastest_levers", None, "The fastest contestant's levers; default: those that beat kbert alone by --min_gain."
+)
+flags.DEFINE_float(
+    "min_gain",
+    1.05,
+    "A lever beats kbert alone where kbert's median time to the level over the "
+    "lever's is at least this: a smaller gain on one seed is within a run's noise "
+    "(docs/time_to_accuracy.md).",
+)
 flags.DEFINE_bool("fastest", True, "Run the fastest contestant; false: only Model Garden, kbert and --levers.")
-flags.DEFINE_float("fastest_steps_scale", 1.5, "The fastest contestant's step budget as a multiple of --total_steps; "
-                   "it stops at the target, so levers that trade accuracy per step for speed can still reach it.")
+flags.DEFINE_float(
+    "fastest_steps_scale",
+    1.5,
+    "The fastest contestant's step budget as a multiple of --total_steps; "
+    "it stops at the target, so levers that trade accuracy per step for speed can still reach it.",
+)
 flags.DEFINE_integer("dupe_factor", 5, "Masked copies of the training text in the records.")
 flags.DEFINE_integer("max_sequences_per_pack", 3, "Sequences a packed row holds at most.")
 flags.DEFINE_integer("seed", 12345, "Seed of the records, and of the runs when --seeds is empty.")
-flags.DEFINE_list("seeds", ["12345", "1"], "Seeds of the runs (train.seed: weights, dropout, data order): Model "
-                  "Garden, kbert and the fastest run once per seed, each lever alone with the first; empty: --seed "
-                  "alone. The records are made with --seed either way.")
+flags.DEFINE_list(
+    "seeds",
+    ["12345", "1"],
+    "Seeds of the runs (train.seed: weights, dropout, data order): Model "
+    "Garden, kbert and the fastest run once per seed, each lever alone with the first; empty: --seed "
+    "alone. The records are made with --seed either way.",
+)
 flags.DEFINE_string("plot", "", "PNG path; default WORK_DIR/time_to_accuracy.png.")
-flags.DEFINE_string("start_checkpoint", "", "MLPerf's mode: a google-research/bert checkpoint (prefix) of --model at "
-                    "--num_layers and the bench's vocabulary that every contestant starts from "
-                    "(train.init_checkpoint).")
-flags.DEFINE_integer("start_steps", 0, "MLPerf's mode, with a start made here: kbert's recipe trained this many steps "
-                     "with --seed, exported as WORK_DIR/start/bert_model.ckpt (reused with the same flags), every "
-                     "contestant's start. 0: each run starts from its own draw.")
-flags.DEFINE_bool("report_only", False, "Train nothing: print the table and ratios of WORK_DIR/results.json again, at "
-                  "--target_mlm_accuracy or else at the default target of its runs (e.g. with another "
-                  "--target_margin).")
+flags.DEFINE_string(
+    "start_checkpoint",
+    "",
+    "MLPerf's mode: a google-research/bert checkpoint (prefix) of --model at "
+    "--num_layers and the bench's vocabulary that every contestant starts from "
+    "(train.init_checkpoint).",
+)
+flags.DEFINE_integer(
+    "start_steps",
+    0,
+    "MLPerf's mode, with a start made here: kbert's recipe trained this many steps "
+    "with --seed, exported as WORK_DIR/start/bert_model.ckpt (reused with the same flags), every "
+    "contestant's start. 0: each run starts from its own draw.",
+)
+flags.DEFINE_bool(
+    "report_only",
+    False,
+    "Train nothing: print the table and ratios of WORK_DIR/results.json again, at "
+    "--target_mlm_accuracy or else at the default target of its runs (e.g. with another "
+    "--target_margin).",
+)
 FLAGS = flags.FLAGS
 HELDOUT_EVERY = 20  # every 20th document is held out
-RECORDED_FLAGS = ("corpus", "vocab_file", "model", "num_layers", "seq_length", "max_predictions", "batch_size",
-                  "total_steps", "fastest_steps_scale", "fastest_levers", "min_gain", "peak_learning_rate",
-                  "warmup_share", "eval_sequences", "target_mlm_accuracy", "target_margin", "stages",
-                  "final_rate_scale", "dupe_factor", "seed", "seeds", "fastest", "start_checkpoint", "start_steps")
+RECORDED_FLAGS = (
+    "corpus",
+    "vocab_file",
+    "model",
+    "num_layers",
+    "seq_length",
+    "max_predictions",
+    "batch_size",
+    "total_steps",
+    "fastest_steps_scale",
+    "fastest_levers",
+    "min_gain",
+    "peak_learning_rate",
+    "warmup_share",
+    "eval_sequences",
+    "target_mlm_accuracy",
+    "target_margin",
+    "stages",
+    "final_rate_scale",
+    "dupe_factor",
+    "seed",
+    "seeds",
+    "fastest",
+    "start_checkpoint",
+    "start_steps",
+)
 EVAL_BATCH = 64
 REAL_REGIME_FLOOR = 0.25  # the default target: at least this held-out accuracy, and at least twice the plateau
 PLATEAU_EXIT = 1.25  # a run leaves the unigram plateau at its first evaluation at this multiple of it or above
@@ -194,8 +283,19 @@ class Data:
 
 
 def data_settings() -> dict:
-    return {name: FLAGS[name].value for name in ("corpus", "vocab_file", "vocab_size", "seq_length",
-                                                 "max_predictions", "dupe_factor", "max_sequences_per_pack", "seed")}
+    return {
+        name: FLAGS[name].value
+        for name in (
+            "corpus",
+            "vocab_file",
+            "vocab_size",
+            "seq_length",
+            "max_predictions",
+            "dupe_factor",
+            "max_sequences_per_pack",
+            "seed",
+        )
+    }
 
 
 def make_data(work_dir: str) -> Data:
@@ -207,33 +307,58 @@ def make_data(work_dir: str) -> Data:
         with open(described) as f:
             made = json.load(f)
         if made["settings"] != data_settings() or set(made) != {f.name for f in dataclasses.fields(Data)}:
-            raise app.UsageError(f"{directory} holds records made with {made['settings']} by another version of "
-                                 "this bench or other flags; give another --work_dir.")
+            raise app.UsageError(
+                f"{directory} holds records made with {made['settings']} by another version of "
+                "this bench or other flags; give another --work_dir."
+            )
         return Data(**made)
     os.makedirs(directory, exist_ok=True)
     text = {name: os.path.join(directory, f"{name}.txt") for name in ("train", "heldout")}
-    split = text_documents.write_split(text_documents.read_documents([FLAGS.corpus]), text["train"],
-                                       text["heldout"], HELDOUT_EVERY)
+    split = text_documents.write_split(
+        text_documents.read_documents([FLAGS.corpus]), text["train"], text["heldout"], HELDOUT_EVERY
+    )
     print(f"corpus: {split.train_documents:,} training documents, {split.heldout_documents:,} held out", flush=True)
     vocab_file = FLAGS.vocab_file or os.path.join(directory, f"vocab_{FLAGS.vocab_size}.txt")
     if not FLAGS.vocab_file:
         write_vocabulary(learn_vocabulary([text["train"]], FLAGS.vocab_size)[0], vocab_file)
-    kinds = {"train": ("train", "nsp", FLAGS.dupe_factor, {}), "heldout": ("heldout", "nsp", 1, {}),
-             "mlm_only": ("train", "mlm", FLAGS.dupe_factor, {}),
-             "unmasked": ("train", "nsp", FLAGS.dupe_factor, {"no_masking": True}),
-             f"seq{SHORT_SEQ}": ("train", "nsp", FLAGS.dupe_factor,
-                                 {"max_seq_length": SHORT_SEQ, "max_predictions_per_seq": short_predictions()})}
+    kinds = {
+        "train": ("train", "nsp", FLAGS.dupe_factor, {}),
+        "heldout": ("heldout", "nsp", 1, {}),
+        "mlm_only": ("train", "mlm", FLAGS.dupe_factor, {}),
+        "unmasked": ("train", "nsp", FLAGS.dupe_factor, {"no_masking": True}),
+        f"seq{SHORT_SEQ}": (
+            "train",
+            "nsp",
+            FLAGS.dupe_factor,
+            {"max_seq_length": SHORT_SEQ, "max_predictions_per_seq": short_predictions()},
+        ),
+    }
     records = {name: os.path.join(directory, f"{name}.tfrecord") for name in kinds}
     for name, (source, objective, dupe_factor, settings) in kinds.items():
         settings = {"max_seq_length": FLAGS.seq_length, "max_predictions_per_seq": FLAGS.max_predictions, **settings}
         summary = create_pretraining_data(
-            [text[source]], [records[name]], vocab_file, True,
+            [text[source]],
+            [records[name]],
+            vocab_file,
+            True,
             InstanceConfig(dupe_factor=dupe_factor, objective=objective, **settings),
-            random_seed=FLAGS.seed, num_workers=2)
+            random_seed=FLAGS.seed,
+            num_workers=2,
+        )
         print(f"{name}: {summary.instances:,} records", flush=True)
     packed, per_row = pack(records["train"], os.path.join(directory, "packed.tfrecord"))
-    data = Data(records["train"], records["heldout"], packed, records["mlm_only"], records["unmasked"],
-                records[f"seq{SHORT_SEQ}"], vocab_file, len(load_vocabulary(vocab_file)), per_row, data_settings())
+    data = Data(
+        records["train"],
+        records["heldout"],
+        packed,
+        records["mlm_only"],
+        records["unmasked"],
+        records[f"seq{SHORT_SEQ}"],
+        vocab_file,
+        len(load_vocabulary(vocab_file)),
+        per_row,
+        data_settings(),
+    )
     with open(described, "w") as f:
         json.dump(dataclasses.asdict(data), f, indent=2)
     return data
@@ -310,19 +435,39 @@ def recipe(data: Data, target: float | None, steps: int, seed: int, start: str |
     loop = FLAGS.steps_per_loop
     start = shared_start() if start is None else start
     return {
-        "model": {"bert": FLAGS.model, "overrides": {"num_hidden_layers": FLAGS.num_layers,
-                                                      "vocab_size": data.vocab_size}},
-        "data": {"train_files": data.train, "eval_files": data.heldout, "seq_length": FLAGS.seq_length,
-                 "max_predictions": FLAGS.max_predictions},
+        "model": {
+            "bert": FLAGS.model,
+            "overrides": {"num_hidden_layers": FLAGS.num_layers, "vocab_size": data.vocab_size},
+        },
+        "data": {
+            "train_files": data.train,
+            "eval_files": data.heldout,
+            "seq_length": FLAGS.seq_length,
+            "max_predictions": FLAGS.max_predictions,
+        },
         "optimizer": {"type": "lamb", "weight_decay": 0.01, "epsilon": 1e-6},
-        "schedule": {"peak_learning_rate": FLAGS.peak_learning_rate,
-                     "warmup_steps": round(FLAGS.warmup_share * steps), "power": 0.5},
+        "schedule": {
+            "peak_learning_rate": FLAGS.peak_learning_rate,
+            "warmup_steps": round(FLAGS.warmup_share * steps),
+            "power": 0.5,
+        },
         # One checkpoint, at the end (or at the target): saves are no part of the race.
-        "train": {"global_batch_size": FLAGS.batch_size, "total_steps": steps, "steps_per_loop": loop,
-                  "summary_interval": loop, "checkpoint_interval": loop * math.ceil(steps / loop),
-                  "max_checkpoints": 1, "seed": seed, **({"init_checkpoint": start} if start else {})},
-        "eval": {"global_batch_size": EVAL_BATCH, "steps": eval_steps(),
-                 "interval_samples": eval_interval(), "target_mlm_accuracy": target},
+        "train": {
+            "global_batch_size": FLAGS.batch_size,
+            "total_steps": steps,
+            "steps_per_loop": loop,
+            "summary_interval": loop,
+            "checkpoint_interval": loop * math.ceil(steps / loop),
+            "max_checkpoints": 1,
+            "seed": seed,
+            **({"init_checkpoint": start} if start else {}),
+        },
+        "eval": {
+            "global_batch_size": EVAL_BATCH,
+            "steps": eval_steps(),
+            "interval_samples": eval_interval(),
+            "target_mlm_accuracy": target,
+        },
     }
 
 
@@ -339,6 +484,7 @@ def first_steps(config: dict) -> int:
 def in_order(levers: list[str]) -> list[str]:
     """`levers` in the order `with_lever` applies them: seq64's phases first (MSLT plans over phase 1), the batch
     ramp last (it fits phase 1's batch and the first MSLT stage's steps)."""
+
     def rank(lever: str) -> int:
         return 0 if lever == "seq64" else 3 if lever == "batch_ramp" else 2 if lever.startswith("mslt_") else 1
 
@@ -361,8 +507,13 @@ def with_lever(config: dict, lever: str, data: Data) -> None:
         # Training masks anew at the rate; the held-out records keep their static 15% masks and their own
         # max_predictions (kbert scores masked eval records on their own masks under dynamic masking).
         rate = int(lever[4:]) / 100  # data.max_predictions: the least kbert accepts (38, 51, 63, 76 at seq 128)
-        config["data"].update(train_files=data.unmasked, dynamic_masking=True, masked_lm_prob=rate,
-                              vocab_file=data.vocab_file, max_predictions=predictions_needed(rate, FLAGS.seq_length))
+        config["data"].update(
+            train_files=data.unmasked,
+            dynamic_masking=True,
+            masked_lm_prob=rate,
+            vocab_file=data.vocab_file,
+            max_predictions=predictions_needed(rate, FLAGS.seq_length),
+        )
     elif lever == "seq64":
         steps = config["train"]["total_steps"]
         short = min(steps - 1, round(SHORT_SHARE * steps))
@@ -372,12 +523,24 @@ def with_lever(config: dict, lever: str, data: Data) -> None:
 
         # Both phases are scored on the same seq-128 held-out records as every other run.
         config["phases"] = [
-            {"steps": short, "train_files": data.short, "eval_files": data.heldout, "seq_length": SHORT_SEQ,
-             "max_predictions": short_predictions(), "warmup_steps": warmup(short),
-             "global_batch_size": config["train"]["global_batch_size"] * FLAGS.seq_length // SHORT_SEQ},
-            {"steps": steps - short, "train_files": data.train, "eval_files": data.heldout,
-             "seq_length": FLAGS.seq_length, "max_predictions": FLAGS.max_predictions,
-             "warmup_steps": warmup(steps - short)}]
+            {
+                "steps": short,
+                "train_files": data.short,
+                "eval_files": data.heldout,
+                "seq_length": SHORT_SEQ,
+                "max_predictions": short_predictions(),
+                "warmup_steps": warmup(short),
+                "global_batch_size": config["train"]["global_batch_size"] * FLAGS.seq_length // SHORT_SEQ,
+            },
+            {
+                "steps": steps - short,
+                "train_files": data.train,
+                "eval_files": data.heldout,
+                "seq_length": FLAGS.seq_length,
+                "max_predictions": FLAGS.max_predictions,
+                "warmup_steps": warmup(steps - short),
+            },
+        ]
     elif lever == "no_dropout":  # Cramming's
         config["model"]["overrides"].update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     elif lever in ("wsd", "one_cycle"):  # the recipe's warmup; wsd decays over its default last 10%
@@ -390,17 +553,21 @@ def with_lever(config: dict, lever: str, data: Data) -> None:
         micro = max(1, where.get("global_batch_size", t["global_batch_size"]) // RAMP_MICRO_BATCHES)
         where["global_batch_size"] = micro * RAMP_MICRO_BATCHES
         stage = config["mslt"]["stages"][0]["steps"] if config.get("mslt") else first_steps(config)
-        t.update(gradient_accumulation_steps=RAMP_MICRO_BATCHES, batch_ramp_start=micro,
-                 batch_ramp_steps=min(stage, max(1, round(RAMP_SHARE * t["total_steps"]))),
-                 batch_ramp_rate_scaling="sqrt")
+        t.update(
+            gradient_accumulation_steps=RAMP_MICRO_BATCHES,
+            batch_ramp_start=micro,
+            batch_ramp_steps=min(stage, max(1, round(RAMP_SHARE * t["total_steps"]))),
+            batch_ramp_rate_scaling="sqrt",
+        )
     else:  # mslt_N, over phase 1 when seq64 set phases (the plan's steps replace phase 1's)
         steps, depths = first_steps(config), [int(d) for d in FLAGS.stages]
         final = round(mslt_share(lever) * steps)
         growth = [(steps - final) // len(depths)] * len(depths)
         growth[-1] += steps - final - sum(growth)
-        config["mslt"] = {"stages": [{"num_layers": d, "steps": n} for d, n in zip(depths, growth)],
-                          "final_stage": {"steps": final,
-                                          "learning_rate": FLAGS.peak_learning_rate * FLAGS.final_rate_scale}}
+        config["mslt"] = {
+            "stages": [{"num_layers": d, "steps": n} for d, n in zip(depths, growth)],
+            "final_stage": {"steps": final, "learning_rate": FLAGS.peak_learning_rate * FLAGS.final_rate_scale},
+        }
 
 
 def alone(data: Data) -> list[str]:
@@ -414,8 +581,9 @@ def alone(data: Data) -> list[str]:
     return names
 
 
-def kbert_config(levers: list[str], data: Data, target: float | None, seed: int, steps: int,
-                 start: str | None = None) -> dict:
+def kbert_config(
+    levers: list[str], data: Data, target: float | None, seed: int, steps: int, start: str | None = None
+) -> dict:
     """The recipe over `steps` with `levers` and `seed` from `start` (see `recipe`), as a kbert experiment config."""
     config = recipe(data, target, steps, seed, start)
     for lever in in_order(levers):
@@ -430,16 +598,19 @@ def check_configs(runs: list[tuple[str, list[str], int]], data: Data) -> None:
     start = "" if FLAGS.start_steps else None
     for name, levers, steps in runs:
         try:
-            config = load_experiment(params_override=json.dumps(kbert_config(levers, data, None, seeds()[0], steps,
-                                                                             start)))
+            config = load_experiment(
+                params_override=json.dumps(kbert_config(levers, data, None, seeds()[0], steps, start))
+            )
             with_layouts(stages_of(config), evaluates=True)
         except KbertError as error:
-            raise app.UsageError(f"{name}: kbert-pretrain refuses its config ({'+'.join(levers) or 'the recipe'}): "
-                                 f"{error}") from None
+            raise app.UsageError(
+                f"{name}: kbert-pretrain refuses its config ({'+'.join(levers) or 'the recipe'}): {error}"
+            ) from None
 
 
-def run_kbert(name: str, levers: list[str], data: Data, target: float | None, seed: int,
-              steps: int | None = None) -> dict:
+def run_kbert(
+    name: str, levers: list[str], data: Data, target: float | None, seed: int, steps: int | None = None
+) -> dict:
     """kbert-pretrain of the recipe with `levers` and `seed` over `steps` (default --total_steps), in its own process,
     its files named by `name` and `seed`; returns its summary.json and wall seconds."""
     config = kbert_config(levers, data, target, seed, steps or FLAGS.total_steps)
@@ -453,9 +624,20 @@ def pretrain(stem: str, label: str, config: dict, levers: list[str]) -> dict:
     with open(config_file, "w") as f:
         yaml.safe_dump(config, f)
     subprocess.run(["rm", "-rf", model_dir], check=True)
-    seconds = call_logged(label, f"kbert-pretrain{' with ' + '+'.join(levers) if levers else ''}", log, [
-        "-m", "kbert.run_pretraining", f"--config_file={config_file}", f"--model_dir={model_dir}",
-        "--strategy=one_device", "--mode=train", "--device=cpu"])
+    seconds = call_logged(
+        label,
+        f"kbert-pretrain{' with ' + '+'.join(levers) if levers else ''}",
+        log,
+        [
+            "-m",
+            "kbert.run_pretraining",
+            f"--config_file={config_file}",
+            f"--model_dir={model_dir}",
+            "--strategy=one_device",
+            "--mode=train",
+            "--device=cpu",
+        ],
+    )
     return {**read_summary(model_dir), "process_seconds": seconds, "levers": levers}
 
 
@@ -478,15 +660,23 @@ def make_start(data: Data) -> None:
     from kbert.modeling import export_google_checkpoint
 
     directory = os.path.dirname(shared_start())
-    settings = {**data.settings, **{name: FLAGS[name].value for name in (
-        "model", "num_layers", "batch_size", "peak_learning_rate", "warmup_share", "start_steps")}}
+    settings = {
+        **data.settings,
+        **{
+            name: FLAGS[name].value
+            for name in ("model", "num_layers", "batch_size", "peak_learning_rate", "warmup_share", "start_steps")
+        },
+    }
     described = os.path.join(directory, "start.json")
     if os.path.exists(described):
         with open(described) as f:
             made = json.load(f)
         if made["settings"] == settings:
-            print(f"shared start: {shared_start()} (made earlier: {made['steps']:,} steps of kbert's recipe, held-out "
-                  f"accuracy {made['accuracy']:.4f})", flush=True)
+            print(
+                f"shared start: {shared_start()} (made earlier: {made['steps']:,} steps of kbert's recipe, held-out "
+                f"accuracy {made['accuracy']:.4f})",
+                flush=True,
+            )
             return
         subprocess.run(["rm", "-rf", directory], check=True)  # made with other flags: make it anew
     os.makedirs(directory, exist_ok=True)
@@ -498,8 +688,11 @@ def make_start(data: Data) -> None:
     accuracy = final_accuracy(summary["evaluations"])
     with open(described, "w") as f:
         json.dump({"settings": settings, "steps": FLAGS.start_steps, "accuracy": accuracy}, f, indent=2)
-    print(f"shared start: {shared_start()} ({FLAGS.start_steps:,} steps of kbert's recipe, held-out accuracy "
-          f"{accuracy:.4f})", flush=True)
+    print(
+        f"shared start: {shared_start()} ({FLAGS.start_steps:,} steps of kbert's recipe, held-out accuracy "
+        f"{accuracy:.4f})",
+        flush=True,
+    )
 
 
 def run_model_garden(data: Data, target: float | None, seed: int) -> dict:
@@ -510,8 +703,12 @@ def run_model_garden(data: Data, target: float | None, seed: int) -> dict:
     config_file, log, summary = (stem + suffix for suffix in (".yaml", ".log", ".json"))
     with open(config_file, "w") as f:
         yaml.safe_dump(recipe(data, target, FLAGS.total_steps, seed), f)
-    seconds = call_logged(seeded("model_garden", seed), "Model Garden's MaskedLMTask and LAMB, float32", log, [
-        os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_garden_peer.py"), config_file, summary])
+    seconds = call_logged(
+        seeded("model_garden", seed),
+        "Model Garden's MaskedLMTask and LAMB, float32",
+        log,
+        [os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_garden_peer.py"), config_file, summary],
+    )
     with open(summary) as f:
         return {**json.load(f), "process_seconds": seconds, "levers": []}
 
@@ -524,10 +721,13 @@ def default_target(results: dict[str, dict], plateau: float) -> float:
     finals = [final_accuracy(run["evaluations"]) for run in by_contestant(results)["model_garden"]]
     if statistics.median(finals) >= floor:
         return floor
-    print(f"Model Garden's recipe ended at {statistics.median(finals):.4f} held-out accuracy (median over its "
-          f"seeds), below the real regime's floor {floor:.4f} (the higher of {REAL_REGIME_FLOOR} and twice the "
-          f"plateau): the target is its lowest final accuracy, {min(finals):.4f}, less --target_margin; give more "
-          "--total_steps, a larger --model or a larger corpus to measure past it.", flush=True)
+    print(
+        f"Model Garden's recipe ended at {statistics.median(finals):.4f} held-out accuracy (median over its "
+        f"seeds), below the real regime's floor {floor:.4f} (the higher of {REAL_REGIME_FLOOR} and twice the "
+        f"plateau): the target is its lowest final accuracy, {min(finals):.4f}, less --target_margin; give more "
+        "--total_steps, a larger --model or a larger corpus to measure past it.",
+        flush=True,
+    )
     return min(finals) - FLAGS.target_margin
 
 
@@ -598,8 +798,12 @@ def plot(results: dict[str, dict], target: float, path: str) -> None:
 
     figure, (by_time, by_samples) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=90)
     for index, (name, runs) in enumerate(by_contestant(results).items()):
-        style = {"marker": "o", "markersize": 2.5, "color": f"C{index}", "linewidth": 2.2 if "fastest" in name or
-                 name in ("kbert", "model_garden") else 1.0}
+        style = {
+            "marker": "o",
+            "markersize": 2.5,
+            "color": f"C{index}",
+            "linewidth": 2.2 if "fastest" in name or name in ("kbert", "model_garden") else 1.0,
+        }
         for number, result in enumerate(runs):
             history = result["evaluations"]
             accuracy = [e["masked_lm_accuracy"] for e in history]
@@ -612,8 +816,11 @@ def plot(results: dict[str, dict], target: float, path: str) -> None:
         axis.set_ylabel("held-out masked-LM accuracy")
         axis.grid(alpha=0.3)
     by_samples.legend(fontsize=7)
-    by_time.set_title(f"{FLAGS.num_layers}-layer {FLAGS.model}, seq {FLAGS.seq_length}, batch {FLAGS.batch_size}, "
-                      f"{FLAGS.total_steps} steps; dotted: target {target:.4f}", fontsize=8)
+    by_time.set_title(
+        f"{FLAGS.num_layers}-layer {FLAGS.model}, seq {FLAGS.seq_length}, batch {FLAGS.batch_size}, "
+        f"{FLAGS.total_steps} steps; dotted: target {target:.4f}",
+        fontsize=8,
+    )
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
@@ -629,11 +836,18 @@ def ratio_line(label: str, runs: list[dict], peers: dict[int, dict], target: flo
     samples = [peer["samples"] / hit["samples"] for hit, peer in pairs]
     line = f"{label} / model_garden, time to target: "
     if len(runs) == 1:
-        return line + (f"{times[0]:.2f}x" + (f" (samples {samples[0]:.2f}x)" if with_samples else "") if pairs
-                       else "- (not reached)")
+        return line + (
+            f"{times[0]:.2f}x" + (f" (samples {samples[0]:.2f}x)" if with_samples else "")
+            if pairs
+            else "- (not reached)"
+        )
     reached = sum(1 for hit, _ in hits if hit)
-    spread = (f"median {statistics.median(times):.2f}x, min {min(times):.2f}x, max {max(times):.2f}x" +
-              (f", samples median {statistics.median(samples):.2f}x" if with_samples else "") if pairs else "-")
+    spread = (
+        f"median {statistics.median(times):.2f}x, min {min(times):.2f}x, max {max(times):.2f}x"
+        + (f", samples median {statistics.median(samples):.2f}x" if with_samples else "")
+        if pairs
+        else "-"
+    )
     both = f"; ratios over the {len(pairs)} model_garden reached it on too" if len(pairs) < reached else ""
     return line + f"{spread} ({reached}/{len(runs)} seeds reached it{both})"
 
@@ -644,20 +858,28 @@ def report(results: dict[str, dict], target: float, plateau: float) -> None:
     runs = by_contestant(results)
     fastest = next((name for name in runs if name.startswith("fastest")), None)
     held_out = int(runs["model_garden"][0]["evaluations"][-1]["sequences"])  # --eval_sequences, or all there are
-    print(f"\ntarget held-out masked-LM accuracy {target:.4f}; {held_out:,} held-out sequences every "
-          f"{runs['kbert'][0]['interval_samples']:,} training samples")
-    print(f"unigram plateau: {plateau:.4f} held-out masked-LM accuracy; a run leaves it at its first evaluation at "
-          f"{PLATEAU_EXIT}x, {PLATEAU_EXIT * plateau:.4f}")
+    print(
+        f"\ntarget held-out masked-LM accuracy {target:.4f}; {held_out:,} held-out sequences every "
+        f"{runs['kbert'][0]['interval_samples']:,} training samples"
+    )
+    print(
+        f"unigram plateau: {plateau:.4f} held-out masked-LM accuracy; a run leaves it at its first evaluation at "
+        f"{PLATEAU_EXIT}x, {PLATEAU_EXIT * plateau:.4f}"
+    )
     width = max([34] + [len(name) + 2 for name in results])
-    print(f"{'contestant':<{width}}{'samples to target':>18}{'s to target':>13}{'final accuracy':>16}"
-          f"{'at samples':>12}{'run (s)':>9}{'samples to leave plateau':>26}")
+    print(
+        f"{'contestant':<{width}}{'samples to target':>18}{'s to target':>13}{'final accuracy':>16}"
+        f"{'at samples':>12}{'run (s)':>9}{'samples to leave plateau':>26}"
+    )
     for name, result in results.items():
         hit, left = time_to_target(result, target), first_reaching(result["evaluations"], PLATEAU_EXIT * plateau)
         samples, seconds = (f"{hit['samples']:,}", f"{hit['seconds']:.1f}") if hit else ("-", "-")
         last = result["evaluations"][-1]["samples"] if result["evaluations"] else 0
         off_plateau = f"{left['samples']:,}" if left else "-"
-        print(f"{name:<{width}}{samples:>18}{seconds:>13}{final_accuracy(result['evaluations']):>16.4f}"
-              f"{last:>12,}{result['process_seconds']:>9.0f}{off_plateau:>26}")
+        print(
+            f"{name:<{width}}{samples:>18}{seconds:>13}{final_accuracy(result['evaluations']):>16.4f}"
+            f"{last:>12,}{result['process_seconds']:>9.0f}{off_plateau:>26}"
+        )
     peers = {run["seed"]: run for run in runs["model_garden"]}
     for name in [n for n in runs if n not in ("model_garden", fastest)]:
         print(ratio_line(name, runs[name], peers, target, True))
@@ -669,36 +891,47 @@ def main(argv: list[str]) -> None:
     del argv
     if int(FLAGS.stages[-1]) != FLAGS.num_layers:
         raise app.UsageError(f"--stages={','.join(FLAGS.stages)} must end at --num_layers={FLAGS.num_layers}.")
-    unknown = [lever for lever in FLAGS.fastest_levers or [] if lever not in LEVERS and
-               not re.fullmatch(r"mslt_\d+", lever)]
+    unknown = [
+        lever for lever in FLAGS.fastest_levers or [] if lever not in LEVERS and not re.fullmatch(r"mslt_\d+", lever)
+    ]
     if unknown:
-        raise app.UsageError(f"--fastest_levers: unknown {', '.join(unknown)}; give some of "
-                             f"{', '.join(LEVERS)} or mslt_N (N: the all-layer stage's percent of the steps).")
+        raise app.UsageError(
+            f"--fastest_levers: unknown {', '.join(unknown)}; give some of "
+            f"{', '.join(LEVERS)} or mslt_N (N: the all-layer stage's percent of the steps)."
+        )
     named = FLAGS.fastest_levers or []
     for kind in kinds([lever for lever in named if lever.startswith("mslt_")]):
         clash = [lever for lever in named if lever in kind]
         if len(clash) > 1:
-            raise app.UsageError(f"--fastest_levers: {', '.join(clash)} exclude each other (one of "
-                                 f"{', '.join(kind) if kind[0] in LEVERS else 'mslt_N'} a run); keep one.")
+            raise app.UsageError(
+                f"--fastest_levers: {', '.join(clash)} exclude each other (one of "
+                f"{', '.join(kind) if kind[0] in LEVERS else 'mslt_N'} a run); keep one."
+            )
     unknown = [lever for lever in FLAGS.levers if lever not in LEVERS + ("mslt",)]
     if unknown:
         raise app.UsageError(f"--levers: unknown {', '.join(unknown)}; give some of {', '.join(LEVERS)} or mslt.")
     if "batch_ramp" in FLAGS.levers + named and FLAGS.batch_size % RAMP_MICRO_BATCHES:
-        raise app.UsageError(f"--batch_size={FLAGS.batch_size}: the batch_ramp lever splits the batch into "
-                             f"{RAMP_MICRO_BATCHES} micro-batches of gradient accumulation; give a multiple of "
-                             f"{RAMP_MICRO_BATCHES}.")
+        raise app.UsageError(
+            f"--batch_size={FLAGS.batch_size}: the batch_ramp lever splits the batch into "
+            f"{RAMP_MICRO_BATCHES} micro-batches of gradient accumulation; give a multiple of "
+            f"{RAMP_MICRO_BATCHES}."
+        )
     if "seq64" in FLAGS.levers + named and FLAGS.seq_length <= SHORT_SEQ:
-        raise app.UsageError(f"--seq_length={FLAGS.seq_length}: the seq64 lever's phase 1 trains at seq {SHORT_SEQ}, "
-                             "shorter than the recipe's; give a longer --seq_length or leave seq64 out.")
+        raise app.UsageError(
+            f"--seq_length={FLAGS.seq_length}: the seq64 lever's phase 1 trains at seq {SHORT_SEQ}, "
+            "shorter than the recipe's; give a longer --seq_length or leave seq64 out."
+        )
     if FLAGS.start_checkpoint and FLAGS.start_steps:
         raise app.UsageError("--start_checkpoint and --start_steps both name the shared start; give one.")
     if (FLAGS.start_checkpoint or FLAGS.start_steps) and not FLAGS["levers"].present:
         FLAGS.levers = [lever for lever in FLAGS.levers if lever != "mslt"]  # the defaults, but those that grow
     grows = [lever for lever in FLAGS.levers + named if lever.startswith("mslt")]
     if (FLAGS.start_checkpoint or FLAGS.start_steps) and grows:
-        raise app.UsageError(f"{', '.join(grows)}: MSLT grows the model from {FLAGS.stages[0]} layers, and the shared "
-                             f"start (--start_checkpoint, --start_steps) has --num_layers={FLAGS.num_layers}; leave "
-                             "MSLT out of --levers and --fastest_levers in MLPerf's mode.")
+        raise app.UsageError(
+            f"{', '.join(grows)}: MSLT grows the model from {FLAGS.stages[0]} layers, and the shared "
+            f"start (--start_checkpoint, --start_steps) has --num_layers={FLAGS.num_layers}; leave "
+            "MSLT out of --levers and --fastest_levers in MLPerf's mode."
+        )
     if not all(re.fullmatch(r"-?\d+", seed) for seed in FLAGS.seeds) or len(set(seeds())) < len(FLAGS.seeds):
         raise app.UsageError(f"--seeds={','.join(FLAGS.seeds)}: give distinct integers.")
     if FLAGS.report_only:
@@ -712,9 +945,11 @@ def main(argv: list[str]) -> None:
     data = make_data(FLAGS.work_dir)
     contestants = [("kbert", [])] + [(lever, [lever]) for lever in alone(data)]
     fastest_steps = round(FLAGS.fastest_steps_scale * FLAGS.total_steps)
-    check_configs([(name, levers, FLAGS.total_steps) for name, levers in contestants] +
-                  ([("fastest", FLAGS.fastest_levers, fastest_steps)] if FLAGS.fastest and FLAGS.fastest_levers
-                   else []), data)
+    check_configs(
+        [(name, levers, FLAGS.total_steps) for name, levers in contestants]
+        + ([("fastest", FLAGS.fastest_levers, fastest_steps)] if FLAGS.fastest and FLAGS.fastest_levers else []),
+        data,
+    )
     plateau = unigram_plateau(data)
     print(f"unigram plateau: {plateau:.4f} held-out masked-LM accuracy", flush=True)
     if FLAGS.start_steps:
@@ -730,8 +965,17 @@ def main(argv: list[str]) -> None:
         fastest = f"fastest ({'+'.join(levers) or 'no lever beat kbert alone'})"
         run_seeds(results, fastest, lambda seed: run_kbert("fastest", levers, data, target, seed, fastest_steps))
     with open(os.path.join(FLAGS.work_dir, "results.json"), "w") as f:
-        json.dump({"target": target, "unigram_plateau": plateau, "plateau_exit": PLATEAU_EXIT, "results": results,
-                   "flags": {name: FLAGS[name].value for name in RECORDED_FLAGS}}, f, indent=2)
+        json.dump(
+            {
+                "target": target,
+                "unigram_plateau": plateau,
+                "plateau_exit": PLATEAU_EXIT,
+                "results": results,
+                "flags": {name: FLAGS[name].value for name in RECORDED_FLAGS},
+            },
+            f,
+            indent=2,
+        )
     plot(results, target, FLAGS.plot or os.path.join(FLAGS.work_dir, "time_to_accuracy.png"))
     print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     report(results, target, plateau)

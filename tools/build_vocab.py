@@ -1,4 +1,5 @@
 """Learns a WordPiece vocabulary; see kbert/cli/build_vocab.py for the flags."""
+
 from kbert.cli.build_vocab import run
 
 if __name__ == "__main__":

@@ -36,8 +36,15 @@ HF_NAMES = {"gelu_approximate": "gelu_new"}
 
 def export_google(google_dir: str) -> None:
     """kbert-export --format=google, as a user runs it."""
-    command = [sys.executable, "-m", "kbert.cli.export", f"--checkpoint={FLAGS.checkpoint}",
-               f"--vocab_file={FLAGS.vocab_file}", "--format=google", f"--output_dir={google_dir}"]
+    command = [
+        sys.executable,
+        "-m",
+        "kbert.cli.export",
+        f"--checkpoint={FLAGS.checkpoint}",
+        f"--vocab_file={FLAGS.vocab_file}",
+        "--format=google",
+        f"--output_dir={google_dir}",
+    ]
     if FLAGS.bert_config:
         command.append(f"--bert_config={FLAGS.bert_config}")
     subprocess.run(command, check=True)
@@ -52,8 +59,9 @@ def convert(google_dir: str, hf_dir: str) -> None:
     bert_config["hidden_act"] = HF_NAMES.get(bert_config["hidden_act"], bert_config["hidden_act"])
     config = transformers.BertConfig(**bert_config)
     model = transformers.BertForPreTraining(config)
-    transformers.models.bert.modeling_bert.load_tf_weights_in_bert(model, config,
-                                                                   os.path.join(google_dir, "bert_model.ckpt"))
+    transformers.models.bert.modeling_bert.load_tf_weights_in_bert(
+        model, config, os.path.join(google_dir, "bert_model.ckpt")
+    )
     model.save_pretrained(hf_dir)
     shutil.copy(os.path.join(google_dir, "vocab.txt"), hf_dir)
 
@@ -70,12 +78,16 @@ def max_difference(hf_dir: str) -> float:
     batch = sample_batch(encoder)
     model = transformers.BertModel.from_pretrained(hf_dir).eval()
     with torch.no_grad():
-        theirs = model(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
-                       attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
-                       token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long))
-    return output_difference(batch, encoder(batch, training=False),
-                             {"sequence_output": theirs.last_hidden_state.numpy(),
-                              "pooled_output": theirs.pooler_output.numpy()})
+        theirs = model(
+            input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
+            token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long),
+        )
+    return output_difference(
+        batch,
+        encoder(batch, training=False),
+        {"sequence_output": theirs.last_hidden_state.numpy(), "pooled_output": theirs.pooler_output.numpy()},
+    )
 
 
 def main(argv):
@@ -85,8 +97,7 @@ def main(argv):
     export_google(google_dir)
     convert(google_dir, hf_dir)
     print(f"Hugging Face model directory: {hf_dir}")
-    print(f"largest |kbert - transformers BertModel| output difference on a sample batch: "
-          f"{max_difference(hf_dir):.2e}")
+    print(f"largest |kbert - transformers BertModel| output difference on a sample batch: {max_difference(hf_dir):.2e}")
 
 
 if __name__ == "__main__":

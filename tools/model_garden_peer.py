@@ -43,16 +43,33 @@ _MODEL_GARDEN_ACTIVATIONS = {"gelu_approximate": "gelu", "gelu_new": "gelu"}
 
 
 def model_garden_task(config: BertConfig) -> masked_lm.MaskedLMTask:
-    encoder = mg_encoders.EncoderConfig(type="bert", bert=mg_encoders.BertEncoderConfig(
-        vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_layers=config.num_hidden_layers,
-        num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
-        hidden_activation=_MODEL_GARDEN_ACTIVATIONS.get(config.hidden_act, config.hidden_act),
-        dropout_rate=config.hidden_dropout_prob, attention_dropout_rate=config.attention_probs_dropout_prob,
-        max_position_embeddings=config.max_position_embeddings, type_vocab_size=config.type_vocab_size,
-        initializer_range=config.initializer_range))
-    model_config = mg_bert.PretrainerConfig(encoder=encoder, cls_heads=[mg_bert.ClsHeadConfig(
-        inner_dim=config.hidden_size, num_classes=2, dropout_rate=config.hidden_dropout_prob,
-        name="next_sentence")])
+    encoder = mg_encoders.EncoderConfig(
+        type="bert",
+        bert=mg_encoders.BertEncoderConfig(
+            vocab_size=config.vocab_size,
+            hidden_size=config.hidden_size,
+            num_layers=config.num_hidden_layers,
+            num_attention_heads=config.num_attention_heads,
+            intermediate_size=config.intermediate_size,
+            hidden_activation=_MODEL_GARDEN_ACTIVATIONS.get(config.hidden_act, config.hidden_act),
+            dropout_rate=config.hidden_dropout_prob,
+            attention_dropout_rate=config.attention_probs_dropout_prob,
+            max_position_embeddings=config.max_position_embeddings,
+            type_vocab_size=config.type_vocab_size,
+            initializer_range=config.initializer_range,
+        ),
+    )
+    model_config = mg_bert.PretrainerConfig(
+        encoder=encoder,
+        cls_heads=[
+            mg_bert.ClsHeadConfig(
+                inner_dim=config.hidden_size,
+                num_classes=2,
+                dropout_rate=config.hidden_dropout_prob,
+                name="next_sentence",
+            )
+        ],
+    )
     data = pretrain_dataloader.BertPretrainDataConfig(use_next_sentence_label=True)
     return masked_lm.MaskedLMTask(masked_lm.MaskedLMConfig(model=model_config, train_data=data))
 
@@ -137,20 +154,41 @@ def model_garden_optimizer(config: PretrainingConfig) -> tf_keras.optimizers.Opt
     (Model Garden warms up from step 1), the same decay and exclusions."""
     o, s = config.optimizer, config.schedule
     if o.type != "lamb" or s.step_offset:
-        raise ValueError(f"Model Garden's recipe here is LAMB from step 0, not optimizer.type={o.type!r} with "
-                         f"schedule.step_offset={s.step_offset}.")
+        raise ValueError(
+            f"Model Garden's recipe here is LAMB from step 0, not optimizer.type={o.type!r} with "
+            f"schedule.step_offset={s.step_offset}."
+        )
     # Model Garden's decay counts from step 0, so it is offset by the warmup, as kbert's decay starts after it.
     decay_steps = s.decay_steps or max(config.train.total_steps - s.warmup_steps, 1)
-    factory = optimization.OptimizerFactory(optimization.OptimizationConfig({
-        "optimizer": {"type": "lamb", "lamb": {
-            "weight_decay_rate": o.weight_decay, "beta_1": o.beta_1, "beta_2": o.beta_2, "epsilon": o.epsilon,
-            "exclude_from_weight_decay": list(o.exclude_from_weight_decay),
-            "exclude_from_layer_adaptation": list(o.exclude_from_layer_adaptation),
-            "global_clipnorm": o.global_clipnorm}},
-        "learning_rate": {"type": "polynomial", "polynomial": {
-            "initial_learning_rate": s.peak_learning_rate, "decay_steps": decay_steps,
-            "end_learning_rate": s.end_learning_rate, "power": s.power, "offset": s.warmup_steps}},
-        "warmup": {"type": "polynomial", "polynomial": {"warmup_steps": s.warmup_steps, "power": 1.0}}}))
+    factory = optimization.OptimizerFactory(
+        optimization.OptimizationConfig(
+            {
+                "optimizer": {
+                    "type": "lamb",
+                    "lamb": {
+                        "weight_decay_rate": o.weight_decay,
+                        "beta_1": o.beta_1,
+                        "beta_2": o.beta_2,
+                        "epsilon": o.epsilon,
+                        "exclude_from_weight_decay": list(o.exclude_from_weight_decay),
+                        "exclude_from_layer_adaptation": list(o.exclude_from_layer_adaptation),
+                        "global_clipnorm": o.global_clipnorm,
+                    },
+                },
+                "learning_rate": {
+                    "type": "polynomial",
+                    "polynomial": {
+                        "initial_learning_rate": s.peak_learning_rate,
+                        "decay_steps": decay_steps,
+                        "end_learning_rate": s.end_learning_rate,
+                        "power": s.power,
+                        "offset": s.warmup_steps,
+                    },
+                },
+                "warmup": {"type": "polynomial", "polynomial": {"warmup_steps": s.warmup_steps, "power": 1.0}},
+            }
+        )
+    )
     return factory.build_optimizer(factory.build_learning_rate())
 
 
@@ -188,8 +226,9 @@ class ModelGardenPretraining:
             if config.train.init_checkpoint:  # in the scope: the heads it builds need their slots there
                 load_google_checkpoint_into_model_garden(model, config.train.init_checkpoint)
         make = dataset_fn(config, True, bert.vocab_size)
-        batches = iter(strategy.distribute_datasets_from_function(
-            lambda context: make(context).map(model_garden_batch)))
+        batches = iter(
+            strategy.distribute_datasets_from_function(lambda context: make(context).map(model_garden_batch))
+        )
 
         @tf.function
         def loop(steps: tf.Tensor) -> None:
@@ -212,8 +251,9 @@ def train_model_garden(config: PretrainingConfig, strategy: tf.distribute.Strate
     kbert-pretrain's summary.json would hold: `evaluations`, `time_to_target` (with `eval.target_mlm_accuracy`), ..."""
     peer = ModelGardenPretraining(config, strategy)
     schedule = EvalSchedule(config.eval.interval_samples, config.eval.target_mlm_accuracy, peer.evaluate, print_fn)
-    return train_on_schedule(peer.train, until_step=config.train.total_steps,
-                             steps_per_loop=config.train.steps_per_loop, schedule=schedule)
+    return train_on_schedule(
+        peer.train, until_step=config.train.total_steps, steps_per_loop=config.train.steps_per_loop, schedule=schedule
+    )
 
 
 def kbert_train_step(config: BertConfig, jit_compile: bool = False, policy: str = "float32"):
@@ -224,13 +264,16 @@ def kbert_train_step(config: BertConfig, jit_compile: bool = False, policy: str 
 def synthetic_batch(config: BertConfig, batch_size: int, seq_length: int, max_predictions: int, seed: int = 0):
     """A full-length batch of random ids in kbert's batch layout (int32, weights float32)."""
     rng = np.random.default_rng(seed)
-    positions = np.sort(np.stack([rng.choice(np.arange(1, seq_length), max_predictions, replace=False)
-                                  for _ in range(batch_size)]), axis=1)
+    positions = np.sort(
+        np.stack([rng.choice(np.arange(1, seq_length), max_predictions, replace=False) for _ in range(batch_size)]),
+        axis=1,
+    )
     return {
         "input_ids": tf.constant(rng.integers(1000, config.vocab_size, (batch_size, seq_length)), tf.int32),
         "input_mask": tf.ones((batch_size, seq_length), tf.int32),
-        "segment_ids": tf.constant(np.repeat([[0] * (seq_length // 2) + [1] * (seq_length - seq_length // 2)],
-                                             batch_size, 0), tf.int32),
+        "segment_ids": tf.constant(
+            np.repeat([[0] * (seq_length // 2) + [1] * (seq_length - seq_length // 2)], batch_size, 0), tf.int32
+        ),
         "masked_lm_positions": tf.constant(positions, tf.int32),
         "masked_lm_ids": tf.constant(rng.integers(1000, config.vocab_size, (batch_size, max_predictions)), tf.int32),
         "masked_lm_weights": tf.ones((batch_size, max_predictions), tf.float32),

@@ -33,8 +33,11 @@ def main(argv: list[str]) -> None:
 
     def progress(stats: docstring_corpus.CorpusStats) -> None:
         if (stats.files + stats.files_skipped) % 200 == 0:
-            print(f"\r{stats.files:,} files, {stats.documents:,} documents, {stats.bytes / 1e6:,.1f} MB", end="",
-                  flush=True)
+            print(
+                f"\r{stats.files:,} files, {stats.documents:,} documents, {stats.bytes / 1e6:,.1f} MB",
+                end="",
+                flush=True,
+            )
 
     stats = docstring_corpus.build_docstring_corpus(
         FLAGS.output_file, roots, max_bytes=FLAGS.max_bytes, min_words=FLAGS.min_words, progress=progress

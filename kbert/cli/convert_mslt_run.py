@@ -22,8 +22,10 @@ def main(argv: list[str]) -> None:
     from kbert.runtime.stage_layout import convert_stage_checkpoints
 
     moved = convert_stage_checkpoints(FLAGS.model_dir)
-    print(f"Moved {len(moved)} checkpoints into {FLAGS.model_dir}/checkpoints (newest: {moved[-1] if moved else '-'}); "
-          "rerun the same kbert-pretrain command to resume.")
+    print(
+        f"Moved {len(moved)} checkpoints into {FLAGS.model_dir}/checkpoints (newest: {moved[-1] if moved else '-'}); "
+        "rerun the same kbert-pretrain command to resume."
+    )
 
 
 def run() -> None:

@@ -25,16 +25,24 @@ from kbert.errors import ConfigError
 
 FLAGS = flags.FLAGS
 input_flags.define_input_flags(sentences=True)
-flags.DEFINE_string("output_file", None, "Output TFRecord files, comma-separated; or one name that "
-                    "--num_output_shards expands to NAME-00000-of-0000N.")
+flags.DEFINE_string(
+    "output_file",
+    None,
+    "Output TFRecord files, comma-separated; or one name that --num_output_shards expands to NAME-00000-of-0000N.",
+)
 flags.DEFINE_integer("num_output_shards", 1, "Shards to write when --output_file is a single name.")
 flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary, one token per line.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased vocabularies).")
 flags.DEFINE_bool("do_whole_word_mask", False, "Mask all the WordPieces of a word together.")
-flags.DEFINE_enum("objective", "nsp", list(OBJECTIVES), "nsp: google-research/bert's sentence pairs with "
-                  "next_sentence_labels (--sentence_order for ALBERT's). mlm: MLM-only rows (RoBERTa's "
-                  "FULL-SENTENCES) filled with consecutive text across documents, a [SEP] between documents, no "
-                  "sentence label; only the output's last row is padded.")
+flags.DEFINE_enum(
+    "objective",
+    "nsp",
+    list(OBJECTIVES),
+    "nsp: google-research/bert's sentence pairs with "
+    "next_sentence_labels (--sentence_order for ALBERT's). mlm: MLM-only rows (RoBERTa's "
+    "FULL-SENTENCES) filled with consecutive text across documents, a [SEP] between documents, no "
+    "sentence label; only the output's last row is padded.",
+)
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of every instance.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Most masked positions per instance.")
 flags.DEFINE_integer("random_seed", 12345, "Seed; the output is a function of it, not of --num_workers.")
@@ -42,10 +50,18 @@ flags.DEFINE_integer("dupe_factor", 10, "Passes over the data, each with differe
 flags.DEFINE_float("masked_lm_prob", BERT_MASKED_LM_PROB, "Share of tokens to mask.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter-than-maximum instance (--objective=nsp).")
 flags.DEFINE_integer("num_workers", 1, "Worker processes.")
-flags.DEFINE_float("work_unit_mb", 1.0, "Size of a work unit (whole documents): the pool of random-next documents "
-                   "and the memory per worker scale with it. Changing it changes the output.")
-flags.DEFINE_bool("sentence_order", False, "ALBERT's sentence-order prediction instead of next-sentence prediction: "
-                  "B is always the next segment, swapped with A half the time (label 1 = swapped).")
+flags.DEFINE_float(
+    "work_unit_mb",
+    1.0,
+    "Size of a work unit (whole documents): the pool of random-next documents "
+    "and the memory per worker scale with it. Changing it changes the output.",
+)
+flags.DEFINE_bool(
+    "sentence_order",
+    False,
+    "ALBERT's sentence-order prediction instead of next-sentence prediction: "
+    "B is always the next segment, swapped with A half the time (label 1 = swapped).",
+)
 flags.DEFINE_bool("use_v2_feature_names", False, "Name features input_word_ids / input_type_ids (Model Garden v2).")
 flags.DEFINE_bool("gzip", False, "GZIP-compress the output files.")
 flags.DEFINE_bool("no_masking", False, "Write unmasked sequences (no masked_lm_* features) for dynamic masking.")
@@ -55,15 +71,19 @@ flags.mark_flags_as_required(["output_file", "vocab_file"])
 
 def _progress(show: Callable[[str], None], summary: Summary, total_units: int) -> None:
     rate = summary.instances / max(summary.seconds, 1e-9)
-    show(f"work units {summary.units:,}/{total_units:,} | documents {summary.documents:,} | "
-         f"instances {summary.instances:,} | {rate:,.0f} instances/s | {summary.seconds:,.0f} s")
+    show(
+        f"work units {summary.units:,}/{total_units:,} | documents {summary.documents:,} | "
+        f"instances {summary.instances:,} | {rate:,.0f} instances/s | {summary.seconds:,.0f} s"
+    )
 
 
 def main(argv: list[str]) -> None:
     del argv
     if FLAGS.objective == "mlm" and FLAGS["short_seq_prob"].present:
-        raise ConfigError("--short_seq_prob shortens sentence pairs; --objective=mlm fills every row: drop "
-                          "--short_seq_prob, or use --objective=nsp.")
+        raise ConfigError(
+            "--short_seq_prob shortens sentence pairs; --objective=mlm fills every row: drop "
+            "--short_seq_prob, or use --objective=nsp."
+        )
     if not FLAGS.work_unit_mb > 0:
         raise ConfigError(f"--work_unit_mb={FLAGS.work_unit_mb} must be positive, e.g. 1 for 1 MiB work units.")
     inputs, input_format = input_flags.input_files_and_format()
@@ -79,23 +99,43 @@ def main(argv: list[str]) -> None:
         no_masking=FLAGS.no_masking,
         objective=FLAGS.objective,
     )
-    settings = dict(random_seed=FLAGS.random_seed, use_v2_feature_names=FLAGS.use_v2_feature_names, gzip=FLAGS.gzip,
-                    unit_bytes=int(FLAGS.work_unit_mb * (1 << 20)), input_format=input_format)
+    settings = dict(
+        random_seed=FLAGS.random_seed,
+        use_v2_feature_names=FLAGS.use_v2_feature_names,
+        gzip=FLAGS.gzip,
+        unit_bytes=int(FLAGS.work_unit_mb * (1 << 20)),
+        input_format=input_format,
+    )
     if FLAGS.runner:
         args = beam_flags.pipeline_args()
         from kbert.data.beam_pretraining_data import run_beam
 
-        summary = run_beam(inputs, FLAGS.output_file, FLAGS.num_output_shards, FLAGS.vocab_file, FLAGS.do_lower_case,
-                           config, pipeline_args=args, **settings)
+        summary = run_beam(
+            inputs,
+            FLAGS.output_file,
+            FLAGS.num_output_shards,
+            FLAGS.vocab_file,
+            FLAGS.do_lower_case,
+            config,
+            pipeline_args=args,
+            **settings,
+        )
     else:
         beam_flags.check_local()
         with status_line() as show:
             summary = create_pretraining_data(
-                inputs, outputs, FLAGS.vocab_file, FLAGS.do_lower_case, config, num_workers=FLAGS.num_workers,
+                inputs,
+                outputs,
+                FLAGS.vocab_file,
+                FLAGS.do_lower_case,
+                config,
+                num_workers=FLAGS.num_workers,
                 progress=functools.partial(_progress, show),
                 # This process has run no TensorFlow op, so workers can fork from it and skip importing TensorFlow
                 # again.
-                start_method="fork", **settings)
+                start_method="fork",
+                **settings,
+            )
     print(summary.format())
     print(wrote(outputs))
 

@@ -31,7 +31,7 @@ _IO_FIXES = {
     "NotFoundError": "check that the path exists and is spelled right",
     "PermissionDeniedError": "check the permissions (or credentials, for gs://) of that path",
     "ResourceExhaustedError": "out of disk space or memory: free some (or lower the batch size) and rerun the "
-                              "same command, which resumes from the last checkpoint",
+    "same command, which resumes from the last checkpoint",
     "DataLossError": "the file is corrupt or cut short: restore or regenerate it",
 }
 
@@ -48,7 +48,7 @@ def _io_error(error: Exception) -> Optional[str]:
     if tf is None or not isinstance(error, tf.errors.OpError) or name not in _IO_FIXES:
         return None
     first = (str(error.message).strip().splitlines() or [name])[0]
-    return f"{name[:-len('Error')]}: {first[:300]} ({_IO_FIXES[name]})."
+    return f"{name[: -len('Error')]}: {first[:300]} ({_IO_FIXES[name]})."
 
 
 def run(main: Callable[[list[str]], None], program: str) -> None:

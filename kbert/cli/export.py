@@ -32,31 +32,57 @@ FORMATS = ("keras_hub", "google", "hf", "tf_hub", "saved_model")
 # What a fine-tuning run fixes for --format=saved_model.
 RUN_FLAGS = ("bert_config", "lower_case", "seq_length")
 FLAGS = flags.FLAGS
-flags.DEFINE_string("checkpoint", None, "A kbert pretraining model_dir or checkpoint, an MSLT run or stage export, "
-                                        "a Google TF1 checkpoint (bert_model.ckpt), a Hugging Face BERT directory "
-                                        "or a keras-hub preset; for --format=saved_model a kbert-finetune "
-                                        "model_dir.")
+flags.DEFINE_string(
+    "checkpoint",
+    None,
+    "A kbert pretraining model_dir or checkpoint, an MSLT run or stage export, "
+    "a Google TF1 checkpoint (bert_model.ckpt), a Hugging Face BERT directory "
+    "or a keras-hub preset; for --format=saved_model a kbert-finetune "
+    "model_dir.",
+)
 flags.DEFINE_string("bert_config", "", "A bert_config.json or preset name, where none comes with the checkpoint.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary the model was pretrained with (a Hugging Face or keras-hub "
-                                        "checkpoint brings its own); for --format=saved_model only where the run's "
-                                        "own has moved.")
-flags.DEFINE_enum("format", "keras_hub", list(FORMATS),
-                  "keras_hub: a keras-hub preset; google: a TF1 checkpoint; hf: a Hugging Face BERT directory; "
-                  "tf_hub: preprocess/ and encoder/ SavedModels; saved_model: a fine-tuned classifier taking "
-                  "strings.")
-flags.DEFINE_enum("hf_architecture", "BertForPreTraining", list(HF_ARCHITECTURES),
-                  "--format=hf: the weights written: BertForPreTraining (encoder, pooler, both heads; every BERT "
-                  "class loads it), BertForMaskedLM (no pooler, no next-sentence head) or BertModel (no heads).")
+flags.DEFINE_string(
+    "vocab_file",
+    None,
+    "The vocabulary the model was pretrained with (a Hugging Face or keras-hub "
+    "checkpoint brings its own); for --format=saved_model only where the run's "
+    "own has moved.",
+)
+flags.DEFINE_enum(
+    "format",
+    "keras_hub",
+    list(FORMATS),
+    "keras_hub: a keras-hub preset; google: a TF1 checkpoint; hf: a Hugging Face BERT directory; "
+    "tf_hub: preprocess/ and encoder/ SavedModels; saved_model: a fine-tuned classifier taking "
+    "strings.",
+)
+flags.DEFINE_enum(
+    "hf_architecture",
+    "BertForPreTraining",
+    list(HF_ARCHITECTURES),
+    "--format=hf: the weights written: BertForPreTraining (encoder, pooler, both heads; every BERT "
+    "class loads it), BertForMaskedLM (no pooler, no next-sentence head) or BertModel (no heads).",
+)
 flags.DEFINE_string("output_dir", None, "Where to write the export: a new or empty folder (see --overwrite).")
-flags.DEFINE_bool("overwrite", False, "Write into a folder that holds files, over the export's files of the same "
-                                      "names; nothing else there is deleted.")
-flags.DEFINE_bool("lower_case", True, "Whether the vocabulary is uncased (the tokenizer lower-cases and strips "
-                                      "accents).")
-flags.DEFINE_integer("seq_length", None, "--format=tf_hub: the preprocessor's default packed length (default 128, "
-                                         "or the model's max positions if fewer).")
-flags.DEFINE_bool("allow_gelu_approximation", False,
-                  "Export an erf-GELU model to keras-hub, whose BertBackbone computes the tanh approximation; the "
-                  "difference measured on a sample batch is printed.")
+flags.DEFINE_bool(
+    "overwrite",
+    False,
+    "Write into a folder that holds files, over the export's files of the same names; nothing else there is deleted.",
+)
+flags.DEFINE_bool(
+    "lower_case", True, "Whether the vocabulary is uncased (the tokenizer lower-cases and strips accents)."
+)
+flags.DEFINE_integer(
+    "seq_length",
+    None,
+    "--format=tf_hub: the preprocessor's default packed length (default 128, or the model's max positions if fewer).",
+)
+flags.DEFINE_bool(
+    "allow_gelu_approximation",
+    False,
+    "Export an erf-GELU model to keras-hub, whose BertBackbone computes the tanh approximation; the "
+    "difference measured on a sample batch is printed.",
+)
 for _name in ("checkpoint", "output_dir"):
     flags.mark_flag_as_required(_name)
 
@@ -67,8 +93,10 @@ def _check_flags() -> None:
     if FLAGS.format == "saved_model":
         given = [f"--{name}" for name in RUN_FLAGS if FLAGS[name].present]
         if given:
-            raise ConfigError(f"--format=saved_model takes the model, its lower-casing and seq_length from the "
-                              f"fine-tuning run; drop {', '.join(given)}.")
+            raise ConfigError(
+                f"--format=saved_model takes the model, its lower-casing and seq_length from the "
+                f"fine-tuning run; drop {', '.join(given)}."
+            )
 
 
 def _encoder_export() -> str:
@@ -86,23 +114,35 @@ def _encoder_export() -> str:
         return f"Wrote {path} (the encoder, Google's names), bert_config.json and vocab.txt."
     if FLAGS.format == "hf":
         path = export_hf(pretrainer, vocab, FLAGS.output_dir, FLAGS.hf_architecture, FLAGS.lower_case)
-        head = "" if has_mlm or FLAGS.hf_architecture == "BertModel" else \
-            " (the checkpoint has no masked-LM head: the one written is untrained)"
+        head = (
+            ""
+            if has_mlm or FLAGS.hf_architecture == "BertModel"
+            else " (the checkpoint has no masked-LM head: the one written is untrained)"
+        )
         return f"Wrote {path} ({FLAGS.hf_architecture}), config.json, vocab.txt and tokenizer_config.json{head}."
     if FLAGS.format == "tf_hub":
-        difference = export_tf_hub(pretrainer, has_mlm, vocab, FLAGS.output_dir, FLAGS.lower_case,
-                                   FLAGS.seq_length)
+        difference = export_tf_hub(pretrainer, has_mlm, vocab, FLAGS.output_dir, FLAGS.lower_case, FLAGS.seq_length)
         mlm = "encoder.mlm included" if has_mlm else "no masked-LM head in the checkpoint, so no encoder.mlm"
-        return (f"Wrote {FLAGS.output_dir}/preprocess and {FLAGS.output_dir}/encoder ({mlm}); largest |kbert - "
-                f"SavedModel| output difference on sample texts: {difference:.3g}.")
+        return (
+            f"Wrote {FLAGS.output_dir}/preprocess and {FLAGS.output_dir}/encoder ({mlm}); largest |kbert - "
+            f"SavedModel| output difference on sample texts: {difference:.3g}."
+        )
     task = has_mlm and computes_keras_hub_head(pretrainer.config)
-    backbone = hub_export.export_preset(encoder, vocab, FLAGS.output_dir, FLAGS.lower_case,
-                                        FLAGS.allow_gelu_approximation, masked_lm=pretrainer if task else None)
+    backbone = hub_export.export_preset(
+        encoder,
+        vocab,
+        FLAGS.output_dir,
+        FLAGS.lower_case,
+        FLAGS.allow_gelu_approximation,
+        masked_lm=pretrainer if task else None,
+    )
     difference = hub_export.max_difference(encoder, backbone)
     note = " (erf GELU exported as tanh GELU)" if encoder.config.hidden_act == "gelu" else ""
     note += ", with its BertMaskedLM task" if task else ""
-    return (f"Wrote the keras-hub preset {FLAGS.output_dir}; largest |kbert - keras-hub| output difference on a "
-            f"sample batch: {difference:.3g}{note}.")
+    return (
+        f"Wrote the keras-hub preset {FLAGS.output_dir}; largest |kbert - keras-hub| output difference on a "
+        f"sample batch: {difference:.3g}{note}."
+    )
 
 
 def _classifier_export() -> str:
@@ -113,8 +153,10 @@ def _classifier_export() -> str:
     difference = export_classifier(run, FLAGS.output_dir)
     inputs = ", ".join(spec.name for spec in text_inputs(run.columns.text_b is not None))
     outputs = "score" if run.label_names is None else f"probabilities, label_id, label ({', '.join(run.label_names)})"
-    return (f"Wrote the serving SavedModel {FLAGS.output_dir}: {inputs} -> {outputs}; largest |kbert - SavedModel| "
-            f"difference on sample texts: {difference:.3g}.")
+    return (
+        f"Wrote the serving SavedModel {FLAGS.output_dir}: {inputs} -> {outputs}; largest |kbert - SavedModel| "
+        f"difference on sample texts: {difference:.3g}."
+    )
 
 
 def main(argv: list[str]) -> None:

@@ -33,8 +33,13 @@ def main(argv: list[str]) -> None:
     vocab = read_vocabulary(FLAGS.vocab_file, required=()) if FLAGS.vocab_file else None
     vocab_size = FLAGS.vocab_size or (len(vocab) if vocab else None)
     inspect_files(
-        FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, vocab, vocab_size,
-        FLAGS.max_records, FLAGS.num_examples,
+        FLAGS.input_file,
+        FLAGS.max_seq_length,
+        FLAGS.max_predictions_per_seq,
+        vocab,
+        vocab_size,
+        FLAGS.max_records,
+        FLAGS.num_examples,
     )
     print("\nall checks passed")
 

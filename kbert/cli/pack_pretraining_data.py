@@ -23,14 +23,24 @@ from kbert.data.pack_pretraining_data import pack_pretraining_data
 from kbert.data.packer import PackSummary
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input_file", None, "Unpacked pretraining TFRecords: comma-separated list of globs (masked or "
-                    "--no_masking, v1 or v2 names, plain or GZIP; all of one layout).")
-flags.DEFINE_string("output_file", None, "Output TFRecord files, comma-separated; or one name that "
-                    "--num_output_shards expands to NAME-00000-of-0000N.")
+flags.DEFINE_string(
+    "input_file",
+    None,
+    "Unpacked pretraining TFRecords: comma-separated list of globs (masked or "
+    "--no_masking, v1 or v2 names, plain or GZIP; all of one layout).",
+)
+flags.DEFINE_string(
+    "output_file",
+    None,
+    "Output TFRecord files, comma-separated; or one name that --num_output_shards expands to NAME-00000-of-0000N.",
+)
 flags.DEFINE_integer("num_output_shards", 1, "Shards to write when --output_file is a single name.")
 flags.DEFINE_integer("max_sequences_per_pack", 3, "Most sequences a row (K); the masked-LM slots grow by K - 1.")
-flags.DEFINE_integer("chunk_records", 100_000, "Records packed together (memory per worker scales with it); "
-                     "changing it changes the output.")
+flags.DEFINE_integer(
+    "chunk_records",
+    100_000,
+    "Records packed together (memory per worker scales with it); changing it changes the output.",
+)
 flags.DEFINE_integer("num_workers", 1, "Worker processes; the output is the same for any number.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the row order within each chunk.")
 flags.DEFINE_bool("gzip", None, "GZIP-compress the output (--nogzip: plain); default: as the first input file.")
@@ -39,8 +49,10 @@ flags.mark_flags_as_required(["input_file", "output_file"])
 
 
 def _progress(show: Callable[[str], None], summary: PackSummary) -> None:
-    show(f"chunks {summary.chunks:,} | sequences {summary.sequences:,} | rows {summary.rows:,} | "
-         f"{summary.seconds:,.0f} s")
+    show(
+        f"chunks {summary.chunks:,} | sequences {summary.sequences:,} | rows {summary.rows:,} | "
+        f"{summary.seconds:,.0f} s"
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -51,15 +63,32 @@ def main(argv: list[str]) -> None:
         args = beam_flags.pipeline_args()
         from kbert.data.beam_pretraining_data import run_beam_packing
 
-        print(run_beam_packing(inputs, FLAGS.output_file, FLAGS.num_output_shards, FLAGS.max_sequences_per_pack,
-                               FLAGS.random_seed, FLAGS.gzip, FLAGS.chunk_records, args).format())
+        print(
+            run_beam_packing(
+                inputs,
+                FLAGS.output_file,
+                FLAGS.num_output_shards,
+                FLAGS.max_sequences_per_pack,
+                FLAGS.random_seed,
+                FLAGS.gzip,
+                FLAGS.chunk_records,
+                args,
+            ).format()
+        )
         print(wrote(outputs))
         return
     beam_flags.check_local()
     with status_line() as show:
-        summary = pack_pretraining_data(inputs, outputs, FLAGS.max_sequences_per_pack, FLAGS.random_seed,
-                                        FLAGS.num_workers, FLAGS.gzip, FLAGS.chunk_records,
-                                        functools.partial(_progress, show))
+        summary = pack_pretraining_data(
+            inputs,
+            outputs,
+            FLAGS.max_sequences_per_pack,
+            FLAGS.random_seed,
+            FLAGS.num_workers,
+            FLAGS.gzip,
+            FLAGS.chunk_records,
+            functools.partial(_progress, show),
+        )
     print(summary.format())
     print(wrote(outputs))
 

@@ -19,14 +19,15 @@ from kbert.cli import entry
 
 PROGRAM = "kbert-predict"
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model", None, "A kbert-finetune model_dir, or the SavedModel kbert-export --format=saved_model "
-                                   "wrote from one.")
+flags.DEFINE_string(
+    "model", None, "A kbert-finetune model_dir, or the SavedModel kbert-export --format=saved_model wrote from one."
+)
 flags.DEFINE_string("input_file", None, "The texts to predict: TSV, CSV or JSONL.")
 flags.DEFINE_string("output_file", None, "Where to write index<TAB>prediction rows.")
-flags.DEFINE_enum("file_format", None, ["tsv", "csv", "jsonl"], "The input's format (default: the training "
-                                                                "task's).")
-flags.DEFINE_string("text_a_column", "", "The input's first text column, by header name (default: the training "
-                                         "task's).")
+flags.DEFINE_enum("file_format", None, ["tsv", "csv", "jsonl"], "The input's format (default: the training task's).")
+flags.DEFINE_string(
+    "text_a_column", "", "The input's first text column, by header name (default: the training task's)."
+)
 flags.DEFINE_string("text_b_column", "", "The input's second text column, for a sentence-pair model.")
 flags.DEFINE_integer("batch_size", 32, "Rows per prediction batch; memory is bounded by it.")
 flags.DEFINE_string("vocab_file", "", "A run's vocabulary, where its data.vocab_file has moved.")

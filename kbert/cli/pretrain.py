@@ -27,9 +27,11 @@ def _refuse_other_backends() -> None:
 
     backend = keras.backend.backend()
     if backend != "tensorflow":
-        raise KbertError(f"KERAS_BACKEND={backend}: {PROGRAM} is the TensorFlow engine (tf.distribute); unset "
-                         "KERAS_BACKEND to run it, or pretrain with model.fit through kbert.fit.fit_pretraining "
-                         "(docs/jax.md).")
+        raise KbertError(
+            f"KERAS_BACKEND={backend}: {PROGRAM} is the TensorFlow engine (tf.distribute); unset "
+            "KERAS_BACKEND to run it, or pretrain with model.fit through kbert.fit.fit_pretraining "
+            "(docs/jax.md)."
+        )
 
 
 def main(argv: list[str]) -> None:

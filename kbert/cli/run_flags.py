@@ -23,17 +23,27 @@ from kbert.cli import tpu_launch
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string("config_file", [], "YAML config; repeat to merge several, later ones win.")
-flags.DEFINE_string("params_override", "",
-                    "Overrides after the files, e.g. 'train.total_steps=100,data.seq_length=64'.")
-flags.DEFINE_string("model_dir", None, "The run's folder: checkpoints, TensorBoard logs and summary.json; a run "
-                                       "there resumes.")
+flags.DEFINE_string(
+    "params_override", "", "Overrides after the files, e.g. 'train.total_steps=100,data.seq_length=64'."
+)
+flags.DEFINE_string(
+    "model_dir", None, "The run's folder: checkpoints, TensorBoard logs and summary.json; a run there resumes."
+)
 flags.DEFINE_enum("strategy", "auto", list(STRATEGIES), "Distribution strategy.")
-flags.DEFINE_enum("all_reduce", "auto", list(ALL_REDUCE), "Multi-worker all-reduce: nccl between GPUs, ring "
-                  "(gRPC) otherwise; auto picks nccl when there are GPUs.")
+flags.DEFINE_enum(
+    "all_reduce",
+    "auto",
+    list(ALL_REDUCE),
+    "Multi-worker all-reduce: nccl between GPUs, ring (gRPC) otherwise; auto picks nccl when there are GPUs.",
+)
 flags.DEFINE_string("tpu", "", tpu_launch.TPU_FLAG_HELP)
-flags.DEFINE_enum("device", "auto", list(DEVICES),
-                  "'cpu' runs on the CPU even on a host with GPUs or a TPU; 'auto' refuses to, naming the cause "
-                  "(docs/accelerators.md).")
+flags.DEFINE_enum(
+    "device",
+    "auto",
+    list(DEVICES),
+    "'cpu' runs on the CPU even on a host with GPUs or a TPU; 'auto' refuses to, naming the cause "
+    "(docs/accelerators.md).",
+)
 flags.mark_flag_as_required("model_dir")
 
 

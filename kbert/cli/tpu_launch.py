@@ -19,8 +19,10 @@ from typing import MutableMapping, Optional
 
 VARIABLE = "TPU_LOAD_LIBRARY"
 # The --tpu flag's help, one text for every entry point that takes the flag.
-TPU_FLAG_HELP = ("'local' on a single-host TPU VM (the default with --strategy=tpu); on a pod slice the TPU's name "
-                 "(or grpc://IP:8470,...), from worker 0 only (docs/pretraining.md).")
+TPU_FLAG_HELP = (
+    "'local' on a single-host TPU VM (the default with --strategy=tpu); on a pod slice the TPU's name "
+    "(or grpc://IP:8470,...), from worker 0 only (docs/pretraining.md)."
+)
 
 
 def drives_remote_tpu(strategy: str, tpu: str) -> bool:
@@ -34,8 +36,10 @@ def controller_environment(strategy: str, tpu: str, environ: MutableMapping[str,
     if not drives_remote_tpu(strategy, tpu) or VARIABLE in environ:
         return None
     environ[VARIABLE] = "0"
-    return (f"{VARIABLE}=0: --tpu={tpu} drives the slice from this host over gRPC, so this process leaves the "
-            "host's own chips to its TPU server")
+    return (
+        f"{VARIABLE}=0: --tpu={tpu} drives the slice from this host over gRPC, so this process leaves the "
+        "host's own chips to its TPU server"
+    )
 
 
 def set_up_controller(program: str, strategy: str, tpu: str) -> None:

@@ -4,5 +4,4 @@ overrides (`load_config`). The bottom layer: every command's config is made of t
 from kbert.config.loader import check_values, load_config, parse_override, read_yaml
 from kbert.config.section import FLOAT32_MAX, MAX_STEPS, Section, need
 
-__all__ = ["FLOAT32_MAX", "MAX_STEPS", "Section", "check_values", "load_config", "need", "parse_override",
-           "read_yaml"]
+__all__ = ["FLOAT32_MAX", "MAX_STEPS", "Section", "check_values", "load_config", "need", "parse_override", "read_yaml"]

@@ -43,8 +43,11 @@ def _list_item_class(annotation: Any) -> Optional[type]:
 def _leaf_kind(annotation: Any) -> str:
     """'float', 'int', 'bool' or 'str' for a leaf of that one type (or Optional of it); '' (anything goes) for
     any other annotation: a union of several kinds (`Union[bool, str]`) is checked by its section's `check`."""
-    kinds = [a for a in typing.get_args(annotation) if a is not type(None)] \
-        if typing.get_origin(annotation) is Union else [annotation]
+    kinds = (
+        [a for a in typing.get_args(annotation) if a is not type(None)]
+        if typing.get_origin(annotation) is Union
+        else [annotation]
+    )
     return kinds[0].__name__ if len(kinds) == 1 and kinds[0] in (float, int, bool, str) else ""
 
 
@@ -70,8 +73,9 @@ def _unknown_key(key: Any, known: list[str], prefix: str, source: str) -> Config
     hint = difflib.get_close_matches(str(key), known, n=1)
     did_you_mean = f" Did you mean '{prefix}{hint[0]}'?" if hint else ""
     where = f" under {prefix.rstrip('.')}" if prefix else ""
-    return ConfigError(f"{source}: unknown config key '{prefix}{key}'.{did_you_mean} "
-                       f"Known keys{where}: {', '.join(known)}.")
+    return ConfigError(
+        f"{source}: unknown config key '{prefix}{key}'.{did_you_mean} Known keys{where}: {', '.join(known)}."
+    )
 
 
 def check_values(config_class: type, values: dict, source: str, prefix: str = "") -> dict:
@@ -82,8 +86,9 @@ def check_values(config_class: type, values: dict, source: str, prefix: str = ""
       ConfigError: naming the first unknown key (with a "did you mean") or ill-typed value, and `source`.
     """
     if not isinstance(values, dict):
-        raise ConfigError(f"{source}: '{prefix.rstrip('.') or 'the config'}' must be a mapping of keys, "
-                          f"got {values!r}.")
+        raise ConfigError(
+            f"{source}: '{prefix.rstrip('.') or 'the config'}' must be a mapping of keys, got {values!r}."
+        )
     hints = typing.get_type_hints(config_class)
     known = sorted(f.name for f in dataclasses.fields(config_class))
     checked = {}
@@ -120,8 +125,10 @@ def read_yaml(path: str) -> Any:
             return yaml.safe_load(f)
     except (tf.errors.OpError, OSError, yaml.YAMLError) as e:
         first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise ConfigError(f"--config_file={path}: cannot read it as plain YAML ({first_line}); fix the file or "
-                          "the path (tags such as !!python/... are not allowed).") from None
+        raise ConfigError(
+            f"--config_file={path}: cannot read it as plain YAML ({first_line}); fix the file or "
+            "the path (tags such as !!python/... are not allowed)."
+        ) from None
 
 
 # `key.path=` at the start or after a comma: where one override of 'a.b=1,c.d=x,y' ends and the next begins.
@@ -134,7 +141,7 @@ def _assignments(text: str, params_override: str) -> dict:
     values: dict = {}
     matches = list(_ASSIGNMENT.finditer(text))
     for match, following in zip(matches, matches[1:] + [None]):
-        raw = text[match.end():following.start() if following else len(text)].strip()
+        raw = text[match.end() : following.start() if following else len(text)].strip()
         try:
             value = yaml.safe_load(raw) if raw else ""
         except yaml.YAMLError:

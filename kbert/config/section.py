@@ -61,6 +61,8 @@ class Section(base_config.Config):
             section.validate(f"{prefix}{key}.")
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            need(not isinstance(value, float) or (math.isfinite(value) and abs(value) <= FLOAT32_MAX),
-                 f"{prefix}{field.name}={value} is not a finite float32 number.")
+            need(
+                not isinstance(value, float) or (math.isfinite(value) and abs(value) <= FLOAT32_MAX),
+                f"{prefix}{field.name}={value} is not a finite float32 number.",
+            )
         self.check()

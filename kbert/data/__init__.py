@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import importlib
 
-_EXPORTS = {"pretraining_dataset": "kbert.data.pipeline", "RecordLayout": "kbert.data.validation",
-            "first_layout": "kbert.data.validation"}
+_EXPORTS = {
+    "pretraining_dataset": "kbert.data.pipeline",
+    "RecordLayout": "kbert.data.validation",
+    "first_layout": "kbert.data.validation",
+}
 __all__ = list(_EXPORTS)
 
 

@@ -58,8 +58,9 @@ def _count(summary: Summary) -> None:
         Metrics.string_set(NAMESPACE, "problems").add(problem)
 
 
-def _plan(item: tuple[int, str], unit_bytes: int, input_format: documents_lib.InputFormat
-          ) -> tuple[int, str, list[tuple[int, int]]]:
+def _plan(
+    item: tuple[int, str], unit_bytes: int, input_format: documents_lib.InputFormat
+) -> tuple[int, str, list[tuple[int, int]]]:
     index, path = item
     spans, report = documents_lib.plan_file(path, unit_bytes, input_format)
     _count(Summary(records=report.records, bad_records=report.bad, problems=tuple(report.problems)))
@@ -75,8 +76,11 @@ def _numbering(counts: Sequence[tuple[int, int]]) -> tuple[dict[int, int], int]:
     return firsts, total
 
 
-def _units(plan: tuple[int, str, list[tuple[int, int]]], numbering: tuple[dict[int, int], int],
-           input_format: documents_lib.InputFormat) -> Iterator[documents_lib.WorkUnit]:
+def _units(
+    plan: tuple[int, str, list[tuple[int, int]]],
+    numbering: tuple[dict[int, int], int],
+    input_format: documents_lib.InputFormat,
+) -> Iterator[documents_lib.WorkUnit]:
     index, path, spans = plan
     first = numbering[0][index]
     for offset, (start, end) in enumerate(spans):
@@ -101,8 +105,9 @@ class _ProcessUnits(beam.DoFn):
         yield pvalue.TaggedOutput("leftovers", (output.index, output.leftover))
 
 
-def _leftover_records(leftovers: list[tuple[int, np.ndarray]], job: Job, numbering: tuple[dict[int, int], int]
-                      ) -> Iterator[bytes]:
+def _leftover_records(
+    leftovers: list[tuple[int, np.ndarray]], job: Job, numbering: tuple[dict[int, int], int]
+) -> Iterator[bytes]:
     """The rows the local tool's parent completes: leftovers joined in unit order, then the last, padded row."""
     rows = LeftoverRows(Encoder(job, load_vocabulary(job.vocab_file)))
     summary = Summary()
@@ -115,8 +120,10 @@ def _leftover_records(leftovers: list[tuple[int, np.ndarray]], job: Job, numberi
 def _check_shards(output_file: str, num_shards: int) -> list[str]:
     outputs = shard_paths(output_file, num_shards)
     if len(outputs) != num_shards:
-        raise ConfigError("--runner writes --num_output_shards files named after one --output_file name; give one "
-                          "name, not a comma list.")
+        raise ConfigError(
+            "--runner writes --num_output_shards files named after one --output_file name; give one "
+            "name, not a comma list."
+        )
     return outputs
 
 
@@ -135,8 +142,11 @@ def _preflight(input_files: Sequence[str], input_format: documents_lib.InputForm
 def _write(records: beam.PCollection, output_file: str, num_shards: int, gzip: bool) -> None:
     """Writes `records` as the shards `shard_paths(output_file, num_shards)` names."""
     _ = records | "Write" >> beam.io.WriteToTFRecord(
-        output_file, num_shards=num_shards, shard_name_template="" if num_shards == 1 else "-SSSSS-of-NNNNN",
-        compression_type=CompressionTypes.GZIP if gzip else CompressionTypes.UNCOMPRESSED)
+        output_file,
+        num_shards=num_shards,
+        shard_name_template="" if num_shards == 1 else "-SSSSS-of-NNNNN",
+        compression_type=CompressionTypes.GZIP if gzip else CompressionTypes.UNCOMPRESSED,
+    )
 
 
 def _run(pipeline: beam.Pipeline) -> dict:
@@ -186,25 +196,44 @@ def run_beam(
     succeeds, so a failed run leaves every file as it was.
     """
     outputs = _check_shards(output_file, num_shards)
-    job, _ = checked_job(input_files, outputs, vocab_file, do_lower_case, config, random_seed, use_v2_feature_names,
-                         unit_bytes, input_format)
+    job, _ = checked_job(
+        input_files,
+        outputs,
+        vocab_file,
+        do_lower_case,
+        config,
+        random_seed,
+        use_v2_feature_names,
+        unit_bytes,
+        input_format,
+    )
     _preflight(input_files, input_format)
     start = time.time()
     pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
-    plans = (pipeline | "Files" >> beam.Create(list(enumerate(input_files))) | "SpreadFiles" >> beam.Reshuffle()
-             | "Plan" >> beam.Map(_plan, unit_bytes, input_format))
+    plans = (
+        pipeline
+        | "Files" >> beam.Create(list(enumerate(input_files)))
+        | "SpreadFiles" >> beam.Reshuffle()
+        | "Plan" >> beam.Map(_plan, unit_bytes, input_format)
+    )
     numbering = beam.pvalue.AsSingleton(
-        plans | "Count" >> beam.Map(lambda plan: (plan[0], len(plan[2]))) | "CountAll" >> beam.combiners.ToList()
-        | "Number" >> beam.Map(_numbering))
-    units = (plans | "Units" >> beam.FlatMap(_units, numbering, input_format)
-             | "SpreadUnits" >> beam.Reshuffle())
+        plans
+        | "Count" >> beam.Map(lambda plan: (plan[0], len(plan[2])))
+        | "CountAll" >> beam.combiners.ToList()
+        | "Number" >> beam.Map(_numbering)
+    )
+    units = plans | "Units" >> beam.FlatMap(_units, numbering, input_format) | "SpreadUnits" >> beam.Reshuffle()
     outputs_by_tag = units | "Records" >> beam.ParDo(_ProcessUnits(job)).with_outputs("leftovers", main="records")
-    tail = (outputs_by_tag.leftovers | "Leftovers" >> beam.combiners.ToList()
-            | "LeftoverRows" >> beam.FlatMap(_leftover_records, job, numbering))
+    tail = (
+        outputs_by_tag.leftovers
+        | "Leftovers" >> beam.combiners.ToList()
+        | "LeftoverRows" >> beam.FlatMap(_leftover_records, job, numbering)
+    )
     _write((outputs_by_tag.records, tail) | "All" >> beam.Flatten(), output_file, num_shards, gzip)
     summary = _summary(_run(pipeline), config.objective, time.time() - start)
-    documents_lib.ScanReport(summary.records, summary.bad_records, list(summary.problems)).check(input_files,
-                                                                                                 input_format)
+    documents_lib.ScanReport(summary.records, summary.bad_records, list(summary.problems)).check(
+        input_files, input_format
+    )
     return summary
 
 
@@ -215,8 +244,9 @@ def _count_records(item: tuple[int, str]) -> tuple[int, str, int]:
     return index, path, count
 
 
-def _chunks(counts: Sequence[tuple[int, str, int]], chunk_records: int
-            ) -> Iterator[tuple[int, tuple[tuple[str, int, int], ...]]]:
+def _chunks(
+    counts: Sequence[tuple[int, str, int]], chunk_records: int
+) -> Iterator[tuple[int, tuple[tuple[str, int, int], ...]]]:
     """The local tool's chunks (`read_chunks`) from the files' record counts: (index, ((path, first, count), ...))."""
     pieces, size, index = [], 0, 0
     for _, path, count in sorted(counts):
@@ -267,15 +297,33 @@ def run_beam_packing(
     start = time.time()
     pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
     counts = beam.pvalue.AsSingleton(
-        pipeline | "Files" >> beam.Create(list(enumerate(input_files))) | "SpreadFiles" >> beam.Reshuffle()
-        | "Count" >> beam.Map(_count_records) | "CountAll" >> beam.combiners.ToList())
-    chunks = (pipeline | "Start" >> beam.Create([None])
-              | "Chunks" >> beam.FlatMap(lambda _, counted: _chunks(counted, chunk_records), counts)
-              | "SpreadChunks" >> beam.Reshuffle())
+        pipeline
+        | "Files" >> beam.Create(list(enumerate(input_files)))
+        | "SpreadFiles" >> beam.Reshuffle()
+        | "Count" >> beam.Map(_count_records)
+        | "CountAll" >> beam.combiners.ToList()
+    )
+    chunks = (
+        pipeline
+        | "Start" >> beam.Create([None])
+        | "Chunks" >> beam.FlatMap(lambda _, counted: _chunks(counted, chunk_records), counts)
+        | "SpreadChunks" >> beam.Reshuffle()
+    )
     settings = PackSettings(layout, sequences_per_row, random_seed)
-    _write(chunks | "Pack" >> beam.FlatMap(_pack, settings), output_file, num_shards,
-           layout.compression == "GZIP" if gzip is None else gzip)
+    _write(
+        chunks | "Pack" >> beam.FlatMap(_pack, settings),
+        output_file,
+        num_shards,
+        layout.compression == "GZIP" if gzip is None else gzip,
+    )
     totals = _run(pipeline)
     rows = [totals.get(f"rows_{size}", 0) for size in range(1, sequences_per_row + 1)]
-    return PackSummary(layout.seq_length, sequences_per_row, totals.get("chunks", 0), totals.get("sequences", 0),
-                       totals.get("tokens", 0), rows, time.time() - start)
+    return PackSummary(
+        layout.seq_length,
+        sequences_per_row,
+        totals.get("chunks", 0),
+        totals.get("sequences", 0),
+        totals.get("tokens", 0),
+        rows,
+        time.time() - start,
+    )

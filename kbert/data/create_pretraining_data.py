@@ -62,10 +62,10 @@ def _outputs_in_unit_order(
     with concurrent.futures.ProcessPoolExecutor(
         num_workers, mp_context=context, initializer=_init_worker, initargs=(job,)
     ) as pool:
-        in_flight = collections.deque(pool.submit(_process_unit, u) for u in units[:2 * num_workers])
+        in_flight = collections.deque(pool.submit(_process_unit, u) for u in units[: 2 * num_workers])
 
         def in_order() -> Iterator[UnitOutput]:
-            for unit in units[2 * num_workers:]:
+            for unit in units[2 * num_workers :]:
                 yield in_flight.popleft().result()
                 in_flight.append(pool.submit(_process_unit, unit))
             while in_flight:
@@ -74,9 +74,17 @@ def _outputs_in_unit_order(
         yield in_order()
 
 
-def checked_job(input_files: Sequence[str], output_files: Sequence[str], vocab_file: str, do_lower_case: bool,
-                config: instances_lib.InstanceConfig, random_seed: int, use_v2_feature_names: bool,
-                unit_bytes: int, input_format: documents_lib.InputFormat) -> tuple[Job, list[str]]:
+def checked_job(
+    input_files: Sequence[str],
+    output_files: Sequence[str],
+    vocab_file: str,
+    do_lower_case: bool,
+    config: instances_lib.InstanceConfig,
+    random_seed: int,
+    use_v2_feature_names: bool,
+    unit_bytes: int,
+    input_format: documents_lib.InputFormat,
+) -> tuple[Job, list[str]]:
     """The run's job and vocabulary, after every check that needs no reading of the corpus: settings, output
     names, the vocabulary (see `create_pretraining_data`)."""
     config.validate()
@@ -113,8 +121,17 @@ def create_pretraining_data(
     that server's TensorFlow import (seconds) but deadlocks if this process has already run a TensorFlow op, so
     only a fresh process (the command-line tool) may use it.
     """
-    job, vocab = checked_job(input_files, output_files, vocab_file, do_lower_case, config, random_seed,
-                             use_v2_feature_names, unit_bytes, input_format)
+    job, vocab = checked_job(
+        input_files,
+        output_files,
+        vocab_file,
+        do_lower_case,
+        config,
+        random_seed,
+        use_v2_feature_names,
+        unit_bytes,
+        input_format,
+    )
     if num_workers < 1:
         raise ConfigError(f"--num_workers={num_workers} must be at least 1.")
     if start_method not in ("fork", "forkserver", "spawn"):
@@ -122,15 +139,18 @@ def create_pretraining_data(
     start = time.time()
     units, report = documents_lib.plan_work_units(input_files, unit_bytes, input_format)
     leftovers = LeftoverRows(Encoder(job, vocab))
-    summary = Summary(objective=config.objective, records=report.records, bad_records=report.bad,
-                      problems=tuple(report.problems))
+    summary = Summary(
+        objective=config.objective, records=report.records, bad_records=report.bad, problems=tuple(report.problems)
+    )
 
     def write(records: list[bytes], writer: ShardedWriter) -> None:
         for record in records:
             writer.write(record)
 
-    with _outputs_in_unit_order(units, job, num_workers, start_method) as unit_outputs, \
-            ShardedWriter(output_files, gzip=gzip) as writer:
+    with (
+        _outputs_in_unit_order(units, job, num_workers, start_method) as unit_outputs,
+        ShardedWriter(output_files, gzip=gzip) as writer,
+    ):
         for output in unit_outputs:
             write(output.records, writer)
             # The row a unit's leftover completes (only "mlm" leaves any) follows the unit's own rows.

@@ -53,8 +53,10 @@ class Summary:
         fill = self.tokens / max(self.capacity, 1)
         if self.objective == "mlm":
             labels = "objective mlm: full rows of consecutive text, no next_sentence_labels"
-            padding = (f"padding {self.capacity - self.tokens:,} positions ({100 * (1 - fill):.2g}%) in "
-                       f"{self.padded_rows:,} row(s), the output's last")
+            padding = (
+                f"padding {self.capacity - self.tokens:,} positions ({100 * (1 - fill):.2g}%) in "
+                f"{self.padded_rows:,} row(s), the output's last"
+            )
         else:
             labels = f"next_sentence_labels=1: {self.random_next / instances:.1%}"
             padding = f"mean fill {fill:.1%} of max_seq_length"
@@ -67,8 +69,9 @@ class Summary:
             f"masked share: {self.masked / tokens:.2%} of tokens ({self.masked / instances:.1f} per instance)",
         ]
         if self.bad_records:
-            lines.append(f"bad records: {self.bad_records:,} of {self.records:,} skipped, e.g. "
-                         f"{'; '.join(self.problems)}")
+            lines.append(
+                f"bad records: {self.bad_records:,} of {self.records:,} skipped, e.g. {'; '.join(self.problems)}"
+            )
         if self.repaired_lines:
             lines.append(
                 f"non-UTF-8 input: {self.repaired_lines:,} lines repaired, {self.replaced_chars:,} characters "

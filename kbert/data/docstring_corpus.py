@@ -41,8 +41,9 @@ SKIPPED_DIRS = frozenset({"__pycache__", "test", "tests", "site-packages", "dist
 # Standard-library packages that Linux distributions ship as packages of their own (Debian: python3-tk,
 # idle-python3.11, python3-distutils, python3-lib2to3, python3.11-venv; Fedora: python3-tkinter, python3-idle) or
 # trim (Debian's ctypes has no macholib), so a python3.11 may lack them: the standard-library corpus leaves them out.
-DISTRIBUTION_SPLIT = frozenset({"ctypes", "distutils", "ensurepip", "idlelib", "lib2to3", "tkinter", "turtle",
-                                "turtledemo"})
+DISTRIBUTION_SPLIT = frozenset(
+    {"ctypes", "distutils", "ensurepip", "idlelib", "lib2to3", "tkinter", "turtle", "turtledemo"}
+)
 # Generated sources (protobuf stubs, tables) can be megabytes of code with no prose; parsing them only costs time.
 MAX_FILE_BYTES = 2 << 20
 
@@ -263,8 +264,14 @@ def build_docstring_corpus(
     return stats
 
 
-def _write_documents(out: BinaryIO, paths: Iterator[str], max_bytes: int | None, min_words: int,
-                     progress: Callable[[CorpusStats], None] | None, stats: CorpusStats) -> None:
+def _write_documents(
+    out: BinaryIO,
+    paths: Iterator[str],
+    max_bytes: int | None,
+    min_words: int,
+    progress: Callable[[CorpusStats], None] | None,
+    stats: CorpusStats,
+) -> None:
     for path in paths:
         for document in _file_documents(path, min_words, stats):
             data = ("\n".join(document) + "\n\n").encode("utf-8")

@@ -104,14 +104,17 @@ class ScanReport:
         if input_format.records is None or self.records > self.bad:
             return
         if not self.records:
-            raise InputDataError(f"--input_file: {', '.join(files[:3])} hold(s) no records; check the files and "
-                                 f"--input_format={input_format.name}.")
-        raise InputDataError(f"--input_file: all {self.records:,} records are bad, e.g. {self.problems[0]}; check "
-                             f"--input_format={input_format.name} and --text_column={input_format.text_column}.")
+            raise InputDataError(
+                f"--input_file: {', '.join(files[:3])} hold(s) no records; check the files and "
+                f"--input_format={input_format.name}."
+            )
+        raise InputDataError(
+            f"--input_file: all {self.records:,} records are bad, e.g. {self.problems[0]}; check "
+            f"--input_format={input_format.name} and --text_column={input_format.text_column}."
+        )
 
 
-def plan_file(path: str, unit_bytes: int, input_format: InputFormat = TEXT) -> tuple[list[tuple[int, int]],
-                                                                                      ScanReport]:
+def plan_file(path: str, unit_bytes: int, input_format: InputFormat = TEXT) -> tuple[list[tuple[int, int]], ScanReport]:
     """Cuts one file into units of whole documents, each closed at the first document end after `unit_bytes`:
     the units' (start, end) positions, and what the scan saw of its records.
 
@@ -149,15 +152,17 @@ def _plan_records(path: str, unit_bytes: int, records: RecordFormat) -> tuple[li
     return spans, report
 
 
-def number_units(plans: Sequence[tuple[str, Sequence[tuple[int, int]]]], input_format: InputFormat = TEXT
-                 ) -> list[WorkUnit]:
+def number_units(
+    plans: Sequence[tuple[str, Sequence[tuple[int, int]]]], input_format: InputFormat = TEXT
+) -> list[WorkUnit]:
     """The units of files planned one by one ((path, spans) in input order), numbered across all of them."""
     spans = [(path, span) for path, file_spans in plans for span in file_spans]
     return [WorkUnit(index, path, start, end, input_format) for index, (path, (start, end)) in enumerate(spans)]
 
 
-def plan_work_units(files: Sequence[str], unit_bytes: int, input_format: InputFormat = TEXT
-                    ) -> tuple[list[WorkUnit], ScanReport]:
+def plan_work_units(
+    files: Sequence[str], unit_bytes: int, input_format: InputFormat = TEXT
+) -> tuple[list[WorkUnit], ScanReport]:
     """Every file's units (`plan_file`), numbered in input order, and the scan's report, checked
     (`ScanReport.check`)."""
     plans, report = [], ScanReport()
@@ -223,16 +228,18 @@ def _read_text(unit: WorkUnit) -> tuple[list[list[str]], ReadStats]:
     return kept, stats
 
 
-def corpus_lines(files: Sequence[str], input_format: InputFormat = TEXT,
-                 report: ScanReport | None = None) -> Iterator[str]:
+def corpus_lines(
+    files: Sequence[str], input_format: InputFormat = TEXT, report: ScanReport | None = None
+) -> Iterator[str]:
     """Every stripped, non-blank line of the corpus, streamed: a text file's lines, a record's lines (what a
     vocabulary learns from). Bad records are skipped, and counted into `report` if given."""
     records = input_format.records
     for path in files:
         if records is None:
             require_text(path)
-            yield from (line for line in (raw.decode("utf-8", errors="replace").strip() for raw in raw_lines(path))
-                        if line)
+            yield from (
+                line for line in (raw.decode("utf-8", errors="replace").strip() for raw in raw_lines(path)) if line
+            )
             continue
         for record in records.scan(path):
             if report is not None:

@@ -62,7 +62,10 @@ class DynamicMasker:
         self.max_predictions = max_predictions
         self.mask_id = mask_id
         self.selection_rate, self.mask_token_rate, self.random_token_rate = (
-            selection_rate, mask_token_rate, random_token_rate)
+            selection_rate,
+            mask_token_rate,
+            random_token_rate,
+        )
         self.whole_word = continues_word is not None
         self._continues_word = None if continues_word is None else tf.constant(np.asarray(continues_word, bool))
         self._unmaskable = tf.constant([int(i) for i in unmaskable_ids], tf.int32)
@@ -126,8 +129,9 @@ class DynamicMasker:
 
         # Kept positions in ascending order, then padding, cut (or padded) to max_predictions.
         ordered = tf.sort(tf.where(keep, position, seq_length + position), axis=1)
-        ordered = tf.pad(ordered, [[0, 0], [0, max(0, self.max_predictions - seq_length)]],
-                         constant_values=2 * seq_length)[:, : self.max_predictions]
+        ordered = tf.pad(
+            ordered, [[0, 0], [0, max(0, self.max_predictions - seq_length)]], constant_values=2 * seq_length
+        )[:, : self.max_predictions]
         kept = ordered < seq_length
         positions = tf.where(kept, ordered, 0)
         labels = tf.where(kept, tf.gather(ids, positions, batch_dims=1), 0)

@@ -31,8 +31,9 @@ def require_text(path: str, flag: str = "--input_file") -> None:
     with io_errors(path, flag), storage.open(path, "rb") as f:
         if any(line.strip() for line in f):
             return
-    raise InputDataError(f"{flag}: {path} holds no text (it is empty or only blank lines); fix it or leave it out "
-                         f"of {flag}.")
+    raise InputDataError(
+        f"{flag}: {path} holds no text (it is empty or only blank lines); fix it or leave it out of {flag}."
+    )
 
 
 def expand_patterns(patterns: str, flag: str, folders: bool = False) -> list[str]:
@@ -57,11 +58,14 @@ def expand_patterns(patterns: str, flag: str, folders: bool = False) -> list[str
             raise MissingFileError(f"{flag}: no file matches {pattern!r}; check the path or quote the glob.")
         wrong = [m for m in matches if storage.isdir(m) != folders]
         if wrong and folders:
-            raise InputDataError(f"{flag}: {wrong[0]} is a file; give the folder a dataset was saved to "
-                                 "(Dataset.save_to_disk).")
+            raise InputDataError(
+                f"{flag}: {wrong[0]} is a file; give the folder a dataset was saved to (Dataset.save_to_disk)."
+            )
         if wrong:
-            raise InputDataError(f"{flag}: {wrong[0]} is a directory, not a file; give the files in it, e.g. "
-                                 f"{flag}='{wrong[0].rstrip('/')}/*.txt'.")
+            raise InputDataError(
+                f"{flag}: {wrong[0]} is a directory, not a file; give the files in it, e.g. "
+                f"{flag}='{wrong[0].rstrip('/')}/*.txt'."
+            )
         files.extend(m for m in matches if m not in files)
     if not files:
         raise MissingFileError(f"{flag} is empty; give one or more files or globs, comma-separated.")

@@ -82,7 +82,7 @@ class Carry:
         """What is left at the end of the input, as the output's last row (none if nothing is left). It ends with
         its last document's [SEP], which closes the row."""
         bodies = np.zeros([1 if len(self._tokens) else 0, self.width + 1], np.int32)
-        bodies[:, :len(self._tokens)] = self._tokens
+        bodies[:, : len(self._tokens)] = self._tokens
         return Rows(bodies, np.full(len(bodies), len(self._tokens)))
 
 

@@ -24,8 +24,10 @@ def _format_sequence(sequence: dict, vocab: list[str]) -> list[str]:
     """A sequence as its masked text, its masked-LM targets, and its sentence label."""
     lines = [f"input:  {decode(sequence['input_ids'], vocab)}"]
     if "masked_lm_ids" in sequence:
-        targets = [f"{int(p)}:{vocab[int(t)] if 0 <= int(t) < len(vocab) else t}"
-                   for p, t in zip(sequence["masked_lm_positions"], sequence["masked_lm_ids"])]
+        targets = [
+            f"{int(p)}:{vocab[int(t)] if 0 <= int(t) < len(vocab) else t}"
+            for p, t in zip(sequence["masked_lm_positions"], sequence["masked_lm_ids"])
+        ]
         lines.append(f"masked: {' '.join(targets)}")
     label = sequence["next_sentence_label"]
     if label is not None:
@@ -46,8 +48,14 @@ def format_example(arrays: dict, row: int, vocab: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _scan(paths: list[str], seq_length: int | None, max_predictions: int | None, vocab_size: int | None,
-          max_records: int | None, num_examples: int) -> tuple[validation.RecordLayout, RecordStats, list[dict]]:
+def _scan(
+    paths: list[str],
+    seq_length: int | None,
+    max_predictions: int | None,
+    vocab_size: int | None,
+    max_records: int | None,
+    num_examples: int,
+) -> tuple[validation.RecordLayout, RecordStats, list[dict]]:
     """Checks every file, printing its counts; returns the first file's layout, the totals and example rows."""
     stats, first = None, None
     examples = []
@@ -63,7 +71,10 @@ def _scan(paths: list[str], seq_length: int | None, max_predictions: int | None,
                 seq_length, max_predictions = layout.seq_length, layout.max_predictions
                 stats = RecordStats(layout.seq_length)
             elif (layout.use_v2_feature_names, layout.masked, layout.describe()) != (
-                    first.use_v2_feature_names, first.masked, first.describe()):
+                first.use_v2_feature_names,
+                first.masked,
+                first.describe(),
+            ):
                 raise validation.InputDataError(
                     f"{path}: written with other options ({layout.describe()}, v2 names "
                     f"{layout.use_v2_feature_names}, masked {layout.masked}) than {paths[0]}; keep such files in "

@@ -65,8 +65,10 @@ class InstanceConfig:
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"--objective={self.objective}: use one of {', '.join(OBJECTIVES)}.")
         if self.objective == "mlm" and self.sentence_order:
-            raise ConfigError("--sentence_order needs sentence pairs, which --objective=mlm does not write: drop "
-                              "--sentence_order, or use --objective=nsp.")
+            raise ConfigError(
+                "--sentence_order needs sentence pairs, which --objective=mlm does not write: drop "
+                "--sentence_order, or use --objective=nsp."
+            )
         shortest, layout = (3, "[CLS] x [SEP]") if self.objective == "mlm" else (5, "[CLS] A [SEP] B [SEP]")
         if self.max_seq_length < shortest:
             raise ConfigError(f"--max_seq_length={self.max_seq_length} must be at least {shortest} ({layout}).")
@@ -153,7 +155,7 @@ def _random_span(documents: Sequence[Document], doc_index: int, target_length: i
             break
     document = documents[random_index]
     span, length = [], 0
-    for sentence in document[_randint(rng, 0, len(document) - 1):]:
+    for sentence in document[_randint(rng, 0, len(document) - 1) :]:
         span.append(sentence)
         length += len(sentence)
         if length >= target_length:
@@ -178,7 +180,7 @@ def _cut(tokens: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray
     if count == 0:
         return tokens
     front = int(rng.binomial(count, 0.5))
-    return tokens[front:len(tokens) - (count - front)]
+    return tokens[front : len(tokens) - (count - front)]
 
 
 def mask_and_pad(

@@ -69,7 +69,10 @@ class MaskingSettings(Protocol):
 
 
 def with_masks(
-    features: dict[str, np.ndarray], lengths: np.ndarray, settings: MaskingSettings, ids: SpecialIds,
+    features: dict[str, np.ndarray],
+    lengths: np.ndarray,
+    settings: MaskingSettings,
+    ids: SpecialIds,
     rng: np.random.Generator,
 ) -> dict[str, np.ndarray]:
     """Laid-out rows `features` (int64 `input_ids` [N, L], real up to `lengths` [N]) with masks, unless
@@ -97,7 +100,11 @@ def with_masks(
 
 
 def _whole_word_choice(
-    tokens: np.ndarray, candidates: np.ndarray, num_to_predict: np.ndarray, ids: SpecialIds, rng: np.random.Generator,
+    tokens: np.ndarray,
+    candidates: np.ndarray,
+    num_to_predict: np.ndarray,
+    ids: SpecialIds,
+    rng: np.random.Generator,
 ) -> np.ndarray:
     """Google's whole-word choice: words in random order, skipping any that would overshoot the budget."""
     chosen = np.zeros_like(candidates)
@@ -114,7 +121,7 @@ def _whole_word_choice(
             length = int(word_lengths[word])
             if count + length > budget:
                 continue
-            chosen[row, positions[word_starts[word]:word_starts[word] + length]] = True
+            chosen[row, positions[word_starts[word] : word_starts[word] + length]] = True
             count += length
     return chosen
 

@@ -24,8 +24,9 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 
-def ordered_map(function: Callable[[Item], Result], items: Iterable[Item], num_workers: int = 1,
-                preload: Sequence[str] = ()) -> Iterator[Result]:
+def ordered_map(
+    function: Callable[[Item], Result], items: Iterable[Item], num_workers: int = 1, preload: Sequence[str] = ()
+) -> Iterator[Result]:
     """`map(function, items)`, in-process for one worker, else over `num_workers` processes.
 
     Workers start from a fork server (multiprocessing's `forkserver`), which imports the `preload` modules once

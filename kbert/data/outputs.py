@@ -47,8 +47,10 @@ def check_outputs(outputs: Sequence[str], reads: Mapping[str, Sequence[str]], fl
     for read_flag, paths in reads.items():
         for path in paths:
             if _same_file_key(path) in seen:
-                raise ConfigError(f"{flag}: {path} is also {read_flag}; writing it would destroy the input. Choose "
-                                  "another output name.")
+                raise ConfigError(
+                    f"{flag}: {path} is also {read_flag}; writing it would destroy the input. Choose "
+                    "another output name."
+                )
 
 
 def shard_paths(output_file: str, num_output_shards: int) -> list[str]:
@@ -83,8 +85,10 @@ def staging_path(path: str, flag: str = "--output_file") -> str:
     scheme, folder, name = _split(path)
     parent, base = posixpath.split(folder.rstrip("/"))
     if not base or not parent:  # "/" or "gs://bucket": no folder beside the output's to stage in
-        raise ConfigError(f"{flag}: {path} is at the root of {scheme}{folder}; put outputs in a folder (kbert "
-                          "stages incomplete files beside it).")
+        raise ConfigError(
+            f"{flag}: {path} is at the root of {scheme}{folder}; put outputs in a folder (kbert "
+            "stages incomplete files beside it)."
+        )
     return f"{scheme}{posixpath.join(parent, f'.{base}{STAGING_SUFFIX}', name)}"
 
 

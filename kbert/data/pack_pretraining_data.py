@@ -53,15 +53,21 @@ def check_inputs(paths: Sequence[str]) -> validation.RecordLayout:
             raise InputDataError(f"--input_file: {path} holds no records; leave it out or regenerate it.")
         layout = validation.inspect_layout(path, record, compression)
         if layout.sequences_per_row is not None:
-            raise InputDataError(f"--input_file: {path} is already packed ({layout.sequences_per_row} sequences a "
-                                 "row); give the unpacked records it was made from.")
+            raise InputDataError(
+                f"--input_file: {path} is already packed ({layout.sequences_per_row} sequences a "
+                "row); give the unpacked records it was made from."
+            )
         if not layout.sentence_labels:
-            raise InputDataError(f"--input_file: {path} holds MLM-only records, whose rows are full already: "
-                                 "there is nothing to pack; train on them as they are.")
+            raise InputDataError(
+                f"--input_file: {path} holds MLM-only records, whose rows are full already: "
+                "there is nothing to pack; train on them as they are."
+            )
         first = first or layout
         if _describe(layout) != _describe(first):
-            raise InputDataError(f"--input_file: {path} holds {_describe(layout)} records, but {paths[0]} holds "
-                                 f"{_describe(first)}; pack files of one layout at a time.")
+            raise InputDataError(
+                f"--input_file: {path} holds {_describe(layout)} records, but {paths[0]} holds "
+                f"{_describe(first)}; pack files of one layout at a time."
+            )
     return first
 
 
@@ -85,7 +91,7 @@ def read_chunks(paths: Sequence[str], chunk_records: int) -> Iterator[Chunk]:
         first = 0
         for batch in _record_batches(path):
             while len(batch):
-                piece, batch = batch[:chunk_records - size], batch[chunk_records - size:]
+                piece, batch = batch[: chunk_records - size], batch[chunk_records - size :]
                 pieces.append((path, first, tuple(piece)))
                 first, size = first + len(piece), size + len(piece)
                 if size == chunk_records:
@@ -95,15 +101,17 @@ def read_chunks(paths: Sequence[str], chunk_records: int) -> Iterator[Chunk]:
         yield Chunk(index, tuple(pieces))
 
 
-def checked_packing(input_files: Sequence[str], output_files: Sequence[str], sequences_per_row: int,
-                    chunk_records: int) -> validation.RecordLayout:
+def checked_packing(
+    input_files: Sequence[str], output_files: Sequence[str], sequences_per_row: int, chunk_records: int
+) -> validation.RecordLayout:
     """The input's layout, after the checks that run before any output is touched: settings, output names, and
     every input file's first record (`check_inputs`)."""
     if sequences_per_row < 1:
         raise ConfigError(f"--max_sequences_per_pack={sequences_per_row} must be at least 1 (3 is usual).")
     if chunk_records < 1:
-        raise ConfigError(f"--chunk_records={chunk_records} must be at least 1 (100000 packs within 0.1% of the "
-                          "whole input).")
+        raise ConfigError(
+            f"--chunk_records={chunk_records} must be at least 1 (100000 packs within 0.1% of the whole input)."
+        )
     outputs.check_outputs(output_files, {"--input_file": input_files})
     return check_inputs(input_files)
 
@@ -130,8 +138,12 @@ def pack_pretraining_data(
     start = time.time()
     summary = PackSummary(layout.seq_length, sequences_per_row)
     settings = PackSettings(layout, sequences_per_row, random_seed)
-    packed = ordered_map(functools.partial(pack_chunk, settings=settings), read_chunks(input_files, chunk_records),
-                         num_workers, preload=[__name__])
+    packed = ordered_map(
+        functools.partial(pack_chunk, settings=settings),
+        read_chunks(input_files, chunk_records),
+        num_workers,
+        preload=[__name__],
+    )
     compress = layout.compression == "GZIP" if gzip is None else gzip
     with ShardedWriter(output_files, compress, more_records="pack more input records") as writer:
         for records, chunk_summary in packed:

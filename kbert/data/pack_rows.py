@@ -45,7 +45,7 @@ class Rows:
     def slice(self, start: int, stop: int) -> "Rows":
         """Rows [start, stop)."""
         first = self.starts[start]
-        return Rows(self.members[first:self.starts[stop]], self.starts[start:stop + 1] - first)
+        return Rows(self.members[first : self.starts[stop]], self.starts[start : stop + 1] - first)
 
     def reordered(self, order: np.ndarray) -> "Rows":
         """The rows in `order` (a permutation of the row indices), each row's sequences kept in their order."""
@@ -58,12 +58,20 @@ class Rows:
 def _concatenate(parts: list[Rows]) -> Rows:
     members = [part.members for part in parts]
     sizes = [part.sizes() for part in parts]
-    return Rows(np.concatenate(members or [np.zeros(0, np.int64)]),
-                np.concatenate([[0], np.cumsum(np.concatenate(sizes or [np.zeros(0, np.int64)]))]))
+    return Rows(
+        np.concatenate(members or [np.zeros(0, np.int64)]),
+        np.concatenate([[0], np.cumsum(np.concatenate(sizes or [np.zeros(0, np.int64)]))]),
+    )
 
 
-def _fill_round(indices: np.ndarray, lengths: np.ndarray, predictions: np.ndarray, seq_length: int,
-                max_sequences_per_pack: int, prediction_slots: int) -> tuple[list[Rows], np.ndarray]:
+def _fill_round(
+    indices: np.ndarray,
+    lengths: np.ndarray,
+    predictions: np.ndarray,
+    seq_length: int,
+    max_sequences_per_pack: int,
+    prediction_slots: int,
+) -> tuple[list[Rows], np.ndarray]:
     """One round: plans `indices` by length, fills the plan; returns its rows and the held-back indices."""
     histogram = np.bincount(lengths[indices], minlength=seq_length + 1)
     by_length = indices[np.argsort(lengths[indices], kind="stable")]  # within a length: input order
@@ -74,7 +82,7 @@ def _fill_round(indices: np.ndarray, lengths: np.ndarray, predictions: np.ndarra
         columns = []
         for length in pack.lengths:
             first = queue_start[length] + taken[length]
-            columns.append(by_length[first:first + pack.count])
+            columns.append(by_length[first : first + pack.count])
             taken[length] += pack.count
         members = np.stack(columns, axis=1)  # [count, sequences of the pack], longest first
         fits = np.zeros(members.shape, bool)
@@ -88,8 +96,9 @@ def _fill_round(indices: np.ndarray, lengths: np.ndarray, predictions: np.ndarra
     return rows, np.concatenate(held_back or [np.zeros(0, np.int64)])
 
 
-def assign_rows(lengths: np.ndarray, predictions: np.ndarray, seq_length: int, max_sequences_per_pack: int,
-                prediction_slots: int) -> Rows:
+def assign_rows(
+    lengths: np.ndarray, predictions: np.ndarray, seq_length: int, max_sequences_per_pack: int, prediction_slots: int
+) -> Rows:
     """Rows for sequences of `lengths` tokens with `predictions` masked-LM predictions each (all 0 if unmasked).
 
     Rows come in plan order (the caller shuffles them); a row's sequences longest first.

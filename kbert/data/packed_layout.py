@@ -70,19 +70,28 @@ class Sequences:
             kept = arrays["masked_lm_weights"] > 0
             predictions = {name: arrays[name][kept] for name in _PREDICTIONS}
             counts = kept.sum(axis=1)
-        return cls(arrays["input_ids"][real].astype(np.int32), arrays["segment_ids"][real].astype(np.int8),
-                   _starts(real.sum(axis=1)), arrays["next_sentence_labels"][:, 0].astype(np.int64),
-                   predictions, _starts(counts))
+        return cls(
+            arrays["input_ids"][real].astype(np.int32),
+            arrays["segment_ids"][real].astype(np.int8),
+            _starts(real.sum(axis=1)),
+            arrays["next_sentence_labels"][:, 0].astype(np.int64),
+            predictions,
+            _starts(counts),
+        )
 
     @classmethod
     def concatenate(cls, parts: Sequence["Sequences"]) -> "Sequences":
         def joined(name: str) -> np.ndarray:
             return np.concatenate([getattr(part, name) for part in parts])
 
-        return cls(joined("tokens"), joined("segments"), _starts(np.concatenate([p.lengths() for p in parts])),
-                   joined("labels"),
-                   {name: np.concatenate([p.predictions[name] for p in parts]) for name in parts[0].predictions},
-                   _starts(np.concatenate([p.prediction_counts() for p in parts])))
+        return cls(
+            joined("tokens"),
+            joined("segments"),
+            _starts(np.concatenate([p.lengths() for p in parts])),
+            joined("labels"),
+            {name: np.concatenate([p.predictions[name] for p in parts]) for name in parts[0].predictions},
+            _starts(np.concatenate([p.prediction_counts() for p in parts])),
+        )
 
 
 def _placement(counts: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -102,8 +111,9 @@ def _scatter(rows: int, width: int, target: np.ndarray, values, dtype=np.int64) 
     return flat.reshape(rows, width)
 
 
-def packed_features(sequences: Sequences, rows: Rows, seq_length: int, sequences_per_row: int,
-                    max_predictions: int | None) -> dict[str, np.ndarray]:
+def packed_features(
+    sequences: Sequences, rows: Rows, seq_length: int, sequences_per_row: int, max_predictions: int | None
+) -> dict[str, np.ndarray]:
     """Packed features ([rows, ...], v1 names) of `rows` of `sequences`.
 
     `max_predictions` is the unpacked records' P (the rows get `schema.packed_predictions(P, K)` slots); None for
@@ -132,8 +142,9 @@ def packed_features(sequences: Sequences, rows: Rows, seq_length: int, sequences
         shift = {"masked_lm_positions": offset[owner]}  # positions move with the sequence's place in the row
         for name in _PREDICTIONS:
             dtype = np.float32 if name in schema.FLOAT_FEATURES else np.int64
-            features[name] = _scatter(count, slots, target, sequences.predictions[name][source] + shift.get(name, 0),
-                                      dtype)
+            features[name] = _scatter(
+                count, slots, target, sequences.predictions[name][source] + shift.get(name, 0), dtype
+            )
     return features
 
 
@@ -149,9 +160,11 @@ def row_sequences(arrays: Mapping[str, np.ndarray], row: int) -> list[dict]:
     for slot in slots:
         tokens = np.flatnonzero(mask == slot + 1) if packed else np.flatnonzero(mask > 0)
         begin, end = int(tokens[0]), int(tokens[-1]) + 1
-        sequence = {"input_ids": arrays["input_ids"][row, begin:end],
-                    "segment_ids": arrays["segment_ids"][row, begin:end],
-                    "next_sentence_label": None if labels is None else int(labels[row, slot])}
+        sequence = {
+            "input_ids": arrays["input_ids"][row, begin:end],
+            "segment_ids": arrays["segment_ids"][row, begin:end],
+            "next_sentence_label": None if labels is None else int(labels[row, slot]),
+        }
         if "masked_lm_weights" in arrays:
             positions = arrays["masked_lm_positions"][row]
             kept = (arrays["masked_lm_weights"][row] > 0) & (positions >= begin) & (positions < end)

@@ -78,21 +78,23 @@ class PackSummary:
     def format(self) -> str:
         sizes = ", ".join(f"{k + 1}: {count:,}" for k, count in enumerate(self.rows_by_size))
         rate = self.sequences / max(self.seconds, 1e-9)
-        return "\n".join([
-            f"input: {self.sequences:,} sequences in {self.chunks:,} chunk(s), padding "
-            f"{self.padding(self.sequences):.2%} of {self.sequences * self.seq_length:,} tokens",
-            f"output: {self.rows:,} rows of up to {self.sequences_per_row} sequences, padding "
-            f"{self.padding(self.rows):.2%} of {self.rows * self.seq_length:,} tokens",
-            f"sequences per row: mean {self.sequences / max(1, self.rows):.3f} (rows holding {sizes})",
-            f"time: {self.seconds:,.1f} s ({rate:,.0f} sequences/s)",
-        ])
+        return "\n".join(
+            [
+                f"input: {self.sequences:,} sequences in {self.chunks:,} chunk(s), padding "
+                f"{self.padding(self.sequences):.2%} of {self.sequences * self.seq_length:,} tokens",
+                f"output: {self.rows:,} rows of up to {self.sequences_per_row} sequences, padding "
+                f"{self.padding(self.rows):.2%} of {self.rows * self.seq_length:,} tokens",
+                f"sequences per row: mean {self.sequences / max(1, self.rows):.3f} (rows holding {sizes})",
+                f"time: {self.seconds:,.1f} s ({rate:,.0f} sequences/s)",
+            ]
+        )
 
 
 def _sequences(chunk: Chunk, layout: validation.RecordLayout) -> Sequences:
     parts = []
     for path, first, records in chunk.pieces:
         for start in range(0, len(records), _BATCH):
-            batch = records[start:start + _BATCH]
+            batch = records[start : start + _BATCH]
             try:
                 arrays = validation.parse_records(batch, layout)
             except tf.errors.InvalidArgumentError as error:
@@ -117,10 +119,20 @@ def pack_chunk(chunk: Chunk, settings: PackSettings) -> tuple[list[bytes], PackS
     rows = rows.reordered(rng.permutation(rows.count))  # plan order groups rows by their lengths
     records = []
     for start in range(0, rows.count, _BATCH):
-        features = packed_features(sequences, rows.slice(start, min(start + _BATCH, rows.count)), layout.seq_length,
-                                   per_row, layout.max_predictions if layout.masked else None)
+        features = packed_features(
+            sequences,
+            rows.slice(start, min(start + _BATCH, rows.count)),
+            layout.seq_length,
+            per_row,
+            layout.max_predictions if layout.masked else None,
+        )
         records.extend(encode_examples(features, layout.use_v2_feature_names))
-    summary = PackSummary(layout.seq_length, per_row, chunks=1, sequences=len(sequences),
-                          tokens=len(sequences.tokens),
-                          rows_by_size=np.bincount(rows.sizes(), minlength=per_row + 1)[1:].tolist())
+    summary = PackSummary(
+        layout.seq_length,
+        per_row,
+        chunks=1,
+        sequences=len(sequences),
+        tokens=len(sequences.tokens),
+        rows_by_size=np.bincount(rows.sizes(), minlength=per_row + 1)[1:].tolist(),
+    )
     return records, summary

@@ -40,7 +40,7 @@ def plan_packs(histogram: Sequence[int], seq_length: int, max_sequences_per_pack
     Returns the packs, in the order they were closed or last touched: deterministic for the same arguments.
     """
     counts = np.asarray(histogram, np.int64)
-    if len(counts) > seq_length + 1 and counts[seq_length + 1:].any():
+    if len(counts) > seq_length + 1 and counts[seq_length + 1 :].any():
         raise ValueError(f"the histogram counts sequences longer than seq_length={seq_length}")
     if max_sequences_per_pack < 1:
         raise ValueError(f"max_sequences_per_pack={max_sequences_per_pack} must be at least 1")

@@ -28,12 +28,14 @@ from kbert.errors import ConfigError
 DEVICE_PREFETCH_BATCHES = 2
 
 
-def _masker(max_predictions: int, vocab_size: int | None, vocab_file: str | None, whole_word: bool,
-            selection_rate: float) -> DynamicMasker:
+def _masker(
+    max_predictions: int, vocab_size: int | None, vocab_file: str | None, whole_word: bool, selection_rate: float
+) -> DynamicMasker:
     """The dynamic masker: from the vocabulary file (special ids, ## pieces) if given, else from `vocab_size`."""
     if vocab_file:
-        return DynamicMasker.from_vocab_file(vocab_file, max_predictions, whole_word=whole_word,
-                                             selection_rate=selection_rate)
+        return DynamicMasker.from_vocab_file(
+            vocab_file, max_predictions, whole_word=whole_word, selection_rate=selection_rate
+        )
     if whole_word:
         raise ConfigError("whole_word_masking needs vocab_file, to know which pieces continue a word (##).")
     if vocab_size is None:
@@ -41,8 +43,9 @@ def _masker(max_predictions: int, vocab_size: int | None, vocab_file: str | None
     return DynamicMasker(vocab_size, max_predictions, selection_rate=selection_rate)
 
 
-def _records(files: list[str], compression: str, is_training: bool, seed: int | None, cycle_length: int,
-             shuffle_buffer: int) -> tf.data.Dataset:
+def _records(
+    files: list[str], compression: str, is_training: bool, seed: int | None, cycle_length: int, shuffle_buffer: int
+) -> tf.data.Dataset:
     """Serialized records of `files`: shuffled and repeated forever when training, one pass in order otherwise."""
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if is_training:
@@ -67,9 +70,10 @@ def distribute_options(strategy: tf.distribute.Strategy) -> tf.distribute.InputO
     """
     devices = strategy.extended.worker_devices
     accelerated = all(tf.DeviceSpec.from_string(d).device_type in ("GPU", "TPU") for d in devices)
-    return tf.distribute.InputOptions(experimental_fetch_to_device=accelerated,
-                                      experimental_per_replica_buffer_size=DEVICE_PREFETCH_BATCHES if accelerated
-                                      else 1)
+    return tf.distribute.InputOptions(
+        experimental_fetch_to_device=accelerated,
+        experimental_per_replica_buffer_size=DEVICE_PREFETCH_BATCHES if accelerated else 1,
+    )
 
 
 def _pipeline_files(file_pattern: str | Sequence[str], input_context: tf.distribute.InputContext | None) -> list[str]:
@@ -84,17 +88,26 @@ def _pipeline_files(file_pattern: str | Sequence[str], input_context: tf.distrib
     return files[input_context.input_pipeline_id :: num_pipelines] if input_context else files
 
 
-def _checked_layout(files: list[str], seq_length: int, max_predictions: int, vocab_size: int | None,
-                    dynamic_masking: bool, validate_records: int | None, use_v2_feature_names: bool | None,
-                    compression: str | None) -> validation.RecordLayout:
+def _checked_layout(
+    files: list[str],
+    seq_length: int,
+    max_predictions: int,
+    vocab_size: int | None,
+    dynamic_masking: bool,
+    validate_records: int | None,
+    use_v2_feature_names: bool | None,
+    compression: str | None,
+) -> validation.RecordLayout:
     """The files' layout (packed or not, feature names, compression), their first records checked
     (`validate_records` 0: not read, taken as unpacked); an asked-for naming that the files do not have is an
     error, an asked-for compression wins."""
     if validate_records == 0:
-        return validation.RecordLayout(bool(use_v2_feature_names), not dynamic_masking, seq_length,
-                                       max_predictions, compression or "")
-    layout = validation.validate_files(files, seq_length, max_predictions, vocab_size, dynamic_masking,
-                                       validate_records)
+        return validation.RecordLayout(
+            bool(use_v2_feature_names), not dynamic_masking, seq_length, max_predictions, compression or ""
+        )
+    layout = validation.validate_files(
+        files, seq_length, max_predictions, vocab_size, dynamic_masking, validate_records
+    )
     if use_v2_feature_names is not None and use_v2_feature_names != layout.use_v2_feature_names:
         raise validation.InputDataError(
             f"{files[0]}: use_v2_feature_names={use_v2_feature_names} was asked for, but the file has "
@@ -165,13 +178,24 @@ def pretraining_dataset(
 
     if dynamic_masking and vocab_file:
         vocab_size = vocab_size or len(read_vocabulary(vocab_file, required=MASKING_TOKENS, flag="vocab_file"))
-    layout = _checked_layout(files, seq_length, max_predictions, vocab_size, dynamic_masking, validate_records,
-                             use_v2_feature_names, compression)
+    layout = _checked_layout(
+        files,
+        seq_length,
+        max_predictions,
+        vocab_size,
+        dynamic_masking,
+        validate_records,
+        use_v2_feature_names,
+        compression,
+    )
     v2, spec = layout.use_v2_feature_names, layout.spec()
     # A packed row's sequences share its prediction slots; masking never crosses a sequence: each one starts
     # with [CLS] and ends with [SEP], which are never masked nor continue a word.
-    slots = schema.packed_predictions(max_predictions, layout.sequences_per_row) if layout.sequences_per_row \
+    slots = (
+        schema.packed_predictions(max_predictions, layout.sequences_per_row)
+        if layout.sequences_per_row
         else max_predictions
+    )
     masker = _masker(slots, vocab_size, vocab_file, whole_word_masking, masked_lm_prob) if dynamic_masking else None
 
     def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -195,9 +219,11 @@ def pretraining_dataset(
         pipeline = input_context.input_pipeline_id if input_context else 0
         stream = tf.data.Dataset.counter(start=skip_batches)
         dataset = tf.data.Dataset.zip((dataset, stream)).map(
-            lambda batch, index: masker(batch, tf.random.experimental.stateless_fold_in(
-                tf.constant([seed or 0, pipeline], tf.int64), index)),
-            num_parallel_calls=tf.data.AUTOTUNE)
+            lambda batch, index: masker(
+                batch, tf.random.experimental.stateless_fold_in(tf.constant([seed or 0, pipeline], tf.int64), index)
+            ),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
     options = tf.data.Options()
     # Files are sharded here by hand; auto-sharding again would drop data.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF

@@ -60,8 +60,9 @@ class PreparedData:
     sources_file: str
 
 
-def prepare_data(settings: DataSettings, data_dir: str, print_fn: Callable[..., None] = print,
-                 step_format: str = "[{}/6]") -> PreparedData:
+def prepare_data(
+    settings: DataSettings, data_dir: str, print_fn: Callable[..., None] = print, step_format: str = "[{}/6]"
+) -> PreparedData:
     """Writes the text, vocabulary and TFRecords into `data_dir` (printing steps 1-4).
 
     Raises ValueError / FileNotFoundError when the text is missing or too small, naming the flag.
@@ -70,10 +71,16 @@ def prepare_data(settings: DataSettings, data_dir: str, print_fn: Callable[..., 
     source, sources_file = _source_text(settings, data_dir, print_fn, step_format.format(1))
     print_fn(f"{step_format.format(2)} train/held-out split of {source}")
     train_txt, heldout_txt = os.path.join(data_dir, "train.txt"), os.path.join(data_dir, "heldout.txt")
-    split = text_documents.write_split(text_documents.read_documents([source], resplit=bool(settings.text)), train_txt,
-                                       heldout_txt, settings.heldout_every)
-    print_fn(f"      {split.train_documents:,} train documents ({split.train_sentences:,} sentences), "
-             f"{split.heldout_documents:,} held-out ({split.heldout_sentences:,} sentences)")
+    split = text_documents.write_split(
+        text_documents.read_documents([source], resplit=bool(settings.text)),
+        train_txt,
+        heldout_txt,
+        settings.heldout_every,
+    )
+    print_fn(
+        f"      {split.train_documents:,} train documents ({split.train_sentences:,} sentences), "
+        f"{split.heldout_documents:,} held-out ({split.heldout_sentences:,} sentences)"
+    )
 
     vocab_file = os.path.join(data_dir, "vocab.txt")
     print_fn(f"{step_format.format(3)} learning a WordPiece vocabulary of at most {settings.vocab_size:,} tokens")
@@ -86,16 +93,33 @@ def prepare_data(settings: DataSettings, data_dir: str, print_fn: Callable[..., 
     for name, source_txt, dupe_factor in (("train", train_txt, settings.dupe_factor), ("heldout", heldout_txt, 1)):
         output = os.path.join(data_dir, f"{name}.tfrecord")
         summary = create_pretraining_data(
-            [source_txt], [output], vocab_file, True,
-            InstanceConfig(max_seq_length=settings.seq_length, max_predictions_per_seq=settings.max_predictions,
-                           dupe_factor=dupe_factor, objective=settings.objective),
-            random_seed=settings.seed, num_workers=settings.num_workers)
+            [source_txt],
+            [output],
+            vocab_file,
+            True,
+            InstanceConfig(
+                max_seq_length=settings.seq_length,
+                max_predictions_per_seq=settings.max_predictions,
+                dupe_factor=dupe_factor,
+                objective=settings.objective,
+            ),
+            random_seed=settings.seed,
+            num_workers=settings.num_workers,
+        )
         print_fn(f"      {name}: {summary.instances:,} instances -> {output}")
         instances[name] = summary.instances
     if instances["heldout"] == 0:
         raise ValueError("The held-out text gave no instances; give more text.")
-    return PreparedData(os.path.join(data_dir, "train.tfrecord"), os.path.join(data_dir, "heldout.tfrecord"),
-                        vocab_file, len(tokens), instances["train"], instances["heldout"], source, sources_file)
+    return PreparedData(
+        os.path.join(data_dir, "train.tfrecord"),
+        os.path.join(data_dir, "heldout.tfrecord"),
+        vocab_file,
+        len(tokens),
+        instances["train"],
+        instances["heldout"],
+        source,
+        sources_file,
+    )
 
 
 def _source_text(settings: DataSettings, data_dir: str, print_fn, step: str) -> tuple[str, str]:
@@ -112,12 +136,17 @@ def _source_text(settings: DataSettings, data_dir: str, print_fn, step: str) -> 
         return combined, ""
     corpus, sources_file = os.path.join(data_dir, "docstrings.txt"), os.path.join(data_dir, "sources.txt")
     roots, _ = corpus_roots(settings)
-    where = (", ".join(roots) if settings.source_roots
-             else f"the standard library of Python {platform.python_version()} ({roots[0]})")
+    where = (
+        ", ".join(roots)
+        if settings.source_roots
+        else f"the standard library of Python {platform.python_version()} ({roots[0]})"
+    )
     print_fn(f"{step} building the docstring corpus (at most {settings.corpus_bytes:,} bytes) from {where}")
     stats = write_docstring_corpus(settings, corpus, sources_file)
-    print_fn(f"      {stats.documents:,} documents, {stats.sentences:,} sentences, {stats.bytes:,} bytes from "
-             f"{stats.files:,} files -> {corpus}")
+    print_fn(
+        f"      {stats.documents:,} documents, {stats.sentences:,} sentences, {stats.bytes:,} bytes from "
+        f"{stats.files:,} files -> {corpus}"
+    )
     return corpus, sources_file
 
 
@@ -135,8 +164,9 @@ def write_docstring_corpus(settings: DataSettings, corpus_file: str, sources_fil
     of each of its documents, one a line."""
     roots, modules = corpus_roots(settings)
     sources = DocumentSources(roots, modules)
-    stats = docstring_corpus.build_docstring_corpus(corpus_file, roots, max_bytes=settings.corpus_bytes,
-                                                    progress=sources, modules=modules)
+    stats = docstring_corpus.build_docstring_corpus(
+        corpus_file, roots, max_bytes=settings.corpus_bytes, progress=sources, modules=modules
+    )
     with open(sources_file, "w", encoding="utf-8") as f:
         f.writelines(package + "\n" for package in sources.packages(stats.documents))
     return stats

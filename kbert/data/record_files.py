@@ -69,8 +69,9 @@ def _decode(raw: bytes) -> str:
 
 def _missing_column(path: str, column: str, columns: list[str]) -> InputDataError:
     shown = ", ".join(repr(c) for c in columns[:8]) + (", ..." if len(columns) > 8 else "")
-    return InputDataError(f"--text_column: {path} has no column {column!r} (its columns: {shown}); pass "
-                          "--text_column=NAME.")
+    return InputDataError(
+        f"--text_column: {path} has no column {column!r} (its columns: {shown}); pass --text_column=NAME."
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,8 +203,10 @@ class RecordFormat:
             raise _missing_column(path, self.text_column, schema.names)
         kind = schema.field(self.text_column).type
         if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-            raise InputDataError(f"--text_column: {path}: column {self.text_column!r} holds {kind}, not text; "
-                                 "pass --text_column=NAME of a string column.")
+            raise InputDataError(
+                f"--text_column: {path}: column {self.text_column!r} holds {kind}, not text; "
+                "pass --text_column=NAME of a string column."
+            )
         return parquet
 
     def _rows(self, batches, first_row: int) -> Iterator[Record]:
@@ -250,12 +253,16 @@ def _dataset(path: str, column: str):
         raise InputDataError(f"--input_file: {path} is not a dataset saved with save_to_disk ({e}).") from None
     if isinstance(dataset, datasets.DatasetDict):
         splits = ", ".join(dataset)
-        raise InputDataError(f"--input_file: {path} holds the splits {splits}; give one split's folder, e.g. "
-                             f"{path.rstrip('/')}/{next(iter(dataset))}.")
+        raise InputDataError(
+            f"--input_file: {path} holds the splits {splits}; give one split's folder, e.g. "
+            f"{path.rstrip('/')}/{next(iter(dataset))}."
+        )
     if column not in dataset.column_names:
         raise _missing_column(path, column, dataset.column_names)
     feature = dataset.features[column]
     if getattr(feature, "dtype", None) not in ("string", "large_string"):
-        raise InputDataError(f"--text_column: {path}: column {column!r} holds {feature}, not text; pass "
-                             "--text_column=NAME of a string column.")
+        raise InputDataError(
+            f"--text_column: {path}: column {column!r} holds {feature}, not text; pass "
+            "--text_column=NAME of a string column."
+        )
     return dataset.select_columns([column])

@@ -24,5 +24,9 @@ def lines(text: str) -> list[str]:
 
 def split(text_lines: Sequence[str], language: str) -> list[str]:
     """Each line cut into its sentences, in order; a line that is one sentence comes back as it is."""
-    return [sentence for line in text_lines for sentence in (s.strip() for s in sentencex.segment(language, line))
-            if sentence]
+    return [
+        sentence
+        for line in text_lines
+        for sentence in (s.strip() for s in sentencex.segment(language, line))
+        if sentence
+    ]

@@ -36,11 +36,21 @@ _WRONG_KIND = (KbertError, "a directory stands where a file is needed, or a file
 _UNKNOWN = (KbertError, "see the cause")
 # TensorFlow's I/O errors, by class name (TensorFlow may not be imported), and local ones, by class and errno:
 # kbert's error and what the user can do, for the errors a user can fix.
-_TF_FIXES = {"NotFoundError": _MISSING, "PermissionDeniedError": _DENIED, "ResourceExhaustedError": _FULL,
-             "DataLossError": _CORRUPT, "FailedPreconditionError": _WRONG_KIND}
+_TF_FIXES = {
+    "NotFoundError": _MISSING,
+    "PermissionDeniedError": _DENIED,
+    "ResourceExhaustedError": _FULL,
+    "DataLossError": _CORRUPT,
+    "FailedPreconditionError": _WRONG_KIND,
+}
 # (FileExistsError: `makedirs` of a folder where a file is.)
-_OS_FIXES = {FileNotFoundError: _MISSING, PermissionError: _DENIED, IsADirectoryError: _WRONG_KIND,
-             NotADirectoryError: _WRONG_KIND, FileExistsError: _WRONG_KIND}
+_OS_FIXES = {
+    FileNotFoundError: _MISSING,
+    PermissionError: _DENIED,
+    IsADirectoryError: _WRONG_KIND,
+    NotADirectoryError: _WRONG_KIND,
+    FileExistsError: _WRONG_KIND,
+}
 _ERRNO_FIXES = {errno.ENOSPC: _FULL, errno.EDQUOT: _FULL}
 
 
@@ -130,7 +140,8 @@ def io_error(error: BaseException, path: str, flag: str) -> KbertError:
     """
     if isinstance(error, OSError):
         fix = _ERRNO_FIXES.get(error.errno) or next(
-            (fix for kind, fix in _OS_FIXES.items() if isinstance(error, kind)), _UNKNOWN)
+            (fix for kind, fix in _OS_FIXES.items() if isinstance(error, kind)), _UNKNOWN
+        )
         detail = error.strerror or str(error)
     else:
         fix, detail = _TF_FIXES.get(type(error).__name__, _UNKNOWN), error.message

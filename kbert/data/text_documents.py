@@ -55,8 +55,9 @@ def _sentences(lines: list[str], resplit: bool) -> list[str]:
     return split_sentences(" ".join(lines)) if resplit else lines
 
 
-def write_split(documents: Iterable[list[str]], train_path: str, heldout_path: str,
-                heldout_every: int = 20) -> SplitStats:
+def write_split(
+    documents: Iterable[list[str]], train_path: str, heldout_path: str, heldout_every: int = 20
+) -> SplitStats:
     """Writes every `heldout_every`-th document to `heldout_path` and the others to `train_path`.
 
     Taking documents at a stride (rather than the tail) spreads the held-out set over the whole corpus, whose
@@ -78,5 +79,6 @@ def write_split(documents: Iterable[list[str]], train_path: str, heldout_path: s
     if stats.heldout_documents == 0:
         raise ValueError(
             f"The text has {total} document(s); the demo needs at least {heldout_every} "
-            "(documents are separated by blank lines). Give more text or separate its paragraphs by blank lines.")
+            "(documents are separated by blank lines). Give more text or separate its paragraphs by blank lines."
+        )
     return stats

@@ -129,8 +129,9 @@ class ShardedWriter:
     more records when there are fewer than files.
     """
 
-    def __init__(self, paths: Sequence[str], gzip: bool = False,
-                 more_records: str = "give more text or a larger --dupe_factor"):
+    def __init__(
+        self, paths: Sequence[str], gzip: bool = False, more_records: str = "give more text or a larger --dupe_factor"
+    ):
         self.paths = list(paths)
         self.more_records = more_records
         options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")

@@ -55,7 +55,7 @@ class WordpieceTokenizer:
         """Token ids of all lines, flat (int32), and the row splits (int64, len(lines) + 1) that cut them by line."""
         values, lengths = [], []
         for start in range(0, len(lines), _BATCH_LINES):
-            ragged = self._tokenizer.tokenize(tf.constant(lines[start:start + _BATCH_LINES], tf.string))
+            ragged = self._tokenizer.tokenize(tf.constant(lines[start : start + _BATCH_LINES], tf.string))
             values.append(ragged.flat_values.numpy())
             lengths.append(ragged.row_lengths().numpy())
         if not values:

@@ -30,6 +30,7 @@ from kbert.data.masking import SpecialIds
 from kbert.data.tfrecord_writer import encode_examples
 from kbert.data.tokenization import WordpieceTokenizer
 
+
 @dataclasses.dataclass(frozen=True)
 class Job:
     vocab_file: str
@@ -111,7 +112,9 @@ class UnitProcessor:
     def __call__(self, unit: documents_lib.WorkUnit) -> UnitOutput:
         texts, read_stats = documents_lib.read_documents(unit, split_sentences=self.job.config.objective == "nsp")
         summary = Summary(
-            units=1, lines=read_stats.lines, repaired_lines=read_stats.repaired_lines,
+            units=1,
+            lines=read_stats.lines,
+            repaired_lines=read_stats.repaired_lines,
             replaced_chars=read_stats.replaced_chars,
         )
         docs = self._tokenize(texts)
@@ -149,7 +152,7 @@ class UnitProcessor:
         ids, splits = self.tokenizer.tokenize([line for doc in texts for line in doc])
         docs, line = [], 0
         for doc in texts:
-            sentences = [ids[splits[j]:splits[j + 1]] for j in range(line, line + len(doc))]
+            sentences = [ids[splits[j] : splits[j + 1]] for j in range(line, line + len(doc))]
             line += len(doc)
             sentences = [s for s in sentences if len(s)]  # lines of only control characters or spaces
             if sentences:

@@ -52,8 +52,14 @@ class RecordLayout:
 
     def spec(self) -> dict:
         """The `tf.io.parse_example` spec of the file's records."""
-        return schema.feature_spec(self.seq_length, self.max_predictions or 1, self.use_v2_feature_names,
-                                   self.masked, self.sequences_per_row, self.sentence_labels)
+        return schema.feature_spec(
+            self.seq_length,
+            self.max_predictions or 1,
+            self.use_v2_feature_names,
+            self.masked,
+            self.sequences_per_row,
+            self.sentence_labels,
+        )
 
 
 def match_files(file_pattern: str | Sequence[str], flag: str = "file_pattern") -> list[str]:
@@ -146,8 +152,7 @@ def inspect_layout(path: str, record: bytes, compression: str = "") -> RecordLay
     if missing:
         raise InputDataError(f"{path}: records lack the features {missing} (found {sorted(features)}).")
     seq_length = len(features[schema.file_name("input_ids", v2)].int64_list.value)
-    max_predictions = len(features["masked_lm_positions"].int64_list.value) - ((per_row or 1) - 1) if masked \
-        else None
+    max_predictions = len(features["masked_lm_positions"].int64_list.value) - ((per_row or 1) - 1) if masked else None
     return RecordLayout(v2, masked, seq_length, max_predictions, compression, per_row, labels)
 
 

@@ -140,8 +140,7 @@ def learn_vocabulary(
     except InputDataError:
         reading.report.check(files, input_format)  # no good record: that, not "no words", is the error
         raise
-    stats = VocabStats(reading.lines, reading.chars, len(tokens), len(reserved), vocab_size, shortfall,
-                       reading.report)
+    stats = VocabStats(reading.lines, reading.chars, len(tokens), len(reserved), vocab_size, shortfall, reading.report)
     return tokens, stats
 
 
@@ -171,7 +170,7 @@ def _learn_with_tokenizers(
     room = _room(vocab_size, len(reserved), len(characters))
     longer = _train(reading, bert, fixed, len(fixed) + math.ceil(room * _OVERTRAIN))
     if len(longer) > room:
-        longer = _most_used(longer, _uses(fixed + longer, words)[len(fixed):], room)
+        longer = _most_used(longer, _uses(fixed + longer, words)[len(fixed) :], room)
     tokens = fixed + longer
     if len(tokens) == vocab_size:
         return tokens, None
@@ -276,15 +275,18 @@ def _train(reading: _Reading, bert: _BertWords, fixed: list[str], size: int) -> 
     )
     tokenizer.train_from_iterator(_batches(reading.read("learning")), trainer)
     ids = tokenizer.get_vocab()
-    return sorted(ids, key=ids.__getitem__)[len(fixed):]
+    return sorted(ids, key=ids.__getitem__)[len(fixed) :]
 
 
 def _uses(pieces: list[str], words: collections.Counter[str]) -> list[int]:
     """How often each of `pieces` (a vocabulary, id = index) occurs when WordPiece splits the counted words, with
     a tokenizer of no added tokens (every piece is plain vocabulary, matched only as WordPiece matches)."""
     vocabulary = {piece: i for i, piece in enumerate(pieces)}
-    tokenizer = Tokenizer(models.WordPiece(vocabulary, unk_token="[UNK]", continuing_subword_prefix=_JOINER,
-                                           max_input_chars_per_word=_MAX_WORD_CHARS))
+    tokenizer = Tokenizer(
+        models.WordPiece(
+            vocabulary, unk_token="[UNK]", continuing_subword_prefix=_JOINER, max_input_chars_per_word=_MAX_WORD_CHARS
+        )
+    )
     distinct = list(words)
     split = tokenizer.encode(distinct, is_pretokenized=True, add_special_tokens=False)
     uses = [0] * len(pieces)
@@ -328,8 +330,9 @@ def _learn_with_tensorflow_text(
     )
 
 
-def _batches(items: Iterable[str], limit: int = _BATCH_LINES, size: Callable[[str], int] = lambda _: 1
-             ) -> Iterator[list[str]]:
+def _batches(
+    items: Iterable[str], limit: int = _BATCH_LINES, size: Callable[[str], int] = lambda _: 1
+) -> Iterator[list[str]]:
     """`items` in lists of `limit` sizes each (one item counts `size(item)`; the last list may hold less)."""
     batch: list[str] = []
     total = 0

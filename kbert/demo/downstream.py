@@ -59,8 +59,15 @@ class FinetuneSettings:
     batch_size: int = 32
 
 
-def probe_all(task: TaskFiles, vocab_file: str, seq_length: int, model: Mapping[str, Any],
-              encoders: Mapping[str, str], random_seeds: int, print_fn: Callable[..., None]) -> list[DownstreamScores]:
+def probe_all(
+    task: TaskFiles,
+    vocab_file: str,
+    seq_length: int,
+    model: Mapping[str, Any],
+    encoders: Mapping[str, str],
+    random_seeds: int,
+    print_fn: Callable[..., None],
+) -> list[DownstreamScores]:
     """The probe's score of every encoder of `encoders` (name -> pretraining model_dir, "" for random init, scored
     once per seed 1..`random_seeds` from `model`, the pretraining configs' model section), in `encoders`' order."""
     data = task.examples()
@@ -70,30 +77,41 @@ def probe_all(task: TaskFiles, vocab_file: str, seq_length: int, model: Mapping[
     for name, model_dir in encoders.items():
         seeds = [] if model_dir else list(range(1, random_seeds + 1))
         built = [probe.pretrained_encoder(model_dir)] if model_dir else [probe.random_encoder(model, s) for s in seeds]
-        scores = DownstreamScores(name, PROBE, seeds, [probe.probe_accuracy(e, tokenizer, train, evaluation)
-                                                         for e in built])
+        scores = DownstreamScores(
+            name, PROBE, seeds, [probe.probe_accuracy(e, tokenizer, train, evaluation) for e in built]
+        )
         print_fn(f"      {name}: probe accuracy {scores}" + (f" (seeds {seeds[0]}-{seeds[-1]})" if seeds else ""))
         results.append(scores)
     return results
 
 
-def write_configs(task: TaskFiles, vocab_file: str, seq_length: int, model: Mapping[str, Any],
-                  encoders: Mapping[str, str], settings: FinetuneSettings, directory: str) -> dict[str, str]:
+def write_configs(
+    task: TaskFiles,
+    vocab_file: str,
+    seq_length: int,
+    model: Mapping[str, Any],
+    encoders: Mapping[str, str],
+    settings: FinetuneSettings,
+    directory: str,
+) -> dict[str, str]:
     """Writes `finetune_<encoder>.yaml` per encoder (name -> pretraining model_dir, "" for random init) and returns
     their paths. `model` is the pretraining configs' model section: a random-init encoder is built from it."""
-    recipe = Recipe(task.finetune_task(), vocab_file, seq_length, settings.epochs, settings.learning_rate,
-                    settings.batch_size)
+    recipe = Recipe(
+        task.finetune_task(), vocab_file, seq_length, settings.epochs, settings.learning_rate, settings.batch_size
+    )
     paths = {}
     for encoder, init_checkpoint in encoders.items():
         paths[encoder] = os.path.join(directory, f"finetune_{encoder}.yaml")
         with open(paths[encoder], "w") as f:
-            yaml.safe_dump(finetune_config(recipe, init_checkpoint, None if init_checkpoint else model), f,
-                           sort_keys=False)
+            yaml.safe_dump(
+                finetune_config(recipe, init_checkpoint, None if init_checkpoint else model), f, sort_keys=False
+            )
     return paths
 
 
-def finetune_all(configs: Mapping[str, str], settings: FinetuneSettings, runs_dir: str, logs_dir: str,
-                 print_fn: Callable[..., None]) -> list[DownstreamScores]:
+def finetune_all(
+    configs: Mapping[str, str], settings: FinetuneSettings, runs_dir: str, logs_dir: str, print_fn: Callable[..., None]
+) -> list[DownstreamScores]:
     """Fine-tunes every encoder of `configs` once per seed, in `runs_dir/<encoder>/seed_<S>`, `settings.parallel`
     runs at a time; returns their scores in `configs`' order.
 
@@ -110,10 +128,17 @@ def _finetune(encoder: str, config_file: str, seed: int, runs_dir: str, logs_dir
     model_dir = os.path.join(runs_dir, encoder, f"seed_{seed}")
     command = finetune_command(config_file, model_dir, f"--params_override=train.seed={seed}")
     print_fn("      $ kbert-finetune " + " ".join(command[3:]))
-    run_logged(command, os.path.join(logs_dir, f"finetune_{encoder}_seed_{seed}.log"), _ECHO, print_fn,
-               f"kbert-finetune of the {encoder} encoder, seed {seed},")
+    run_logged(
+        command,
+        os.path.join(logs_dir, f"finetune_{encoder}_seed_{seed}.log"),
+        _ECHO,
+        print_fn,
+        f"kbert-finetune of the {encoder} encoder, seed {seed},",
+    )
     summary = read_summary(model_dir)
     accuracy = score(summary)
-    print_fn(f"      {encoder}, seed {seed}: eval accuracy {accuracy:.1f}% (best of {len(summary['epochs'])} epochs: "
-             f"{summary['best_epoch']}), {summary['wall_seconds']:.0f} s")
+    print_fn(
+        f"      {encoder}, seed {seed}: eval accuracy {accuracy:.1f}% (best of {len(summary['epochs'])} epochs: "
+        f"{summary['best_epoch']}), {summary['wall_seconds']:.0f} s"
+    )
     return accuracy

@@ -28,9 +28,13 @@ class LossCurve:
 
 def _train_event_files(model_dir: str) -> list[str]:
     """The event files of every `train` folder under `model_dir`, at any depth, sorted."""
-    return sorted(os.path.join(folder, name) for folder, _, names in tf.io.gfile.walk(model_dir)
-                  if os.path.basename(folder.rstrip("/")) == "train"
-                  for name in names if name.startswith("events.out.tfevents."))
+    return sorted(
+        os.path.join(folder, name)
+        for folder, _, names in tf.io.gfile.walk(model_dir)
+        if os.path.basename(folder.rstrip("/")) == "train"
+        for name in names
+        if name.startswith("events.out.tfevents.")
+    )
 
 
 def read_loss_curve(model_dir: str, start_time: float, tag: str = "loss") -> LossCurve:
@@ -48,7 +52,8 @@ def read_loss_curve(model_dir: str, start_time: float, tag: str = "loss") -> Los
                 if value.tag == tag:
                     points[event.step] = (event.wall_time - start_time, float(tf.make_ndarray(value.tensor)))
     if not points:
-        raise FileNotFoundError(f"No '{tag}' training summaries under {model_dir}; did the run write any "
-                                "(train.summary_interval)?")
+        raise FileNotFoundError(
+            f"No '{tag}' training summaries under {model_dir}; did the run write any (train.summary_interval)?"
+        )
     steps = sorted(points)
     return LossCurve(steps, [points[s][0] for s in steps], [points[s][1] for s in steps])

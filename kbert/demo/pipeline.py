@@ -92,8 +92,9 @@ def run_demo(settings: DemoSettings, print_fn: Callable[..., None] = print) -> D
     started = time.time()
 
     prepared = prepare_data(settings, paths["data"], print_fn, step_format=STEP)
-    configs = _write_configs(settings, paths["configs"], prepared,
-                             eval_batch_size=min(settings.batch_size, prepared.heldout_instances))
+    configs = _write_configs(
+        settings, paths["configs"], prepared, eval_batch_size=min(settings.batch_size, prepared.heldout_instances)
+    )
     runs = []
     for number, name in ((5, "full"), (6, "mslt")):
         label = "pretraining a tiny BERT with LAMB" if name == "full" else "MSLT on the same data and steps"
@@ -117,44 +118,69 @@ def run_demo(settings: DemoSettings, print_fn: Callable[..., None] = print) -> D
 STEP = "[{}/7]"
 
 
-def _downstream(settings: DemoSettings, prepared: PreparedData, model: dict[str, Any], paths: dict[str, str],
-                print_fn) -> tuple[Optional[TaskFiles], list[report.DownstreamScores]]:
+def _downstream(
+    settings: DemoSettings, prepared: PreparedData, model: dict[str, Any], paths: dict[str, str], print_fn
+) -> tuple[Optional[TaskFiles], list[report.DownstreamScores]]:
     """Step 7: builds the package task and measures the LAMB, MSLT and random-init encoders on it: the probe, then
     fine-tuning when `settings.finetune.seeds` asks for it."""
     if not prepared.sources_file:
         print_fn(f"{STEP.format(7)} skipped: the downstream task is built from the docstring corpus, not your text")
         return None, []
     print_fn(f"{STEP.format(7)} downstream: which standard-library package does a docstring come from?")
-    task = build_package_task(prepared.text_file, prepared.sources_file, os.path.join(paths["data"], "task"),
-                              settings.task)
-    print_fn(f"      {len(task.labels)} packages ({', '.join(task.labels)}): {task.train_examples:,} train and "
-             f"{task.eval_examples:,} eval docstrings -> {os.path.dirname(task.train_file)}")
-    encoders = {"full": os.path.join(paths["runs"], "full"), "mslt": os.path.join(paths["runs"], "mslt"),
-                report.RANDOM_INIT: ""}
+    task = build_package_task(
+        prepared.text_file, prepared.sources_file, os.path.join(paths["data"], "task"), settings.task
+    )
+    print_fn(
+        f"      {len(task.labels)} packages ({', '.join(task.labels)}): {task.train_examples:,} train and "
+        f"{task.eval_examples:,} eval docstrings -> {os.path.dirname(task.train_file)}"
+    )
+    encoders = {
+        "full": os.path.join(paths["runs"], "full"),
+        "mslt": os.path.join(paths["runs"], "mslt"),
+        report.RANDOM_INIT: "",
+    }
     print_fn("      a frozen-encoder probe: logistic regression on each encoder's mean final-layer features")
-    scores = downstream.probe_all(task, prepared.vocab_file, settings.seq_length, model, encoders,
-                                  settings.probe_seeds, print_fn)
+    scores = downstream.probe_all(
+        task, prepared.vocab_file, settings.seq_length, model, encoders, settings.probe_seeds, print_fn
+    )
     if settings.finetune.seeds:
-        configs = downstream.write_configs(task, prepared.vocab_file, settings.seq_length, model, encoders,
-                                           settings.finetune, paths["configs"])
-        scores += downstream.finetune_all(configs, settings.finetune, os.path.join(paths["runs"], "finetune"),
-                                          paths["logs"], print_fn)
+        configs = downstream.write_configs(
+            task, prepared.vocab_file, settings.seq_length, model, encoders, settings.finetune, paths["configs"]
+        )
+        scores += downstream.finetune_all(
+            configs, settings.finetune, os.path.join(paths["runs"], "finetune"), paths["logs"], print_fn
+        )
     return task, scores
 
 
-def _write_results(out: str, prepared: PreparedData, runs: list[report.RunResult], task: Optional[TaskFiles],
-                   scores: list[report.DownstreamScores], outcome: Optional[Verdict], table: str) -> dict[str, str]:
+def _write_results(
+    out: str,
+    prepared: PreparedData,
+    runs: list[report.RunResult],
+    task: Optional[TaskFiles],
+    scores: list[report.DownstreamScores],
+    outcome: Optional[Verdict],
+    table: str,
+) -> dict[str, str]:
     """results.md, results.json and the plots (downstream.png only with downstream scores); returns their paths."""
-    files = [("table", "results.md"), ("results", "results.json"), ("loss_vs_step", "loss_vs_step.png"),
-             ("loss_vs_time", "loss_vs_time.png")] + ([("downstream", "downstream.png")] if scores else [])
+    files = [
+        ("table", "results.md"),
+        ("results", "results.json"),
+        ("loss_vs_step", "loss_vs_step.png"),
+        ("loss_vs_time", "loss_vs_time.png"),
+    ] + ([("downstream", "downstream.png")] if scores else [])
     written = {name: os.path.join(out, file) for name, file in files}
     with open(written["table"], "w") as f:
         f.write(table + "\n")
-    results = {"corpus": dataclasses.asdict(fingerprint(prepared.text_file)),
-               "pretraining": [dataclasses.asdict(run) for run in runs],
-               "downstream": {"task": dataclasses.asdict(task) if task else None,
-                              "encoders": [dataclasses.asdict(s) for s in scores],
-                              "verdict": dataclasses.asdict(outcome) if outcome else None}}
+    results = {
+        "corpus": dataclasses.asdict(fingerprint(prepared.text_file)),
+        "pretraining": [dataclasses.asdict(run) for run in runs],
+        "downstream": {
+            "task": dataclasses.asdict(task) if task else None,
+            "encoders": [dataclasses.asdict(s) for s in scores],
+            "verdict": dataclasses.asdict(outcome) if outcome else None,
+        },
+    }
     with open(written["results"], "w") as f:
         json.dump(results, f, indent=2)
     report.plot_losses(runs, written["loss_vs_step"], written["loss_vs_time"])
@@ -183,31 +209,61 @@ def mslt_stage_steps(steps: int) -> tuple[int, int, int]:
     return growth, growth, steps - 2 * growth
 
 
-def _write_configs(settings: DemoSettings, directory: str, prepared: PreparedData,
-                   eval_batch_size: int) -> dict[str, Any]:
+def _write_configs(
+    settings: DemoSettings, directory: str, prepared: PreparedData, eval_batch_size: int
+) -> dict[str, Any]:
     """Writes full.yaml and mslt.yaml; returns their paths and, under "model", their model section."""
     loop = _loop_length(settings.steps)
     h = settings.hidden_size
     base = {
-        "model": {"bert": "bert_tiny", "overrides": {
-            "vocab_size": prepared.vocab_size, "num_hidden_layers": settings.num_layers, "hidden_size": h,
-            "num_attention_heads": settings.num_attention_heads, "intermediate_size": 4 * h,
-            "hidden_dropout_prob": settings.dropout, "attention_probs_dropout_prob": settings.dropout}},
-        "data": {"train_files": prepared.train_files, "eval_files": prepared.eval_files,
-                 "seq_length": settings.seq_length, "max_predictions": settings.max_predictions},
+        "model": {
+            "bert": "bert_tiny",
+            "overrides": {
+                "vocab_size": prepared.vocab_size,
+                "num_hidden_layers": settings.num_layers,
+                "hidden_size": h,
+                "num_attention_heads": settings.num_attention_heads,
+                "intermediate_size": 4 * h,
+                "hidden_dropout_prob": settings.dropout,
+                "attention_probs_dropout_prob": settings.dropout,
+            },
+        },
+        "data": {
+            "train_files": prepared.train_files,
+            "eval_files": prepared.eval_files,
+            "seq_length": settings.seq_length,
+            "max_predictions": settings.max_predictions,
+        },
         "optimizer": {"type": "lamb", "weight_decay": 0.01, "epsilon": 1e-6},
-        "schedule": {"peak_learning_rate": settings.learning_rate, "warmup_steps": max(1, settings.steps // 10),
-                     "power": 0.5},
-        "train": {"global_batch_size": settings.batch_size, "total_steps": settings.steps, "steps_per_loop": loop,
-                  "summary_interval": loop, "checkpoint_interval": settings.steps // loop * loop,
-                  "max_checkpoints": 1, "seed": settings.seed},
+        "schedule": {
+            "peak_learning_rate": settings.learning_rate,
+            "warmup_steps": max(1, settings.steps // 10),
+            "power": 0.5,
+        },
+        "train": {
+            "global_batch_size": settings.batch_size,
+            "total_steps": settings.steps,
+            "steps_per_loop": loop,
+            "summary_interval": loop,
+            "checkpoint_interval": settings.steps // loop * loop,
+            "max_checkpoints": 1,
+            "seed": settings.seed,
+        },
         "eval": {"global_batch_size": eval_batch_size, "steps": -1},
     }
     first, second, final = mslt_stage_steps(settings.steps)
-    mslt = dict(base, mslt={"mode": "mslt", "new_layer_init": "copy",
-                            "stages": [{"num_layers": settings.num_layers // 2, "steps": first},
-                                       {"num_layers": settings.num_layers, "steps": second}],
-                            "final_stage": {"steps": final}})
+    mslt = dict(
+        base,
+        mslt={
+            "mode": "mslt",
+            "new_layer_init": "copy",
+            "stages": [
+                {"num_layers": settings.num_layers // 2, "steps": first},
+                {"num_layers": settings.num_layers, "steps": second},
+            ],
+            "final_stage": {"steps": final},
+        },
+    )
     paths: dict[str, Any] = {"model": base["model"]}
     for name, config in (("full", base), ("mslt", mslt)):
         paths[name] = os.path.join(directory, f"{name}.yaml")
@@ -216,12 +272,19 @@ def _write_configs(settings: DemoSettings, directory: str, prepared: PreparedDat
     return paths
 
 
-def _pretrain(name: str, config_file: str, runs_dir: str, logs_dir: str, settings: DemoSettings,
-              print_fn) -> report.RunResult:
+def _pretrain(
+    name: str, config_file: str, runs_dir: str, logs_dir: str, settings: DemoSettings, print_fn
+) -> report.RunResult:
     model_dir = os.path.join(runs_dir, name)
     log = os.path.join(logs_dir, f"{name}.log")
-    command = [sys.executable, "-m", "kbert.run_pretraining", f"--config_file={config_file}",
-               f"--model_dir={model_dir}", "--mode=train_and_eval"]
+    command = [
+        sys.executable,
+        "-m",
+        "kbert.run_pretraining",
+        f"--config_file={config_file}",
+        f"--model_dir={model_dir}",
+        "--mode=train_and_eval",
+    ]
     print_fn("      $ kbert-pretrain " + " ".join(command[3:]))
     run_logged(command, log, _PROGRESS_LINE, print_fn, f"kbert-pretrain for the {name} run")
     summary_path = os.path.join(model_dir, "summary.json")
@@ -230,5 +293,10 @@ def _pretrain(name: str, config_file: str, runs_dir: str, logs_dir: str, setting
     # Times count from the start of the run proper (summary.json is written when it ends), not the interpreter's.
     run_started = os.path.getmtime(summary_path) - summary["wall_seconds"]
     first, second, _ = mslt_stage_steps(settings.steps)
-    return report.RunResult(name, history.read_loss_curve(model_dir, run_started), summary["wall_seconds"],
-                            summary["eval"], [first, first + second] if name == "mslt" else [])
+    return report.RunResult(
+        name,
+        history.read_loss_curve(model_dir, run_started),
+        summary["wall_seconds"],
+        summary["eval"],
+        [first, first + second] if name == "mslt" else [],
+    )

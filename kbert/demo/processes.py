@@ -16,8 +16,7 @@ import subprocess
 from typing import Callable, Sequence
 
 
-def run_logged(command: Sequence[str], log: str, echo: re.Pattern, print_fn: Callable[..., None],
-               what: str) -> None:
+def run_logged(command: Sequence[str], log: str, echo: re.Pattern, print_fn: Callable[..., None], what: str) -> None:
     """Runs `command`, writes everything it prints to `log` and echoes the lines `echo` matches, indented.
 
     Raises RuntimeError naming `what` and the log when the command fails.
@@ -26,8 +25,7 @@ def run_logged(command: Sequence[str], log: str, echo: re.Pattern, print_fn: Cal
     # reach the log and the screen as it prints them, whether or not it flushes.
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"), PYTHONUNBUFFERED="1")
     with open(log, "w") as log_file:
-        process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   env=env)
+        process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         for line in process.stdout:
             log_file.write(line)
             if echo.match(line):

@@ -78,10 +78,12 @@ def results_table(runs: Sequence[RunResult], downstream: Sequence[DownstreamScor
         rows.append(
             f"| {run.name} | {run.curve.steps[-1]} | {run.wall_seconds:.1f} | {baseline / run.wall_seconds:.2f}x "
             f"| {run.curve.losses[-1]:.4f} | {e['masked_lm_loss']:.4f} | {e['masked_lm_accuracy']:.4f} |"
-            + "".join(_score_cell(scores.get((run.name, m))) for m in measures))
+            + "".join(_score_cell(scores.get((run.name, m))) for m in measures)
+        )
     if any(encoder == RANDOM_INIT for encoder, _ in scores):
-        rows.append("| random init | 0 | | | | | |" + "".join(_score_cell(scores.get((RANDOM_INIT, m)))
-                                                          for m in measures))
+        rows.append(
+            "| random init | 0 | | | | | |" + "".join(_score_cell(scores.get((RANDOM_INIT, m))) for m in measures)
+        )
     return "\n".join(rows)
 
 
@@ -112,7 +114,7 @@ def plot_losses(runs: Sequence[RunResult], step_png: str, time_png: str) -> None
     for path, axis, label in ((step_png, "steps", "optimizer step"), (time_png, "seconds", "wall time (s)")):
         fig, ax = plt.subplots(figsize=(6, 4), dpi=80)
         for run in runs:
-            line, = ax.plot(getattr(run.curve, axis), run.curve.losses, marker=".", label=run.name)
+            (line,) = ax.plot(getattr(run.curve, axis), run.curve.losses, marker=".", label=run.name)
             if axis == "steps":
                 for end in run.stage_ends:
                     ax.axvline(end, color=line.get_color(), linestyle=":", linewidth=1)

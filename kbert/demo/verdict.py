@@ -36,20 +36,30 @@ def verdict(runs: Sequence[RunResult], scores: Sequence[DownstreamScores]) -> Ve
     pretrained = [s for s in scores if s.encoder != RANDOM_INIT]
     gains = ", ".join(f"{s.encoder} {s.mean - floor.mean:+.1f} points" for s in pretrained)
     missed = [s for s in pretrained if s.mean - floor.mean < MARGIN_POINTS or min(s.scores) <= max(floor.scores)]
-    goal = (f"goal: {MARGIN_POINTS:.0f} points over the random-init mean and above each of its "
-            f"{len(floor.scores)} seeds ({max(floor.scores):.1f}% at best)")
+    goal = (
+        f"goal: {MARGIN_POINTS:.0f} points over the random-init mean and above each of its "
+        f"{len(floor.scores)} seeds ({max(floor.scores):.1f}% at best)"
+    )
     measure = pretrained[0].measure
     if not missed:
         return Verdict(True, f"Pretraining beat random init ({measure}): {gains}; {goal}: met.")
-    return Verdict(False, f"PRETRAINING DID NOT BEAT RANDOM INIT ({measure}): {gains}; {goal}: missed by "
-                          f"{', '.join(s.encoder for s in missed)}. Likely cause: {_cause(runs, missed)}")
+    return Verdict(
+        False,
+        f"PRETRAINING DID NOT BEAT RANDOM INIT ({measure}): {gains}; {goal}: missed by "
+        f"{', '.join(s.encoder for s in missed)}. Likely cause: {_cause(runs, missed)}",
+    )
 
 
 def _cause(runs: Sequence[RunResult], missed: Sequence[DownstreamScores]) -> str:
     """Too little pretraining: at the demo's scale nothing else moved the probe as much (docs/demo.md)."""
     by_name = {run.name: run for run in runs}
-    reached = ", ".join(f"{s.encoder} {by_name[s.encoder].curve.steps[-1]:,} steps to held-out MLM accuracy "
-                        f"{by_name[s.encoder].eval['masked_lm_accuracy']:.3f}" for s in missed)
-    return (f"too little pretraining ({reached}): an encoder that has learned little more than which words are "
-            "frequent holds no more of the task than a random one. Raise --steps (on the standard-library corpus "
-            "the probe's gain over random init appears between 3,000 and 4,500 steps; docs/demo.md).")
+    reached = ", ".join(
+        f"{s.encoder} {by_name[s.encoder].curve.steps[-1]:,} steps to held-out MLM accuracy "
+        f"{by_name[s.encoder].eval['masked_lm_accuracy']:.3f}"
+        for s in missed
+    )
+    return (
+        f"too little pretraining ({reached}): an encoder that has learned little more than which words are "
+        "frequent holds no more of the task than a random one. Raise --steps (on the standard-library corpus "
+        "the probe's gain over random init appears between 3,000 and 4,500 steps; docs/demo.md)."
+    )

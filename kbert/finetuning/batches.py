@@ -61,14 +61,14 @@ def _texts_and_labels(examples: Examples, with_labels: bool) -> tf.data.Dataset:
     return tf.data.Dataset.zip(texts, tf.data.Dataset.from_tensor_slices(examples.labels))
 
 
-def eval_batches(encoder: PairEncoder, examples: Examples, batch_size: int,
-                 with_labels: bool = True) -> tf.data.Dataset:
+def eval_batches(
+    encoder: PairEncoder, examples: Examples, batch_size: int, with_labels: bool = True
+) -> tf.data.Dataset:
     """Batches of `(features, label)` (or `features` only) in the examples' order, each cut to its width."""
     widths = tf.constant(bucket_widths(encoder.seq_length), tf.int32)
     dataset = _texts_and_labels(examples, with_labels).batch(batch_size)
     if with_labels:
-        dataset = dataset.map(lambda t, y: (_cut(encoder.encode(*t), widths), y),
-                              num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = dataset.map(lambda t, y: (_cut(encoder.encode(*t), widths), y), num_parallel_calls=tf.data.AUTOTUNE)
     else:
         dataset = dataset.map(lambda *t: _cut(encoder.encode(*t), widths), num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
@@ -83,6 +83,8 @@ def training_batches(encoder: PairEncoder, examples: Examples, batch_size: int, 
     dataset = dataset.batch(batch_size).map(lambda t, y: (encoder.encode(*t), y), num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.unbatch().group_by_window(
         key_func=lambda features, _: tf.cast(_bucket(tf.reduce_sum(features["input_mask"]), widths)[0], tf.int64),
-        reduce_func=lambda _, rows: rows.batch(batch_size, drop_remainder=True), window_size=batch_size)
+        reduce_func=lambda _, rows: rows.batch(batch_size, drop_remainder=True),
+        window_size=batch_size,
+    )
     dataset = dataset.map(lambda features, y: (_cut(features, widths), y), num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)

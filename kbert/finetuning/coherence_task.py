@@ -78,11 +78,19 @@ def write_jsonl(pairs: Sequence[dict], path: str) -> str:
     return path
 
 
-def write_task(train_documents: Sequence[list[str]], eval_documents: Sequence[list[str]], directory: str,
-               train_count: int, eval_count: int, seed: int = 0) -> tuple[str, str]:
+def write_task(
+    train_documents: Sequence[list[str]],
+    eval_documents: Sequence[list[str]],
+    directory: str,
+    train_count: int,
+    eval_count: int,
+    seed: int = 0,
+) -> tuple[str, str]:
     """Writes `directory/train.jsonl` and `directory/eval.jsonl` (see the module invariants); returns their paths."""
     os.makedirs(directory, exist_ok=True)
     train = sentence_pairs(train_documents, train_count, seed)
     held_out = sentence_pairs(unseen(eval_documents, train_documents), eval_count, seed + 1)
-    return (write_jsonl(train, os.path.join(directory, "train.jsonl")),
-            write_jsonl(held_out, os.path.join(directory, "eval.jsonl")))
+    return (
+        write_jsonl(train, os.path.join(directory, "train.jsonl")),
+        write_jsonl(held_out, os.path.join(directory, "eval.jsonl")),
+    )

@@ -37,8 +37,11 @@ class TaskConfig(Section):
     type: str = "classification"
 
     def check(self) -> None:
-        need(bool(self.name), "task.name is not set: give a GLUE task (e.g. task.name=sst2,task.data_dir=...) "
-                              "or tsv|csv|jsonl with task.train_file and task.eval_file.")
+        need(
+            bool(self.name),
+            "task.name is not set: give a GLUE task (e.g. task.name=sst2,task.data_dir=...) "
+            "or tsv|csv|jsonl with task.train_file and task.eval_file.",
+        )
 
 
 @dataclasses.dataclass
@@ -50,8 +53,7 @@ class FinetuneModelConfig(ModelConfig):
     classifier_dropout: float = 0.1
 
     def check(self) -> None:
-        need(0 <= self.classifier_dropout < 1,
-             f"model.classifier_dropout={self.classifier_dropout} must be in [0, 1).")
+        need(0 <= self.classifier_dropout < 1, f"model.classifier_dropout={self.classifier_dropout} must be in [0, 1).")
 
 
 @dataclasses.dataclass
@@ -83,8 +85,10 @@ class FinetuneTrainConfig(Section):
     seed: int = 12345
 
     def check(self) -> None:
-        need(self.mixed_precision in PRECISION_POLICIES,
-             f"train.mixed_precision={self.mixed_precision!r}: choose one of {', '.join(PRECISION_POLICIES)}.")
+        need(
+            self.mixed_precision in PRECISION_POLICIES,
+            f"train.mixed_precision={self.mixed_precision!r}: choose one of {', '.join(PRECISION_POLICIES)}.",
+        )
         for key in ("epochs", "global_batch_size", "eval_batch_size", "steps_per_execution"):
             need(getattr(self, key) > 0, f"train.{key}={getattr(self, key)} must be positive.")
 

@@ -64,11 +64,14 @@ def _padded(ragged: tf.RaggedTensor, seq_length, value: int) -> tf.Tensor:
 def pack(segments: list[tf.RaggedTensor], seq_length, cls_id: int, sep_id: int, pad_id: int) -> dict[str, tf.Tensor]:
     """One or two segments of ids `[batch, (pieces)]` -> `{"input_ids", "input_mask", "segment_ids"}`, int32
     `[batch, seq_length]`: trimmed (`trim`), joined as `[CLS] a [SEP] (b [SEP])`, padded."""
-    ids, segment_ids = tft.combine_segments(trim(segments, seq_length)[0], start_of_sequence_id=cls_id,
-                                            end_of_segment_id=sep_id)
-    return {"input_ids": _padded(ids, seq_length, pad_id),
-            "input_mask": _padded(tf.ones_like(ids), seq_length, 0),
-            "segment_ids": _padded(segment_ids, seq_length, 0)}
+    ids, segment_ids = tft.combine_segments(
+        trim(segments, seq_length)[0], start_of_sequence_id=cls_id, end_of_segment_id=sep_id
+    )
+    return {
+        "input_ids": _padded(ids, seq_length, pad_id),
+        "input_mask": _padded(tf.ones_like(ids), seq_length, 0),
+        "segment_ids": _padded(segment_ids, seq_length, 0),
+    }
 
 
 def text_columns(examples: Examples) -> tuple:
@@ -84,8 +87,9 @@ class PairEncoder:
         self.seq_length = seq_length
         ids = {token: i for i, token in enumerate(self.vocab)}
         self.cls_id, self.sep_id, self.pad_id = ids["[CLS]"], ids["[SEP]"], ids["[PAD]"]
-        self._tokenizer = tft.FastBertTokenizer(vocab=self.vocab, token_out_type=tf.int64,
-                                                lower_case_nfd_strip_accents=lower_case, unknown_token="[UNK]")
+        self._tokenizer = tft.FastBertTokenizer(
+            vocab=self.vocab, token_out_type=tf.int64, lower_case_nfd_strip_accents=lower_case, unknown_token="[UNK]"
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -112,6 +116,6 @@ class PairEncoder:
         texts = text_columns(examples)
         cut = 0
         for start in range(0, len(examples), _COUNT_BATCH):
-            batch = [tf.constant(column[start:start + _COUNT_BATCH]) for column in texts]
+            batch = [tf.constant(column[start : start + _COUNT_BATCH]) for column in texts]
             cut += int(tf.reduce_sum(tf.cast(trim(self._segments(*batch), self.seq_length)[1], tf.int32)))
         return cut

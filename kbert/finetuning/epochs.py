@@ -78,9 +78,17 @@ class EpochEvaluator(keras.callbacks.Callback):
     or None off the chief; `print_fn` prints the progress line.
     """
 
-    def __init__(self, data: TaskData, evals: dict[str, EvalSet], best: BestWeights,
-                 save_checkpoint: Callable[[int], None], epochs: int, examples_per_epoch: int,
-                 writers: Optional[dict[str, tf.summary.SummaryWriter]], print_fn=print):
+    def __init__(
+        self,
+        data: TaskData,
+        evals: dict[str, EvalSet],
+        best: BestWeights,
+        save_checkpoint: Callable[[int], None],
+        epochs: int,
+        examples_per_epoch: int,
+        writers: Optional[dict[str, tf.summary.SummaryWriter]],
+        print_fn=print,
+    ):
         super().__init__()
         self.data = data
         self.evals = evals
@@ -105,12 +113,19 @@ class EpochEvaluator(keras.callbacks.Callback):
             raise NonFiniteLossError(
                 f"Epoch {number}: the training loss is {logs['loss']}; nothing of this epoch was saved. Lower "
                 "schedule.peak_learning_rate or raise schedule.warmup_fraction, or use train.mixed_precision="
-                "mixed_bfloat16 instead of mixed_float16.", bad_from_step=number)  # checkpoints count epochs
+                "mixed_bfloat16 instead of mixed_float16.",
+                bad_from_step=number,
+            )  # checkpoints count epochs
         outputs = {split: self.model.predict(s.dataset, verbose=0) for split, s in self.evals.items()}
         results = {split: scores(outputs[split], s.labels, self.data) for split, s in self.evals.items()}
         learning_rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
-        record = {"epoch": number, "loss": float(logs["loss"]), "learning_rate": learning_rate,
-                  "sequences_per_second": self.examples_per_epoch / seconds, **results}
+        record = {
+            "epoch": number,
+            "loss": float(logs["loss"]),
+            "learning_rate": learning_rate,
+            "sequences_per_second": self.examples_per_epoch / seconds,
+            **results,
+        }
         self.history.append(record)
         # Best first: a run killed between the two redoes this epoch rather than forgetting it was the best.
         improved = self.best.offer(number, results["eval"][self.data.metrics[0]], results)
@@ -121,11 +136,14 @@ class EpochEvaluator(keras.callbacks.Callback):
         self.print_fn(self._line(record, improved), flush=True)
 
     def _line(self, record: dict[str, Any], improved: bool) -> str:
-        scores = " | ".join(f"{split} " + " ".join(f"{k} {v:.4f}" for k, v in record[split].items())
-                            for split in self.evals)
+        scores = " | ".join(
+            f"{split} " + " ".join(f"{k} {v:.4f}" for k, v in record[split].items()) for split in self.evals
+        )
         best = "best" if improved else f"best epoch {self.best.record.get('epoch')}"
-        return (f"epoch {record['epoch']}/{self.epochs} | loss {record['loss']:.4f} | {scores} | {best} | "
-                f"{record['sequences_per_second']:.1f} seq/s")
+        return (
+            f"epoch {record['epoch']}/{self.epochs} | loss {record['loss']:.4f} | {scores} | {best} | "
+            f"{record['sequences_per_second']:.1f} seq/s"
+        )
 
     def _write_summaries(self, number: int, record: dict[str, Any]) -> None:
         if self.writers is None:

@@ -64,8 +64,10 @@ def _label_set(table: Table, column) -> tuple[str, ...]:
     """The training file's labels: numeric order when all are integers, else alphabetical."""
     values = set(v.strip() for v in table.columns[column])
     if len(values) < 2:
-        raise InputDataError(f"{table.path}: column {column!r} holds one label only ({', '.join(values)}); a "
-                             "classifier needs examples of at least two, or set task.type=regression.")
+        raise InputDataError(
+            f"{table.path}: column {column!r} holds one label only ({', '.join(values)}); a "
+            "classifier needs examples of at least two, or set task.type=regression."
+        )
     if all(v.lstrip("-").isdigit() for v in values):
         return tuple(sorted(values, key=int))
     return tuple(sorted(values))
@@ -80,7 +82,8 @@ def _class_ids(table: Table, task: Task, label_names: tuple[str, ...], train_fil
             known_from = "GLUE's labels" if task.labels else f"the labels of {train_file}"
             raise InputDataError(
                 f"{table.path}, line {line}: label {value!r} in column {task.label!r} is not among {known_from} "
-                f"({', '.join(label_names)}); fix the file, or add examples of it to the training file.")
+                f"({', '.join(label_names)}); fix the file, or add examples of it to the training file."
+            )
         labels[i] = ids[value]
     return labels
 
@@ -95,15 +98,21 @@ def _targets(table: Table, task: Task) -> np.ndarray:
         if not math.isfinite(number):
             raise InputDataError(
                 f"{table.path}, line {line}: regression target {value!r} in column {task.label!r} is not a finite "
-                "number; fix the file, or set task.type=classification if the labels are classes.")
+                "number; fix the file, or set task.type=classification if the labels are classes."
+            )
     return targets
 
 
 def _read(path: str, task: Task, text_a, text_b, extra) -> tuple[Table, Examples]:
-    table = read_columns(path, task.file_format, [c for c in (text_a, text_b, extra) if c is not None],
-                         header=task.header)
-    examples = Examples(path, table.columns[text_a], table.columns[text_b] if text_b is not None else None,
-                        skipped_rows=table.skipped_rows)
+    table = read_columns(
+        path, task.file_format, [c for c in (text_a, text_b, extra) if c is not None], header=task.header
+    )
+    examples = Examples(
+        path,
+        table.columns[text_a],
+        table.columns[text_b] if text_b is not None else None,
+        skipped_rows=table.skipped_rows,
+    )
     return table, examples
 
 

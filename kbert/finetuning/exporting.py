@@ -46,8 +46,9 @@ def checkpoint_vocab(checkpoint: str, vocab_file: str) -> str:
     source = imported_checkpoint(checkpoint)
     found = vocab_file or (source.vocab_file if source is not None else None)
     if not found:
-        raise ConfigError("--vocab_file is not set and the checkpoint brings none: give the vocabulary the model "
-                          "was pretrained with.")
+        raise ConfigError(
+            "--vocab_file is not set and the checkpoint brings none: give the vocabulary the model was pretrained with."
+        )
     return found
 
 
@@ -87,9 +88,11 @@ def check_output_dir(path: str, overwrite: bool) -> None:
     held = sorted(tf.io.gfile.listdir(path))
     if held and not overwrite:
         shown = ", ".join(name.rstrip("/") for name in held[:3]) + (", ..." if len(held) > 3 else "")
-        raise ConfigError(f"--output_dir={path} holds files ({shown}); give a new or empty folder, or pass "
-                          "--overwrite to write the export over its files of the same names (nothing else there "
-                          "is deleted).")
+        raise ConfigError(
+            f"--output_dir={path} holds files ({shown}); give a new or empty folder, or pass "
+            "--overwrite to write the export over its files of the same names (nothing else there "
+            "is deleted)."
+        )
 
 
 def export_google(encoder: BertEncoder, vocab_file: str, output_dir: str) -> str:
@@ -100,14 +103,18 @@ def export_google(encoder: BertEncoder, vocab_file: str, output_dir: str) -> str
     return path
 
 
-def export_hf(pretrainer: BertPretrainer, vocab_file: str, output_dir: str, architecture: str,
-              lower_case: bool = True) -> str:
+def export_hf(
+    pretrainer: BertPretrainer, vocab_file: str, output_dir: str, architecture: str, lower_case: bool = True
+) -> str:
     """Writes `output_dir/config.json` and `model.safetensors` (Hugging Face's `architecture` layout), `vocab.txt`
     and the `tokenizer_config.json` of its lower-casing; returns the weights' path."""
     path = export_hf_checkpoint(pretrainer, output_dir, architecture)
     tf.io.gfile.copy(vocab_file, os.path.join(output_dir, "vocab.txt"), overwrite=True)
-    tokenizer = {"tokenizer_class": "BertTokenizer", "do_lower_case": lower_case,
-                 "model_max_length": pretrainer.config.max_position_embeddings}
+    tokenizer = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": lower_case,
+        "model_max_length": pretrainer.config.max_position_embeddings,
+    }
     with tf.io.gfile.GFile(os.path.join(output_dir, "tokenizer_config.json"), "w") as f:
         json.dump(tokenizer, f, indent=2)
         f.write("\n")

@@ -70,8 +70,7 @@ def _jsonl_rows(path: str) -> Iterator[tuple[int, dict]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise InputDataError(f"{path}, line {number}: not JSON ({e}); each line must be one JSON object.") \
-                from None
+            raise InputDataError(f"{path}, line {number}: not JSON ({e}); each line must be one JSON object.") from None
         if not isinstance(row, dict):
             raise InputDataError(f"{path}, line {number}: expected a JSON object of fields, got {row!r:.60}.")
         yield number, row
@@ -81,12 +80,14 @@ def _missing_column_error(path: str, missing: Sequence[Column], found: Sequence[
     return InputDataError(
         f"{path} has no column {', '.join(repr(c) for c in missing)}; its columns are "
         f"{', '.join(repr(c) for c in found) or '(none)'}. Set task.text_a_column / task.text_b_column / "
-        "task.label_column to one of them.")
+        "task.label_column to one of them."
+    )
 
 
 def empty_file_error(path: str) -> InputDataError:
-    return InputDataError(f"{path} holds no examples (the file is empty or has a header only); point the task at "
-                          "a file with data rows.")
+    return InputDataError(
+        f"{path} holds no examples (the file is empty or has a header only); point the task at a file with data rows."
+    )
 
 
 # A data row: its 1-based line number and its wanted values, or None where it lacks one of them.

@@ -38,8 +38,11 @@ _LEFT_OUT_OF_AVERAGE = ("wnli",)
 
 def tasks_in(data_dir: str) -> list[str]:
     """The GLUE tasks whose `train.tsv` is under `data_dir` (GLUE's root), in GLUE's order."""
-    return [name for name, glue in GLUE_TASKS.items()
-            if tf.io.gfile.exists(os.path.join(data_dir, glue.directory, "train.tsv"))]
+    return [
+        name
+        for name, glue in GLUE_TASKS.items()
+        if tf.io.gfile.exists(os.path.join(data_dir, glue.directory, "train.tsv"))
+    ]
 
 
 def task_score(name: str, summary: dict[str, Any]) -> float:
@@ -60,15 +63,18 @@ def glue_table(scores: dict[str, list[float]]) -> str:
     lines = []
     for name, values in scores.items():
         spread = f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else ""
-        lines.append(f"{name:6s} {statistics.fmean(values):5.1f}{spread}  ({len(values)} seed{'s' * (len(values) > 1)})")
+        lines.append(
+            f"{name:6s} {statistics.fmean(values):5.1f}{spread}  ({len(values)} seed{'s' * (len(values) > 1)})"
+        )
     average = glue_average(scores)
     if average is not None:
         lines.append(f"{'GLUE':6s} {average:5.1f}  (average over the tasks, WNLI left out)")
     return "\n".join(lines)
 
 
-def run_glue(config: FinetuneConfig, model_dir: str, strategy: tf.distribute.Strategy, seeds: Sequence[int],
-             print_fn=print) -> dict[str, Any]:
+def run_glue(
+    config: FinetuneConfig, model_dir: str, strategy: tf.distribute.Strategy, seeds: Sequence[int], print_fn=print
+) -> dict[str, Any]:
     """Fine-tunes `config` on every GLUE task under `config.task.data_dir` once per seed; writes and returns
     `model_dir/glue.json` (`scores`: task -> per-seed scores, `average`).
 
@@ -77,8 +83,10 @@ def run_glue(config: FinetuneConfig, model_dir: str, strategy: tf.distribute.Str
     """
     names = tasks_in(config.task.data_dir)
     if not names:
-        raise MissingFileError(f"task.data_dir={config.task.data_dir!r}: no GLUE task there (e.g. SST-2/train.tsv); "
-                               "give GLUE's root directory, as its download script writes it.")
+        raise MissingFileError(
+            f"task.data_dir={config.task.data_dir!r}: no GLUE task there (e.g. SST-2/train.tsv); "
+            "give GLUE's root directory, as its download script writes it."
+        )
     scores: dict[str, list[float]] = {}
     for name in names:
         for seed in seeds:

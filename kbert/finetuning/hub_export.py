@@ -24,8 +24,14 @@ import numpy as np
 
 from kbert.errors import ConfigError
 from kbert.modeling import BertEncoder, BertPretrainer
-from kbert.modeling.keras_hub_checkpoint import (BACKBONE_EPSILON, backbone_pairs, computes_keras_hub_head,
-                                                 copy_pairs, head_pairs, keras_hub)
+from kbert.modeling.keras_hub_checkpoint import (
+    BACKBONE_EPSILON,
+    backbone_pairs,
+    computes_keras_hub_head,
+    copy_pairs,
+    head_pairs,
+    keras_hub,
+)
 
 # keras-hub's BertBackbone: `gelu_approximate` in every TransformerEncoder, LayerNorm epsilon 1e-12.
 EXACT_ACTIVATIONS = ("gelu_approximate", "gelu_new")
@@ -40,21 +46,33 @@ def check_exportable(encoder: BertEncoder, allow_gelu_approximation: bool) -> No
             "--format=keras_hub: this model uses hidden_act=gelu, the exact erf GELU, and keras-hub's BertBackbone "
             "computes only the tanh approximation, so the export would change the model's outputs (about 5e-3 on a "
             "6-layer model). Pass --allow_gelu_approximation to export anyway (the difference measured is printed), "
-            "or use --format=google, which keeps the model exact.")
+            "or use --format=google, which keeps the model exact."
+        )
     if c.hidden_act not in EXACT_ACTIVATIONS + ("gelu",):
-        raise ConfigError(f"--format=keras_hub: hidden_act={c.hidden_act} has no keras-hub BertBackbone equivalent "
-                          "(it computes tanh GELU only); use --format=google.")
+        raise ConfigError(
+            f"--format=keras_hub: hidden_act={c.hidden_act} has no keras-hub BertBackbone equivalent "
+            "(it computes tanh GELU only); use --format=google."
+        )
     if c.layer_norm_eps != KERAS_HUB_EPSILON:
-        raise ConfigError(f"--format=keras_hub: layer_norm_eps={c.layer_norm_eps} but keras-hub's BertBackbone "
-                          f"fixes it at {KERAS_HUB_EPSILON}; use --format=google.")
+        raise ConfigError(
+            f"--format=keras_hub: layer_norm_eps={c.layer_norm_eps} but keras-hub's BertBackbone "
+            f"fixes it at {KERAS_HUB_EPSILON}; use --format=google."
+        )
 
 
 def _backbone(encoder: BertEncoder):
     c = encoder.config
     return keras_hub().models.BertBackbone(
-        vocabulary_size=c.vocab_size, num_layers=c.num_hidden_layers, num_heads=c.num_attention_heads,
-        hidden_dim=c.hidden_size, intermediate_dim=c.intermediate_size, dropout=c.hidden_dropout_prob,
-        max_sequence_length=c.max_position_embeddings, num_segments=c.type_vocab_size, dtype="float32")
+        vocabulary_size=c.vocab_size,
+        num_layers=c.num_hidden_layers,
+        num_heads=c.num_attention_heads,
+        hidden_dim=c.hidden_size,
+        intermediate_dim=c.intermediate_size,
+        dropout=c.hidden_dropout_prob,
+        max_sequence_length=c.max_position_embeddings,
+        num_segments=c.type_vocab_size,
+        dtype="float32",
+    )
 
 
 def to_backbone(encoder: BertEncoder):
@@ -88,8 +106,10 @@ def max_difference(encoder: BertEncoder, backbone, batch: dict | None = None) ->
     """The largest |kbert - keras-hub| over the sequence and pooled outputs of a batch (real tokens only)."""
     batch = sample_batch(encoder) if batch is None else batch
     ours = encoder(batch, training=False)
-    theirs = backbone({"token_ids": batch["input_ids"], "segment_ids": batch["segment_ids"],
-                       "padding_mask": batch["input_mask"]}, training=False)
+    theirs = backbone(
+        {"token_ids": batch["input_ids"], "segment_ids": batch["segment_ids"], "padding_mask": batch["input_mask"]},
+        training=False,
+    )
     return output_difference(batch, ours, theirs)
 
 
@@ -101,8 +121,14 @@ def output_difference(batch: dict, ours: dict, theirs: dict) -> float:
     return float(max(sequence.max(), pooled.max()))
 
 
-def export_preset(encoder: BertEncoder, vocab_file: str, output_dir: str, lower_case: bool = True,
-                  allow_gelu_approximation: bool = False, masked_lm: Optional[BertPretrainer] = None):
+def export_preset(
+    encoder: BertEncoder,
+    vocab_file: str,
+    output_dir: str,
+    lower_case: bool = True,
+    allow_gelu_approximation: bool = False,
+    masked_lm: Optional[BertPretrainer] = None,
+):
     """Writes the keras-hub preset (backbone config and weights, tokenizer, vocabulary and a classifier
     preprocessor packing to the model's positions) to `output_dir`, and with `masked_lm` (the pretrainer of
     `encoder`) its BertMaskedLM task too; returns the backbone.
@@ -114,14 +140,17 @@ def export_preset(encoder: BertEncoder, vocab_file: str, output_dir: str, lower_
     check_exportable(encoder, allow_gelu_approximation)
     if masked_lm is not None and not computes_keras_hub_head(masked_lm.config):
         c = masked_lm.config
-        raise ConfigError(f"--format=keras_hub: the masked-LM head computes {c.head_act} with epsilon "
-                          f"{c.head_layer_norm_eps}, and keras-hub's BertMaskedLM head erf GELU with 1e-5: export "
-                          "the backbone alone.")
+        raise ConfigError(
+            f"--format=keras_hub: the masked-LM head computes {c.head_act} with epsilon "
+            f"{c.head_layer_norm_eps}, and keras-hub's BertMaskedLM head erf GELU with 1e-5: export "
+            "the backbone alone."
+        )
     hub = keras_hub()
     tokenizer = hub.models.BertTokenizer(vocabulary=vocab_file, lowercase=lower_case)
     # keras-hub's preprocessors pack to 512 by default; a model with fewer positions must say so in the preset.
     preprocessor = hub.models.BertTextClassifierPreprocessor(
-        tokenizer, sequence_length=min(512, encoder.config.max_position_embeddings))
+        tokenizer, sequence_length=min(512, encoder.config.max_position_embeddings)
+    )
     if masked_lm is not None:
         task = to_masked_lm(masked_lm)
         backbone = task.backbone

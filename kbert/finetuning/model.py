@@ -43,8 +43,9 @@ class BertClassifier(keras.Model):
         self.num_outputs = num_outputs
         self.dropout_rate = config.hidden_dropout_prob if dropout is None else dropout
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=encoder.dtype_policy)
-        self.classifier = keras.layers.Dense(num_outputs, kernel_initializer=truncated_normal(config),
-                                             dtype=encoder.dtype_policy, name="classifier")
+        self.classifier = keras.layers.Dense(
+            num_outputs, kernel_initializer=truncated_normal(config), dtype=encoder.dtype_policy, name="classifier"
+        )
         self.classifier.build((None, config.hidden_size))
         self.built = True
 
@@ -53,8 +54,12 @@ class BertClassifier(keras.Model):
         return ops.cast(self.classifier(self.dropout(pooled, training=training)), "float32")
 
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "encoder": keras.saving.serialize_keras_object(self.encoder),
-                "num_outputs": self.num_outputs, "dropout": self.dropout_rate}
+        return {
+            **super().get_config(),
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "num_outputs": self.num_outputs,
+            "dropout": self.dropout_rate,
+        }
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "BertClassifier":

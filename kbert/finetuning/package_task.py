@@ -56,8 +56,14 @@ class TaskFiles:
     def finetune_task(self) -> dict:
         """kbert-finetune's `task` section for these files."""
         text, label = HEADER
-        return {"name": "tsv", "train_file": self.train_file, "eval_file": self.eval_file,
-                "text_a_column": text, "text_b_column": "", "label_column": label}
+        return {
+            "name": "tsv",
+            "train_file": self.train_file,
+            "eval_file": self.eval_file,
+            "text_a_column": text,
+            "text_b_column": "",
+            "label_column": label,
+        }
 
     def examples(self) -> TaskData:
         """The files' examples as kbert-finetune reads them (class ids in the order of `labels`)."""
@@ -79,8 +85,10 @@ def _examples_by_package(corpus: str, sources: str) -> dict[str, list[str]]:
         packages = f.read().split()
     documents = list(read_documents([corpus]))
     if len(documents) != len(packages):
-        raise ValueError(f"{sources} names {len(packages)} packages for the {len(documents)} documents of {corpus}; "
-                         "rebuild both with the demo.")
+        raise ValueError(
+            f"{sources} names {len(packages)} packages for the {len(documents)} documents of {corpus}; "
+            "rebuild both with the demo."
+        )
     seen: set[str] = set()
     grouped: dict[str, list[str]] = {}
     for sentences, package in zip(documents, packages):
@@ -104,10 +112,12 @@ def build_package_task(corpus: str, sources: str, out_dir: str, settings: TaskSe
     grouped = _examples_by_package(corpus, sources)
     need = 2 * settings.eval_every
     ranked = sorted((p for p in grouped if len(grouped[p]) >= need), key=lambda p: (-len(grouped[p]), p))
-    labels = sorted(ranked[:settings.num_classes])
+    labels = sorted(ranked[: settings.num_classes])
     if len(labels) < 2:
-        raise ValueError(f"The corpus has {len(ranked)} package(s) with at least {need} distinct docstrings; the "
-                         "downstream task needs 2. Raise --corpus_bytes.")
+        raise ValueError(
+            f"The corpus has {len(ranked)} package(s) with at least {need} distinct docstrings; the "
+            "downstream task needs 2. Raise --corpus_bytes."
+        )
     per_class = min(settings.max_per_class, min(len(grouped[p]) for p in labels))
     rows = {"train": [], "eval": []}
     for label in labels:

@@ -45,8 +45,7 @@ def submission_lines(index: Sequence[str], shown: Sequence[str]) -> str:
     return "".join(f"{i}\t{p}\n" for i, p in zip(index, shown))
 
 
-def write_submission(path: str, index: Sequence[str], outputs: np.ndarray,
-                     label_names: Optional[Sequence[str]]) -> str:
+def write_submission(path: str, index: Sequence[str], outputs: np.ndarray, label_names: Optional[Sequence[str]]) -> str:
     """Writes `path` (see the module docstring); returns it."""
     tf.io.gfile.makedirs(os.path.dirname(path))
     with tf.io.gfile.GFile(path, "w") as f:

@@ -75,13 +75,13 @@ def resolve_checkpoint(path: str, keys: Keys = FINETUNE_KEYS) -> str:
         return source.path
     resolved = path
     if tf.io.gfile.isdir(path):
-        resolved = (checkpointing.latest_checkpoint(path) or tf.train.latest_checkpoint(path)
-                    or _last_mslt_export(path))
+        resolved = checkpointing.latest_checkpoint(path) or tf.train.latest_checkpoint(path) or _last_mslt_export(path)
     if not resolved or not tf.io.gfile.exists(resolved + ".index"):
         raise MissingFileError(
             f"{keys.checkpoint}={path!r}: no checkpoint there; give a kbert model_dir, an MSLT run or stage "
             "export, a checkpoint prefix (.../ckpt-1000, .../bert_model.ckpt), a directory with a 'checkpoint' "
-            "file, a Hugging Face BERT directory or a keras-hub preset.")
+            "file, a Hugging Face BERT directory or a keras-hub preset."
+        )
     return resolved
 
 
@@ -151,22 +151,26 @@ def bert_config_for(model_config: ModelConfig, prefix: Optional[str], keys: Keys
     raise ConfigError(
         f"{keys.bert} is not set and no bert_config.json comes with {keys.checkpoint}: set {keys.bert} to a "
         f"preset (bert_base, ...) or to the bert_config.json the model was {'pretrained' if prefix else 'built'} "
-        "with.")
+        "with."
+    )
 
 
-def check_checkpoint_fits(prefix: str, bert: BertConfig, vocab_size: int, vocab_file: str,
-                          keys: Keys = FINETUNE_KEYS) -> None:
+def check_checkpoint_fits(
+    prefix: str, bert: BertConfig, vocab_size: int, vocab_file: str, keys: Keys = FINETUNE_KEYS
+) -> None:
     """Raises VocabularyError or CheckpointMismatchError, naming both sides, if the checkpoint cannot be loaded."""
     size = checkpoint_size(prefix)
     if size.vocab_size != vocab_size:
         raise VocabularyError(
             f"{keys.vocab}={vocab_file} has {vocab_size} tokens but {keys.checkpoint} {prefix} was "
-            f"pretrained with {size.vocab_size}; use the vocabulary file of that pretraining run.")
+            f"pretrained with {size.vocab_size}; use the vocabulary file of that pretraining run."
+        )
     if (size.hidden_size, size.num_layers) != (bert.hidden_size, bert.num_hidden_layers):
         raise CheckpointMismatchError(
             f"{keys.checkpoint} {prefix} holds a {size.num_layers}-layer BERT of hidden size "
             f"{size.hidden_size}, but the model config has {bert.num_hidden_layers} layers of hidden size "
-            f"{bert.hidden_size}; set {keys.bert} to the bert_config.json (or preset) it was pretrained with.")
+            f"{bert.hidden_size}; set {keys.bert} to the bert_config.json (or preset) it was pretrained with."
+        )
 
 
 def has_masked_lm_head(prefix: str) -> bool:
@@ -175,8 +179,10 @@ def has_masked_lm_head(prefix: str) -> bool:
     source = imported_checkpoint(prefix)
     if source is not None:
         return source.has_masked_lm_head
-    return any(name.startswith(("model/", "cls/")) and "predictions/output_bias" in name.replace(".S", "/")
-               for name, _ in tf.train.list_variables(prefix))
+    return any(
+        name.startswith(("model/", "cls/")) and "predictions/output_bias" in name.replace(".S", "/")
+        for name, _ in tf.train.list_variables(prefix)
+    )
 
 
 def _is_google(prefix: str) -> bool:

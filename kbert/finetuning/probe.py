@@ -72,7 +72,7 @@ def mean_features(encoder: BertEncoder, tokenizer: PairEncoder, examples: Exampl
     columns = [examples.text_a] + ([examples.text_b] if examples.text_b is not None else [])
     features = []
     for start in range(0, len(examples), _BATCH):
-        batch = tokenizer.encode(*(tf.constant(column[start:start + _BATCH]) for column in columns))
+        batch = tokenizer.encode(*(tf.constant(column[start : start + _BATCH]) for column in columns))
         hidden = tf.cast(encoder(batch, training=False)["sequence_output"], tf.float32)
         mask = tf.cast(batch["input_mask"], tf.float32)[:, :, None]
         features.append((tf.reduce_sum(hidden * mask, axis=1) / tf.reduce_sum(mask, axis=1)).numpy())
@@ -83,8 +83,12 @@ def probe_accuracy(encoder: BertEncoder, tokenizer: PairEncoder, train: Examples
     """The eval accuracy (percent) of the probe (see the module docstring) fitted on the encoder's features of
     `train`; both sets are labelled with class ids."""
     # Standardised within each fold, as the final fit on the whole training set is; refitted with the best C.
-    probe = GridSearchCV(make_pipeline(StandardScaler(), LogisticRegression(max_iter=3000)),
-                         {"logisticregression__C": list(PROBE_CS)}, scoring="accuracy", cv=StratifiedKFold(_FOLDS))
+    probe = GridSearchCV(
+        make_pipeline(StandardScaler(), LogisticRegression(max_iter=3000)),
+        {"logisticregression__C": list(PROBE_CS)},
+        scoring="accuracy",
+        cv=StratifiedKFold(_FOLDS),
+    )
     train_features, eval_features = (mean_features(encoder, tokenizer, e) for e in (train, evaluation))
     # One BLAS thread: on matrices this small, BLAS threads only spin against TensorFlow's for the cores, which made
     # the fits 40 times slower on 2 cores (the scores are the same).

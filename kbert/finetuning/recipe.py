@@ -39,20 +39,28 @@ class Recipe:
     batch_size: int = FinetuneTrainConfig.global_batch_size
 
 
-def finetune_config(recipe: Recipe, init_checkpoint: str, model: Optional[Mapping[str, Any]] = None,
-                    seed: Optional[int] = None) -> dict:
+def finetune_config(
+    recipe: Recipe, init_checkpoint: str, model: Optional[Mapping[str, Any]] = None, seed: Optional[int] = None
+) -> dict:
     """The kbert-finetune config of one run from `init_checkpoint` ("" for random init, which needs `model`, the
     pretraining runs' model section); without `seed`, kbert-finetune's default or the command line's."""
     bert = FinetuneConfig()  # BERT's recipe, as kbert-finetune's defaults hold it
-    train = {"epochs": recipe.epochs, "global_batch_size": recipe.batch_size,
-             "eval_batch_size": bert.train.eval_batch_size, "init_checkpoint": init_checkpoint}
+    train = {
+        "epochs": recipe.epochs,
+        "global_batch_size": recipe.batch_size,
+        "eval_batch_size": bert.train.eval_batch_size,
+        "init_checkpoint": init_checkpoint,
+    }
     return {
         "task": dict(recipe.task),
         # Left out for a pretrained encoder: kbert-finetune takes the model its checkpoint was trained as.
         **({"model": dict(model)} if model else {}),
         "data": {"vocab_file": recipe.vocab_file, "seq_length": recipe.seq_length},
         "optimizer": {"type": bert.optimizer.type, "weight_decay": bert.optimizer.weight_decay},
-        "schedule": {"peak_learning_rate": recipe.learning_rate, "warmup_fraction": bert.schedule.warmup_fraction,
-                     "power": bert.schedule.power},
+        "schedule": {
+            "peak_learning_rate": recipe.learning_rate,
+            "warmup_fraction": bert.schedule.warmup_fraction,
+            "power": bert.schedule.power,
+        },
         "train": {**train, **({} if seed is None else {"seed": seed})},
     }

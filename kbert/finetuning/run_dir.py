@@ -69,16 +69,20 @@ def check_resumable(model_dir: str, config: dict, write: bool = True) -> None:
       ConfigError: `model_dir` holds a finished run, or a run of another config (the differing keys named).
     """
     if tf.io.gfile.exists(os.path.join(model_dir, SUMMARY_FILE)):
-        raise ConfigError(f"--model_dir={model_dir} holds a finished fine-tuning run (summary.json); give a new "
-                          "--model_dir, or delete that one to train again.")
+        raise ConfigError(
+            f"--model_dir={model_dir} holds a finished fine-tuning run (summary.json); give a new "
+            "--model_dir, or delete that one to train again."
+        )
     written = read_json(os.path.join(model_dir, CONFIG_FILE))
     if written is not None:
         old, new = _flatten(written), _flatten(json.loads(json.dumps(config, default=float)))
         changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
         if changed:
             shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])
-            raise ConfigError(f"--model_dir={model_dir} holds a partial run of another config ({shown}); resume "
-                              "it with the same config, or give a new --model_dir.")
+            raise ConfigError(
+                f"--model_dir={model_dir} holds a partial run of another config ({shown}); resume "
+                "it with the same config, or give a new --model_dir."
+            )
     tf.io.gfile.makedirs(model_dir)
     if write:
         write_json(os.path.join(model_dir, CONFIG_FILE), config)

@@ -69,12 +69,16 @@ def prepare(config: FinetuneConfig) -> Prepared:
     # The word table follows the vocabulary file; a checkpoint was just checked to have the same size.
     bert = bert.replace(vocab_size=encoder.vocab_size)
     if config.data.seq_length > bert.max_position_embeddings:
-        raise ConfigError(f"data.seq_length={config.data.seq_length} exceeds the model's max_position_embeddings="
-                          f"{bert.max_position_embeddings}.")
+        raise ConfigError(
+            f"data.seq_length={config.data.seq_length} exceeds the model's max_position_embeddings="
+            f"{bert.max_position_embeddings}."
+        )
     steps_per_epoch = len(data.train) // config.train.global_batch_size
     if not steps_per_epoch:
-        raise ConfigError(f"train.global_batch_size={config.train.global_batch_size} is larger than "
-                          f"{data.task.train_file}'s {len(data.train)} examples; lower it.")
+        raise ConfigError(
+            f"train.global_batch_size={config.train.global_batch_size} is larger than "
+            f"{data.task.train_file}'s {len(data.train)} examples; lower it."
+        )
     return Prepared(data, encoder, bert, prefix, steps_per_epoch)
 
 
@@ -92,23 +96,41 @@ def _report_input(prepared: Prepared, print_fn) -> dict[str, Any]:
         truncated = prepared.encoder.count_truncated(examples)
         counts[split] = {"examples": len(examples), "truncated": truncated, "skipped_rows": examples.skipped_rows}
         skipped = f", {examples.skipped_rows} malformed rows skipped" if examples.skipped_rows else ""
-        print_fn(f"{split}: {len(examples)} examples from {examples.path}, {truncated} truncated to "
-                 f"seq_length={prepared.encoder.seq_length}{skipped}.", flush=True)
+        print_fn(
+            f"{split}: {len(examples)} examples from {examples.path}, {truncated} truncated to "
+            f"seq_length={prepared.encoder.seq_length}{skipped}.",
+            flush=True,
+        )
     return counts
 
 
 def _compile(config: FinetuneConfig, model: BertClassifier, total_steps: int, regression: bool) -> None:
-    optimizer = make_optimizer(config.optimizer, learning_rate(config, total_steps),
-                               mixed_precision=config.train.mixed_precision, variables=model.trainable_variables)
-    loss = (keras.losses.MeanSquaredError() if regression
-            else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.compile(optimizer=optimizer, loss=loss, jit_compile=config.train.jit_compile,
-                  steps_per_execution=config.train.steps_per_execution)
+    optimizer = make_optimizer(
+        config.optimizer,
+        learning_rate(config, total_steps),
+        mixed_precision=config.train.mixed_precision,
+        variables=model.trainable_variables,
+    )
+    loss = (
+        keras.losses.MeanSquaredError() if regression else keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    model.compile(
+        optimizer=optimizer,
+        loss=loss,
+        jit_compile=config.train.jit_compile,
+        steps_per_execution=config.train.steps_per_execution,
+    )
     optimizer.build(model.trainable_variables)  # slots exist before a checkpoint is restored into them
 
 
-def _write_predictions(model: keras.Model, prepared: Prepared, evals: dict[str, EvalSet],
-                       eval_outputs: Optional[dict[str, Any]], model_dir: str, batch_size: int) -> list[str]:
+def _write_predictions(
+    model: keras.Model,
+    prepared: Prepared,
+    evals: dict[str, EvalSet],
+    eval_outputs: Optional[dict[str, Any]],
+    model_dir: str,
+    batch_size: int,
+) -> list[str]:
     """The best epoch's eval predictions (`<split>.tsv`; its `eval_outputs` when this process has them) and, for
     GLUE, its test-set submission files; `model` holds the best epoch's weights."""
     directory = os.path.join(model_dir, "predictions")
@@ -119,8 +141,9 @@ def _write_predictions(model: keras.Model, prepared: Prepared, evals: dict[str, 
         written.append(write_submission(os.path.join(directory, f"{split}.tsv"), index, outputs, data.label_names))
     for name, examples in data.tests.items():
         outputs = model.predict(eval_batches(prepared.encoder, examples, batch_size, with_labels=False), verbose=0)
-        written.append(write_submission(os.path.join(directory, f"{name}.tsv"), examples.index, outputs,
-                                        data.label_names))
+        written.append(
+            write_submission(os.path.join(directory, f"{name}.tsv"), examples.index, outputs, data.label_names)
+        )
     return written
 
 
@@ -133,15 +156,15 @@ def _build(config: FinetuneConfig, prepared: Prepared, strategy: tf.distribute.S
     keras.mixed_precision.set_global_policy(t.mixed_precision)
     data = prepared.data
     with strategy.scope():
-        model = BertClassifier(BertEncoder(prepared.bert), data.num_outputs,
-                               dropout=config.model.classifier_dropout)
+        model = BertClassifier(BertEncoder(prepared.bert), data.num_outputs, dropout=config.model.classifier_dropout)
         _compile(config, model, t.epochs * prepared.steps_per_epoch, regression=data.label_names is None)
         epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
     return model, epoch
 
 
-def _start_weights(checkpoints: TrainingCheckpoints, model: BertClassifier, epoch: tf.Variable,
-                   prepared: Prepared, print_fn) -> Optional[str]:
+def _start_weights(
+    checkpoints: TrainingCheckpoints, model: BertClassifier, epoch: tf.Variable, prepared: Prepared, print_fn
+) -> Optional[str]:
     """Resumes the run's newest epoch, else loads the init checkpoint's encoder; returns the resumed path."""
     restored = checkpoints.restore_latest()
     if restored:
@@ -152,51 +175,77 @@ def _start_weights(checkpoints: TrainingCheckpoints, model: BertClassifier, epoc
     return restored
 
 
-def _fit(config: FinetuneConfig, prepared: Prepared, model_dir: str, strategy: tf.distribute.Strategy,
-         print_fn) -> dict[str, Any]:
+def _fit(
+    config: FinetuneConfig, prepared: Prepared, model_dir: str, strategy: tf.distribute.Strategy, print_fn
+) -> dict[str, Any]:
     t, data = config.train, prepared.data
     chief = strategy.extended.should_checkpoint
     model, epoch = _build(config, prepared, strategy)
-    checkpoints = TrainingCheckpoints(model, model.optimizer, epoch, None, model_dir, strategy, max_to_keep=1,
-                                      interval=1)
+    checkpoints = TrainingCheckpoints(
+        model, model.optimizer, epoch, None, model_dir, strategy, max_to_keep=1, interval=1
+    )
     restored = _start_weights(checkpoints, model, epoch, prepared, print_fn)
-    evals = {split: EvalSet(eval_batches(prepared.encoder, examples, t.eval_batch_size), examples.labels)
-             for split, examples in data.evals.items()}
+    evals = {
+        split: EvalSet(eval_batches(prepared.encoder, examples, t.eval_batch_size), examples.labels)
+        for split, examples in data.evals.items()
+    }
     # A worker that is not the chief keeps its copy of the best weights in a local temp folder, thrown away.
     best = BestWeights(model, os.path.join(model_dir, run_dir.BEST_DIR) if chief else tempfile.mkdtemp())
-    writers = {name: tf.summary.create_file_writer(os.path.join(model_dir, name)) for name in ("train", "eval")} \
-        if chief else None
+    writers = (
+        {name: tf.summary.create_file_writer(os.path.join(model_dir, name)) for name in ("train", "eval")}
+        if chief
+        else None
+    )
 
     def save_checkpoint(number: int) -> None:
         epoch.assign(number)
         checkpoints.save(number, final=True)
 
-    evaluator = EpochEvaluator(data, evals, best, save_checkpoint, t.epochs,
-                               prepared.steps_per_epoch * t.global_batch_size, writers, print_fn)
+    evaluator = EpochEvaluator(
+        data, evals, best, save_checkpoint, t.epochs, prepared.steps_per_epoch * t.global_batch_size, writers, print_fn
+    )
     started = time.time()
     train_dataset = training_batches(prepared.encoder, data.train, t.global_batch_size, seed=t.seed)
     try:
         # The batches are endless (each pass reshuffled, seeded), so fit is told where an epoch ends.
-        model.fit(train_dataset, epochs=t.epochs, steps_per_epoch=prepared.steps_per_epoch,
-                  initial_epoch=int(epoch.numpy()), callbacks=[evaluator], shuffle=False, verbose=0)
+        model.fit(
+            train_dataset,
+            epochs=t.epochs,
+            steps_per_epoch=prepared.steps_per_epoch,
+            initial_epoch=int(epoch.numpy()),
+            callbacks=[evaluator],
+            shuffle=False,
+            verbose=0,
+        )
     finally:
         checkpoints.close()
     best.restore()
     summary = {split: best.record[split] for split in evals}
     # The labels and the BERT config make the run's model rebuildable without its init checkpoint (kbert-export).
-    summary.update({"best_epoch": best.record["epoch"], "epochs": evaluator.history, "task": data.task.name,
-                    "labels": list(data.label_names or []), "bert_config": prepared.bert.to_dict(),
-                    "init_checkpoint": t.init_checkpoint,
-                    "resumed_from": restored, "strategy": type(strategy).__name__,
-                    "replicas": strategy.num_replicas_in_sync, "wall_seconds": time.time() - started})
+    summary.update(
+        {
+            "best_epoch": best.record["epoch"],
+            "epochs": evaluator.history,
+            "task": data.task.name,
+            "labels": list(data.label_names or []),
+            "bert_config": prepared.bert.to_dict(),
+            "init_checkpoint": t.init_checkpoint,
+            "resumed_from": restored,
+            "strategy": type(strategy).__name__,
+            "replicas": strategy.num_replicas_in_sync,
+            "wall_seconds": time.time() - started,
+        }
+    )
     if chief:
-        summary["predictions"] = _write_predictions(model, prepared, evals, evaluator.best_outputs, model_dir,
-                                                    t.eval_batch_size)
+        summary["predictions"] = _write_predictions(
+            model, prepared, evals, evaluator.best_outputs, model_dir, t.eval_batch_size
+        )
     return summary
 
 
-def run_finetuning(config: FinetuneConfig, model_dir: str, strategy: tf.distribute.Strategy,
-                   print_fn=print) -> dict[str, Any]:
+def run_finetuning(
+    config: FinetuneConfig, model_dir: str, strategy: tf.distribute.Strategy, print_fn=print
+) -> dict[str, Any]:
     """Fine-tunes (resuming a partial run in `model_dir`), keeps the best epoch, writes predictions and
     `model_dir/summary.json` (chief); returns the summary.
 
@@ -205,9 +254,12 @@ def run_finetuning(config: FinetuneConfig, model_dir: str, strategy: tf.distribu
         run holding it (ModelDirInUseError).
     """
     if config.train.steps_per_execution > 1 and isinstance(
-            strategy, (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)):
-        raise ConfigError(f"train.steps_per_execution={config.train.steps_per_execution} breaks Keras 3's model.fit "
-                          "under mirrored strategies (keras#19246); set it to 1.")
+        strategy, (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
+    ):
+        raise ConfigError(
+            f"train.steps_per_execution={config.train.steps_per_execution} breaks Keras 3's model.fit "
+            "under mirrored strategies (keras#19246); set it to 1."
+        )
     prepared = prepare(config)
     chief = strategy.extended.should_checkpoint
     print_fn = print_fn if chief else (lambda *a, **k: None)

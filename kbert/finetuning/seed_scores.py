@@ -39,11 +39,14 @@ def finetune(config: dict, model_dir: str) -> float:
     return run_finetune(config_file, model_dir, f"{model_dir}.log", "--strategy=one_device")
 
 
-def finetune_seeds(recipe: Recipe, init_checkpoint: str, model: Optional[Mapping[str, Any]], seeds: Sequence[int],
-                   directory: str) -> list[float]:
+def finetune_seeds(
+    recipe: Recipe, init_checkpoint: str, model: Optional[Mapping[str, Any]], seeds: Sequence[int], directory: str
+) -> list[float]:
     """One fine-tuning run per seed, in `directory/seed_S`; their scores in seed order."""
-    return [finetune(finetune_config(recipe, init_checkpoint, model, seed), os.path.join(directory, f"seed_{seed}"))
-            for seed in seeds]
+    return [
+        finetune(finetune_config(recipe, init_checkpoint, model, seed), os.path.join(directory, f"seed_{seed}"))
+        for seed in seeds
+    ]
 
 
 def mean_and_spread(scores: Sequence[float]) -> tuple[float, float]:

@@ -23,8 +23,14 @@ import tensorflow as tf
 
 def finetune_command(config_file: str, model_dir: str, *flags: str) -> list[str]:
     """kbert-finetune of `config_file` into `model_dir` with `flags`, run by this Python (so by this kbert)."""
-    return [sys.executable, "-m", "kbert.run_finetuning", f"--config_file={config_file}", *flags,
-            f"--model_dir={model_dir}"]
+    return [
+        sys.executable,
+        "-m",
+        "kbert.run_finetuning",
+        f"--config_file={config_file}",
+        *flags,
+        f"--model_dir={model_dir}",
+    ]
 
 
 def read_summary(model_dir: str) -> dict:
@@ -43,8 +49,9 @@ def run_finetune(config_file: str, model_dir: str, log_file: str, *flags: str) -
     returns its score. Raises RuntimeError naming the log when it fails."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}  # one process, whatever the caller runs
     with open(log_file, "w") as log:  # local: the child writes to its descriptor
-        code = subprocess.call(finetune_command(config_file, model_dir, *flags), stdout=log, stderr=subprocess.STDOUT,
-                               env=env)
+        code = subprocess.call(
+            finetune_command(config_file, model_dir, *flags), stdout=log, stderr=subprocess.STDOUT, env=env
+        )
     if code:
         raise RuntimeError(f"kbert-finetune failed (exit {code}); see {log_file}.")
     return score(read_summary(model_dir))

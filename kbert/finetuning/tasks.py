@@ -67,22 +67,42 @@ _BINARY = ("0", "1")
 _NLI = ("entailment", "not_entailment")
 
 GLUE_TASKS = {
-    "cola": _Glue("CoLA", 3, None, 1, _BINARY, ("matthews_corr", "accuracy"), tests=(("CoLA", "test.tsv", "index"),),
-                  header=False, test_text_a="sentence"),
+    "cola": _Glue(
+        "CoLA",
+        3,
+        None,
+        1,
+        _BINARY,
+        ("matthews_corr", "accuracy"),
+        tests=(("CoLA", "test.tsv", "index"),),
+        header=False,
+        test_text_a="sentence",
+    ),
     "sst2": _Glue("SST-2", "sentence", None, "label", _BINARY, ("accuracy",), tests=(("SST-2", "test.tsv", "index"),)),
-    "mrpc": _Glue("MRPC", "#1 String", "#2 String", "Quality", _BINARY, ("f1", "accuracy"),
-                  tests=(("MRPC", "test.tsv", "index"),)),
-    "qqp": _Glue("QQP", "question1", "question2", "is_duplicate", _BINARY, ("accuracy", "f1"),
-                 tests=(("QQP", "test.tsv", "id"),)),
-    "stsb": _Glue("STS-B", "sentence1", "sentence2", "score", None, REGRESSION_METRICS,
-                  tests=(("STS-B", "test.tsv", "index"),)),
-    "mnli": _Glue("MNLI", "sentence1", "sentence2", "gold_label", ("contradiction", "entailment", "neutral"),
-                  ("accuracy",), evals=(("eval", "dev_matched.tsv"), ("eval_mismatched", "dev_mismatched.tsv")),
-                  tests=(("MNLI-m", "test_matched.tsv", "index"), ("MNLI-mm", "test_mismatched.tsv", "index"))),
+    "mrpc": _Glue(
+        "MRPC", "#1 String", "#2 String", "Quality", _BINARY, ("f1", "accuracy"), tests=(("MRPC", "test.tsv", "index"),)
+    ),
+    "qqp": _Glue(
+        "QQP", "question1", "question2", "is_duplicate", _BINARY, ("accuracy", "f1"), tests=(("QQP", "test.tsv", "id"),)
+    ),
+    "stsb": _Glue(
+        "STS-B", "sentence1", "sentence2", "score", None, REGRESSION_METRICS, tests=(("STS-B", "test.tsv", "index"),)
+    ),
+    "mnli": _Glue(
+        "MNLI",
+        "sentence1",
+        "sentence2",
+        "gold_label",
+        ("contradiction", "entailment", "neutral"),
+        ("accuracy",),
+        evals=(("eval", "dev_matched.tsv"), ("eval_mismatched", "dev_mismatched.tsv")),
+        tests=(("MNLI-m", "test_matched.tsv", "index"), ("MNLI-mm", "test_mismatched.tsv", "index")),
+    ),
     "qnli": _Glue("QNLI", "question", "sentence", "label", _NLI, ("accuracy",), tests=(("QNLI", "test.tsv", "index"),)),
     "rte": _Glue("RTE", "sentence1", "sentence2", "label", _NLI, ("accuracy",), tests=(("RTE", "test.tsv", "index"),)),
-    "wnli": _Glue("WNLI", "sentence1", "sentence2", "label", _BINARY, ("accuracy",),
-                  tests=(("WNLI", "test.tsv", "index"),)),
+    "wnli": _Glue(
+        "WNLI", "sentence1", "sentence2", "label", _BINARY, ("accuracy",), tests=(("WNLI", "test.tsv", "index"),)
+    ),
 }
 
 
@@ -93,7 +113,8 @@ def _glue_directory(data_dir: str, glue: _Glue, name: str) -> str:
             return directory
     raise MissingFileError(
         f"task.data_dir={data_dir!r}: no {glue.directory}/train.tsv there nor train.tsv; for task.name={name} "
-        f"give GLUE's root directory (the one holding {glue.directory}/) or {glue.directory}/ itself.")
+        f"give GLUE's root directory (the one holding {glue.directory}/) or {glue.directory}/ itself."
+    )
 
 
 def _glue_task(name: str, data_dir: str) -> Task:
@@ -106,10 +127,20 @@ def _glue_task(name: str, data_dir: str) -> Task:
         path = os.path.join(directory, file_name)
         if tf.io.gfile.exists(path):
             tests[submission] = (path, index, glue.test_text_a or glue.text_a, glue.text_b)
-    return Task(name=name, type="regression" if glue.labels is None else "classification", file_format="tsv",
-                header=glue.header, text_a=glue.text_a, text_b=glue.text_b, label=glue.label, labels=glue.labels,
-                metrics=glue.metrics, train_file=os.path.join(directory, "train.tsv"),
-                eval_files={split: os.path.join(directory, f) for split, f in glue.evals}, test_files=tests)
+    return Task(
+        name=name,
+        type="regression" if glue.labels is None else "classification",
+        file_format="tsv",
+        header=glue.header,
+        text_a=glue.text_a,
+        text_b=glue.text_b,
+        label=glue.label,
+        labels=glue.labels,
+        metrics=glue.metrics,
+        train_file=os.path.join(directory, "train.tsv"),
+        eval_files={split: os.path.join(directory, f) for split, f in glue.evals},
+        test_files=tests,
+    )
 
 
 def _file_task(config) -> Task:
@@ -119,9 +150,19 @@ def _file_task(config) -> Task:
     if config.type not in TASK_TYPES:
         raise ConfigError(f"task.type={config.type!r}: choose one of {', '.join(TASK_TYPES)}.")
     metrics = REGRESSION_METRICS if config.type == "regression" else CLASSIFICATION_METRICS
-    return Task(name=config.name, type=config.type, file_format=config.name, header=True,
-                text_a=config.text_a_column, text_b=config.text_b_column or None, label=config.label_column,
-                labels=None, metrics=metrics, train_file=config.train_file, eval_files={"eval": config.eval_file})
+    return Task(
+        name=config.name,
+        type=config.type,
+        file_format=config.name,
+        header=True,
+        text_a=config.text_a_column,
+        text_b=config.text_b_column or None,
+        label=config.label_column,
+        labels=None,
+        metrics=metrics,
+        train_file=config.train_file,
+        eval_files={"eval": config.eval_file},
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +193,8 @@ def resolve_task(config) -> Task:
         return _glue_task(config.name, config.data_dir)
     if config.name in FORMATS:
         return _file_task(config)
-    raise ConfigError(f"task.name={config.name!r}: choose a GLUE task ({', '.join(GLUE_TASKS)}), glue (all of them, "
-                      f"kbert-finetune only), or a file format ({', '.join(FORMATS)}) with task.train_file and "
-                      "task.eval_file.")
+    raise ConfigError(
+        f"task.name={config.name!r}: choose a GLUE task ({', '.join(GLUE_TASKS)}), glue (all of them, "
+        f"kbert-finetune only), or a file format ({', '.join(FORMATS)}) with task.train_file and "
+        "task.eval_file."
+    )

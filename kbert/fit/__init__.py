@@ -23,5 +23,12 @@ from kbert.fit.checkpoints import Progress, newest_checkpoint, restore_checkpoin
 from kbert.fit.inputs import fit_dataset
 from kbert.fit.recipe import fit_pretraining
 
-__all__ = ["FitCheckpoint", "Progress", "fit_dataset", "fit_pretraining", "newest_checkpoint", "restore_checkpoint",
-           "write_checkpoint"]
+__all__ = [
+    "FitCheckpoint",
+    "Progress",
+    "fit_dataset",
+    "fit_pretraining",
+    "newest_checkpoint",
+    "restore_checkpoint",
+    "write_checkpoint",
+]

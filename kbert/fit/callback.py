@@ -22,8 +22,7 @@ class FitCheckpoint(keras.callbacks.Callback):
     ```
     """
 
-    def __init__(self, directory: str, every_n_batches: int, batch_size: int, keep: int = 3,
-                 initial_batches: int = 0):
+    def __init__(self, directory: str, every_n_batches: int, batch_size: int, keep: int = 3, initial_batches: int = 0):
         super().__init__()
         if every_n_batches < 1 or keep < 1:
             raise ValueError(f"every_n_batches ({every_n_batches}) and keep ({keep}) must be at least 1.")

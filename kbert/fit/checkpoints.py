@@ -93,14 +93,17 @@ def restore_checkpoint(model: keras.Model, path: str) -> Progress:
         with open(os.path.join(path, PROGRESS_FILE)) as f:
             saved = json.load(f)
     except (OSError, ValueError) as e:
-        raise CorruptCheckpointError(f"{path}: {PROGRESS_FILE} cannot be read ({e}); delete the folder to resume "
-                                     "from the checkpoint before it.") from None
+        raise CorruptCheckpointError(
+            f"{path}: {PROGRESS_FILE} cannot be read ({e}); delete the folder to resume from the checkpoint before it."
+        ) from None
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
     seeds = _unsaved_variables(model)
     if len(seeds) != len(saved["seed_generator_states"]):
-        raise CheckpointMismatchError(f"{path}: {len(saved['seed_generator_states'])} dropout RNG states, but the "
-                                      f"model has {len(seeds)}: resume with the model that wrote it.")
+        raise CheckpointMismatchError(
+            f"{path}: {len(saved['seed_generator_states'])} dropout RNG states, but the "
+            f"model has {len(seeds)}: resume with the model that wrote it."
+        )
     model.load_weights(os.path.join(path, MODEL_FILE))
     for variable, state in zip(seeds, saved["seed_generator_states"]):
         variable.assign(np.asarray(state, dtype=variable.dtype))

@@ -30,8 +30,16 @@ def _keep_tensorflow_off_the_gpus() -> None:
         pass
 
 
-def fit_dataset(file_pattern: str | Sequence[str], seq_length: int, max_predictions: int, batch_size: int, *,
-                seed: int, skip_batches: int = 0, **options: Any) -> tf.data.Dataset:
+def fit_dataset(
+    file_pattern: str | Sequence[str],
+    seq_length: int,
+    max_predictions: int,
+    batch_size: int,
+    *,
+    seed: int,
+    skip_batches: int = 0,
+    **options: Any,
+) -> tf.data.Dataset:
     """Training batches of `batch_size` examples, shuffled by `seed`, the first `skip_batches` left out unparsed.
 
     Two datasets with the same files, `batch_size` and `seed` yield the same batches (dynamic masks included), so
@@ -45,5 +53,6 @@ def fit_dataset(file_pattern: str | Sequence[str], seq_length: int, max_predicti
       **options: other `pretraining_dataset` keywords (`dynamic_masking`, `vocab_size`, `shuffle_buffer`, ...).
     """
     _keep_tensorflow_off_the_gpus()
-    return pretraining_dataset(file_pattern, seq_length, max_predictions, batch_size, seed=seed,
-                               skip_batches=skip_batches, **options)
+    return pretraining_dataset(
+        file_pattern, seq_length, max_predictions, batch_size, seed=seed, skip_batches=skip_batches, **options
+    )

@@ -16,8 +16,10 @@ from kbert.fit.inputs import fit_dataset
 
 def _micro_batch_size(global_batch_size: int, accumulation_steps: int) -> int:
     if global_batch_size < 1 or global_batch_size % accumulation_steps:
-        raise ConfigError(f"global_batch_size={global_batch_size} must be a positive multiple of the optimizer's "
-                          f"gradient_accumulation_steps ({accumulation_steps}).")
+        raise ConfigError(
+            f"global_batch_size={global_batch_size} must be a positive multiple of the optimizer's "
+            f"gradient_accumulation_steps ({accumulation_steps})."
+        )
     return global_batch_size // accumulation_steps
 
 
@@ -28,8 +30,10 @@ def _resumed_batches(model: keras.Model, checkpoint_dir: str, batch_size: int) -
         return 0
     progress = restore_checkpoint(model, path)
     if progress.batch_size != batch_size:
-        raise ConfigError(f"{path}: trained on batches of {progress.batch_size} examples, not {batch_size}: resume "
-                          "with its global_batch_size and gradient_accumulation_steps, or another checkpoint_dir.")
+        raise ConfigError(
+            f"{path}: trained on batches of {progress.batch_size} examples, not {batch_size}: resume "
+            "with its global_batch_size and gradient_accumulation_steps, or another checkpoint_dir."
+        )
     return progress.batches
 
 
@@ -102,10 +106,13 @@ def fit_pretraining(
         left = total_steps * accumulation - done
         if left <= 0:
             return model, keras.callbacks.History()
-        dataset = fit_dataset(file_pattern, seq_length, max_predictions, batch_size, seed=seed, skip_batches=done,
-                              **dataset_options)
-        checkpoint = FitCheckpoint(checkpoint_dir, checkpoint_every * accumulation, batch_size, keep_checkpoints,
-                                   initial_batches=done)
-        history = model.fit(dataset, epochs=1, steps_per_epoch=left, callbacks=[checkpoint, *callbacks],
-                            shuffle=False, verbose=verbose)  # the records are shuffled by `seed` already
+        dataset = fit_dataset(
+            file_pattern, seq_length, max_predictions, batch_size, seed=seed, skip_batches=done, **dataset_options
+        )
+        checkpoint = FitCheckpoint(
+            checkpoint_dir, checkpoint_every * accumulation, batch_size, keep_checkpoints, initial_batches=done
+        )
+        history = model.fit(
+            dataset, epochs=1, steps_per_epoch=left, callbacks=[checkpoint, *callbacks], shuffle=False, verbose=verbose
+        )  # the records are shuffled by `seed` already
     return model, history

@@ -14,7 +14,16 @@ from kbert.modeling.pretrainer import BertPretrainer
 from kbert.modeling.transformer_block import TransformerBlock
 
 __all__ = [
-    "BertConfig", "BertEncoder", "BertPretrainer", "CheckpointMismatchError", "MaskedLMHead", "NextSentenceHead",
-    "TransformerBlock", "export_google_checkpoint", "google_variable_map", "load_google_checkpoint",
-    "pretraining_loss_terms", "pretraining_metrics",
+    "BertConfig",
+    "BertEncoder",
+    "BertPretrainer",
+    "CheckpointMismatchError",
+    "MaskedLMHead",
+    "NextSentenceHead",
+    "TransformerBlock",
+    "export_google_checkpoint",
+    "google_variable_map",
+    "load_google_checkpoint",
+    "pretraining_loss_terms",
+    "pretraining_metrics",
 ]

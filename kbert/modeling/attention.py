@@ -57,9 +57,12 @@ class BertSelfAttention(keras.layers.Layer):
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(**kwargs)
         self.config = config
+
         def dense(name: str) -> keras.layers.Dense:
-            return keras.layers.Dense(config.hidden_size, kernel_initializer=truncated_normal(config),
-                                      dtype=self.dtype_policy, name=name)
+            return keras.layers.Dense(
+                config.hidden_size, kernel_initializer=truncated_normal(config), dtype=self.dtype_policy, name=name
+            )
+
         self.query, self.key, self.value = dense("query"), dense("key"), dense("value")
         self.dropout = ReplicaDropout(config.attention_probs_dropout_prob, dtype=self.dtype_policy)
 

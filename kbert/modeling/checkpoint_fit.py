@@ -34,17 +34,27 @@ def describe_model(config) -> str:
     return f"the model ({config.num_hidden_layers} layers, hidden {config.hidden_size}, vocab {config.vocab_size})"
 
 
-def mismatch(path: str, expected: Mapping[str, Sequence[int]], stored: Mapping[str, Sequence[int]], model: str,
-             fix: str) -> Optional[CheckpointMismatchError]:
+def mismatch(
+    path: str, expected: Mapping[str, Sequence[int]], stored: Mapping[str, Sequence[int]], model: str, fix: str
+) -> Optional[CheckpointMismatchError]:
     """The error naming every missing, unexpected and wrong-shape variable of `stored` against `expected`
     (name -> shape), or None when they agree."""
     missing = sorted(set(expected) - set(stored))
     unexpected = sorted(set(stored) - set(expected))
-    wrong_shape = sorted(f"{name}: checkpoint {list(stored[name])} vs model {list(expected[name])}"
-                         for name in expected if name in stored and tuple(stored[name]) != tuple(expected[name]))
-    problems = [(short, title, items) for short, title, items in (
-        ("missing", "missing from the checkpoint", missing), ("unexpected", "unexpected in the checkpoint", unexpected),
-        ("wrong-shape", "wrong shape", wrong_shape)) if items]
+    wrong_shape = sorted(
+        f"{name}: checkpoint {list(stored[name])} vs model {list(expected[name])}"
+        for name in expected
+        if name in stored and tuple(stored[name]) != tuple(expected[name])
+    )
+    problems = [
+        (short, title, items)
+        for short, title, items in (
+            ("missing", "missing from the checkpoint", missing),
+            ("unexpected", "unexpected in the checkpoint", unexpected),
+            ("wrong-shape", "wrong shape", wrong_shape),
+        )
+        if items
+    ]
     if not problems:
         return None
     counts = ", ".join(f"{len(items)} {short}" for short, _, items in problems)

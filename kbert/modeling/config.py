@@ -66,8 +66,15 @@ class BertConfig:
     mlm_layer_norm_eps: Optional[float] = None
 
     def __post_init__(self):
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}.")
@@ -75,17 +82,20 @@ class BertConfig:
             raise ValueError(
                 f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
                 f"({self.num_attention_heads}); BERT uses heads of size 64, e.g. "
-                f"num_attention_heads={max(1, self.hidden_size // 64)}.")
+                f"num_attention_heads={max(1, self.hidden_size // 64)}."
+            )
         for name in ("hidden_act", "mlm_hidden_act"):
             if getattr(self, name) not in ACTIVATIONS + ((None,) if name == "mlm_hidden_act" else ()):
-                raise ValueError(f"BertConfig.{name}={getattr(self, name)!r} is not supported; use one of "
-                                 f"{ACTIVATIONS}.")
+                raise ValueError(
+                    f"BertConfig.{name}={getattr(self, name)!r} is not supported; use one of {ACTIVATIONS}."
+                )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {getattr(self, name)!r}.")
         if self.initializer_range <= 0 or self.layer_norm_eps <= 0 or (self.mlm_layer_norm_eps or 1) <= 0:
-            raise ValueError("BertConfig.initializer_range and layer_norm_eps (and mlm_layer_norm_eps) must be "
-                             "positive.")
+            raise ValueError(
+                "BertConfig.initializer_range and layer_norm_eps (and mlm_layer_norm_eps) must be positive."
+            )
 
     @property
     def head_size(self) -> int:
@@ -139,11 +149,14 @@ class BertConfig:
     def preset(cls, name: str) -> "BertConfig":
         """One of Google's sizes: bert_tiny, bert_mini, bert_small, bert_medium, bert_base, bert_large."""
         if name not in PRESET_SIZES:
-            raise ValueError(f"Unknown BERT preset {name!r}; choose one of {sorted(PRESET_SIZES)} "
-                             "or pass the path of a bert_config.json.")
+            raise ValueError(
+                f"Unknown BERT preset {name!r}; choose one of {sorted(PRESET_SIZES)} "
+                "or pass the path of a bert_config.json."
+            )
         layers, hidden = PRESET_SIZES[name]
-        return cls(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=hidden // 64,
-                   intermediate_size=4 * hidden)
+        return cls(
+            hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=hidden // 64, intermediate_size=4 * hidden
+        )
 
     @classmethod
     def load(cls, name_or_path: str) -> "BertConfig":

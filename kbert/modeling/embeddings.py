@@ -35,16 +35,29 @@ class BertEmbeddings(keras.layers.Layer):
         super().__init__(**kwargs)
         self.config = config
         self.word_embeddings = keras.layers.Embedding(
-            config.vocab_size, config.hidden_size, embeddings_initializer=truncated_normal(config),
-            dtype=self.dtype_policy, name="word_embeddings")
+            config.vocab_size,
+            config.hidden_size,
+            embeddings_initializer=truncated_normal(config),
+            dtype=self.dtype_policy,
+            name="word_embeddings",
+        )
         self.position_embeddings = keras.layers.Embedding(
-            config.max_position_embeddings, config.hidden_size, embeddings_initializer=truncated_normal(config),
-            dtype=self.dtype_policy, name="position_embeddings")
+            config.max_position_embeddings,
+            config.hidden_size,
+            embeddings_initializer=truncated_normal(config),
+            dtype=self.dtype_policy,
+            name="position_embeddings",
+        )
         self.token_type_embeddings = keras.layers.Embedding(
-            config.type_vocab_size, config.hidden_size, embeddings_initializer=truncated_normal(config),
-            dtype=self.dtype_policy, name="token_type_embeddings")
+            config.type_vocab_size,
+            config.hidden_size,
+            embeddings_initializer=truncated_normal(config),
+            dtype=self.dtype_policy,
+            name="token_type_embeddings",
+        )
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=config.layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
+            epsilon=config.layer_norm_eps, dtype=self.dtype_policy, name="layer_norm"
+        )
         self.dropout = ReplicaDropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
@@ -55,9 +68,12 @@ class BertEmbeddings(keras.layers.Layer):
     def call(self, input_ids, segment_ids, positions=None, training=None):
         """`positions` [B, S]: each token's position id (packed rows restart them); None: 0, 1, ... per row."""
         if positions is None:
-            table = self.position_embeddings.embeddings[:ops.shape(input_ids)[1]][None]
+            table = self.position_embeddings.embeddings[: ops.shape(input_ids)[1]][None]
         else:
             table = ops.take(self.position_embeddings.embeddings, ops.cast(positions, "int32"), axis=0)
-        x = (self.word_embeddings(input_ids) + self.token_type_embeddings(segment_ids)
-             + ops.cast(table, self.compute_dtype))
+        x = (
+            self.word_embeddings(input_ids)
+            + self.token_type_embeddings(segment_ids)
+            + ops.cast(table, self.compute_dtype)
+        )
         return self.dropout(self.layer_norm(x), training=training)

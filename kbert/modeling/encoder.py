@@ -38,13 +38,21 @@ class BertEncoder(keras.layers.Layer):
     is that of each row's first sequence.
     """
 
-    def __init__(self, config: BertConfig, stop_gradient_below: int = 0, dropout_below_cut: bool = True,
-                 pooler_initializer: str = "truncated_normal", **kwargs):
+    def __init__(
+        self,
+        config: BertConfig,
+        stop_gradient_below: int = 0,
+        dropout_below_cut: bool = True,
+        pooler_initializer: str = "truncated_normal",
+        **kwargs,
+    ):
         kwargs.setdefault("name", "bert")
         super().__init__(**kwargs)
         if not 0 <= stop_gradient_below <= config.num_hidden_layers:
-            raise ValueError(f"stop_gradient_below={stop_gradient_below} must be in "
-                             f"[0, num_hidden_layers={config.num_hidden_layers}].")
+            raise ValueError(
+                f"stop_gradient_below={stop_gradient_below} must be in "
+                f"[0, num_hidden_layers={config.num_hidden_layers}]."
+            )
         self.config = config
         self.stop_gradient_below = stop_gradient_below
         self.dropout_below_cut = dropout_below_cut
@@ -53,9 +61,13 @@ class BertEncoder(keras.layers.Layer):
         # One attribute per block, not a list attribute: tf.train.Checkpoint does not see Keras 3's tracked lists.
         for i in range(config.num_hidden_layers):
             setattr(self, f"layer_{i}", TransformerBlock(config, dtype=self.dtype_policy, name=f"layer_{i}"))
-        self.pooler = keras.layers.Dense(config.hidden_size, activation="tanh",
-                                         kernel_initializer=kernel_initializer(config, pooler_initializer),
-                                         dtype=self.dtype_policy, name="pooler")
+        self.pooler = keras.layers.Dense(
+            config.hidden_size,
+            activation="tanh",
+            kernel_initializer=kernel_initializer(config, pooler_initializer),
+            dtype=self.dtype_policy,
+            name="pooler",
+        )
         self.build()
 
     @property
@@ -73,8 +85,12 @@ class BertEncoder(keras.layers.Layer):
         mask = attention_mask(inputs)
         cut = self.stop_gradient_below
         below_cut = training if self.dropout_below_cut else False
-        hidden = self.embeddings(inputs["input_ids"], inputs["segment_ids"], inputs.get("positions"),
-                                 training=training if cut == 0 else below_cut)
+        hidden = self.embeddings(
+            inputs["input_ids"],
+            inputs["segment_ids"],
+            inputs.get("positions"),
+            training=training if cut == 0 else below_cut,
+        )
         outputs = []
         for i, block in enumerate(self.blocks):
             if i == cut and i > 0:
@@ -88,9 +104,13 @@ class BertEncoder(keras.layers.Layer):
         }
 
     def get_config(self):
-        return {**super().get_config(), "config": self.config.to_dict(),
-                "stop_gradient_below": self.stop_gradient_below, "dropout_below_cut": self.dropout_below_cut,
-                "pooler_initializer": self.pooler_initializer}
+        return {
+            **super().get_config(),
+            "config": self.config.to_dict(),
+            "stop_gradient_below": self.stop_gradient_below,
+            "dropout_below_cut": self.dropout_below_cut,
+            "pooler_initializer": self.pooler_initializer,
+        }
 
     @classmethod
     def from_config(cls, config):

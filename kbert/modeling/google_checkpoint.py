@@ -18,8 +18,10 @@ from kbert.modeling.encoder import BertEncoder
 from kbert.modeling.pretrainer import BertPretrainer
 
 # Entries a pretraining checkpoint may carry besides weights: optimizer slots and counters.
-_NOT_WEIGHTS = re.compile(r"(^|/)(adam_[mv]|Momentum|lamb_[mv]|ExponentialMovingAverage)$|^global_step$|"
-                          r"^_CHECKPOINTABLE_OBJECT_GRAPH$|^good_steps$|^current_loss_scale$")
+_NOT_WEIGHTS = re.compile(
+    r"(^|/)(adam_[mv]|Momentum|lamb_[mv]|ExponentialMovingAverage)$|^global_step$|"
+    r"^_CHECKPOINTABLE_OBJECT_GRAPH$|^good_steps$|^current_loss_scale$"
+)
 
 
 def _add_dense(names: dict, prefix: str, dense: keras.layers.Dense) -> None:
@@ -99,27 +101,35 @@ def load_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str,
     try:
         reader = tf.train.load_checkpoint(path)
     except (tf.errors.NotFoundError, ValueError) as e:
-        raise MissingFileError(f"No TF checkpoint at {path!r} (give the prefix, e.g. .../bert_model.ckpt, "
-                                f"or a directory with a 'checkpoint' file): {e}") from None
+        raise MissingFileError(
+            f"No TF checkpoint at {path!r} (give the prefix, e.g. .../bert_model.ckpt, "
+            f"or a directory with a 'checkpoint' file): {e}"
+        ) from None
     stored = reader.get_variable_to_shape_map()
     expected = google_variable_map(model)
     if not any(name.startswith("bert/") for name in stored):
         raise CheckpointMismatchError(
             f"{path!r} has no google-research/bert variables (bert/...). If it is a kbert training checkpoint, "
-            "restore it with tf.train.Checkpoint (the pretraining script's init_checkpoint does both).")
+            "restore it with tf.train.Checkpoint (the pretraining script's init_checkpoint does both)."
+        )
     ignored_prefixes = ("cls/",) if isinstance(model, BertEncoder) else ()
     shapes = {n: _stored_shape(v, t) for n, (v, t) in expected.items()}
-    weights = {n: shape for n, shape in stored.items()
-               if not _NOT_WEIGHTS.search(n) and not n.startswith(ignored_prefixes)}
+    weights = {
+        n: shape for n, shape in stored.items() if not _NOT_WEIGHTS.search(n) and not n.startswith(ignored_prefixes)
+    }
     missing = sorted(n for n in shapes if n not in stored)
     unexpected = sorted(n for n in weights if n not in shapes)
     if not strict:  # only shapes must agree on the names both have
         shapes = {n: shape for n, shape in shapes.items() if n in weights}
         weights = {n: shape for n, shape in weights.items() if n in shapes}
     c = model.config
-    error = mismatch(path, shapes, weights, describe_model(c),
-                     "check that bert_config.json matches the checkpoint (strict=False "
-                     "loads a partial match).")
+    error = mismatch(
+        path,
+        shapes,
+        weights,
+        describe_model(c),
+        "check that bert_config.json matches the checkpoint (strict=False loads a partial match).",
+    )
     if error:
         raise error
     loaded = []

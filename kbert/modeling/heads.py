@@ -33,22 +33,25 @@ class MaskedLMHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.config = config
         self.transform = keras.layers.Dense(
-            config.hidden_size, activation=get_activation(config.head_act),
-            kernel_initializer=truncated_normal(config), dtype=self.dtype_policy, name="transform")
+            config.hidden_size,
+            activation=get_activation(config.head_act),
+            kernel_initializer=truncated_normal(config),
+            dtype=self.dtype_policy,
+            name="transform",
+        )
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=config.head_layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
+            epsilon=config.head_layer_norm_eps, dtype=self.dtype_policy, name="layer_norm"
+        )
         self.build()
 
     def build(self, input_shape=None):
         hidden = (None, None, self.config.hidden_size)
         self.transform.build(hidden)
         self.layer_norm.build(hidden)
-        self.output_bias = self.add_weight(
-            shape=(self.config.vocab_size,), initializer="zeros", name="output_bias")
+        self.output_bias = self.add_weight(shape=(self.config.vocab_size,), initializer="zeros", name="output_bias")
 
     def call(self, sequence_output, masked_lm_positions, embedding_table):
-        gathered = ops.take_along_axis(
-            sequence_output, ops.cast(masked_lm_positions, "int32")[:, :, None], axis=1)
+        gathered = ops.take_along_axis(sequence_output, ops.cast(masked_lm_positions, "int32")[:, :, None], axis=1)
         # On token rows, as the blocks' Dense layers (rows.py: what the CPU graph fuses).
         hidden = self.layer_norm(self.transform(token_rows(gathered)))
         logits = tied_logits(hidden, ops.cast(embedding_table, self.compute_dtype), self.output_bias)
@@ -69,8 +72,12 @@ class NextSentenceHead(keras.layers.Layer):
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(**kwargs)
         self.config = config
-        self.dense = keras.layers.Dense(2, kernel_initializer=kernel_initializer(config, SENTENCE_HEAD_INITIALIZER),
-                                        dtype=self.dtype_policy, name="seq_relationship")
+        self.dense = keras.layers.Dense(
+            2,
+            kernel_initializer=kernel_initializer(config, SENTENCE_HEAD_INITIALIZER),
+            dtype=self.dtype_policy,
+            name="seq_relationship",
+        )
         self.build()
 
     def build(self, input_shape=None):

@@ -44,21 +44,33 @@ WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 CONFIG = "config.json"
 # The parts a checkpoint may lack as a whole, by the prefix of their names.
-OPTIONAL_PARTS = {"masked-LM head": "cls.predictions.", "next-sentence head": "cls.seq_relationship.",
-                  "pooler": "bert.pooler."}
+OPTIONAL_PARTS = {
+    "masked-LM head": "cls.predictions.",
+    "next-sentence head": "cls.seq_relationship.",
+    "pooler": "bert.pooler.",
+}
 # What each architecture holds of kbert's model (BertModel's names lose the `bert.` prefix).
-_DROPPED = {"BertForPreTraining": (), "BertForMaskedLM": ("cls.seq_relationship.", "bert.pooler."),
-            "BertModel": ("cls.",)}
+_DROPPED = {
+    "BertForPreTraining": (),
+    "BertForMaskedLM": ("cls.seq_relationship.", "bert.pooler."),
+    "BertModel": ("cls.",),
+}
 _DECODER = "cls.predictions.decoder."
 _BUFFERS = ("bert.embeddings.position_ids",)  # a registered buffer older transformers saved
 # The safetensors dtypes `safetensors.numpy` reads.
 _NUMPY_DTYPES = {"F64", "F32", "F16", "I64", "I32", "I16", "I8", "U8", "BOOL"}
-_SPECIAL = {"cls/predictions/output_bias": "cls.predictions.bias",
-            "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
-            "cls/seq_relationship/output_bias": "cls.seq_relationship.bias"}
+_SPECIAL = {
+    "cls/predictions/output_bias": "cls.predictions.bias",
+    "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+    "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
+}
 # Google suffix -> Hugging Face suffix, and whether HF stores the value transposed relative to Google.
-_SUFFIXES = (("/kernel", ".weight", True), ("/gamma", ".weight", False), ("/beta", ".bias", False),
-             ("/bias", ".bias", False))
+_SUFFIXES = (
+    ("/kernel", ".weight", True),
+    ("/gamma", ".weight", False),
+    ("/beta", ".bias", False),
+    ("/bias", ".bias", False),
+)
 
 
 def _hf_name(google: str) -> tuple[str, bool]:
@@ -68,7 +80,7 @@ def _hf_name(google: str) -> tuple[str, bool]:
     name = re.sub(r"layer_(\d+)", r"layer.\1", google)
     for old, new, flip in _SUFFIXES:
         if name.endswith(old):
-            return name[:-len(old)].replace("/", ".") + new, flip
+            return name[: -len(old)].replace("/", ".") + new, flip
     return name.replace("/", ".") + ".weight", False  # the embedding tables
 
 
@@ -108,9 +120,14 @@ def weight_files(directory: str) -> list[str]:
         return [path]
     torch_only = tf.io.gfile.exists(os.path.join(directory, "pytorch_model.bin"))
     raise MissingFileError(
-        f"{directory}: no {WEIGHTS}" + (" (only pytorch_model.bin, which needs torch): convert it once with "
-                                        "transformers (model.save_pretrained(DIR, safe_serialization=True))."
-                                        if torch_only else "; give a Hugging Face BERT directory."))
+        f"{directory}: no {WEIGHTS}"
+        + (
+            " (only pytorch_model.bin, which needs torch): convert it once with "
+            "transformers (model.save_pretrained(DIR, safe_serialization=True))."
+            if torch_only
+            else "; give a Hugging Face BERT directory."
+        )
+    )
 
 
 def _header(path: str) -> dict[str, tuple[int, ...]]:
@@ -125,9 +142,11 @@ def _header(path: str) -> dict[str, tuple[int, ...]]:
     entries = {name: entry for name, entry in header.items() if name != "__metadata__"}
     unreadable = sorted({entry["dtype"] for entry in entries.values()} - _NUMPY_DTYPES)
     if unreadable:
-        raise CheckpointMismatchError(f"{path} holds {', '.join(unreadable)} tensors, which NumPy (and so kbert, "
-                                      "without torch) cannot read: save the model in float32 first "
-                                      "(model.float().save_pretrained(DIR) in transformers).")
+        raise CheckpointMismatchError(
+            f"{path} holds {', '.join(unreadable)} tensors, which NumPy (and so kbert, "
+            "without torch) cannot read: save the model in float32 first "
+            "(model.float().save_pretrained(DIR) in transformers)."
+        )
     return {name: tuple(entry["shape"]) for name, entry in entries.items()}
 
 
@@ -156,8 +175,11 @@ def _tensors(directory: str) -> dict[str, np.ndarray]:
 def fresh_parts(model: Union[BertPretrainer, BertEncoder], stored: dict[str, tuple[int, ...]]) -> list[str]:
     """The optional parts of `model` (`OPTIONAL_PARTS`) of which `stored` holds no weight at all."""
     expected = hf_variable_map(model)
-    return [part for part, prefix in OPTIONAL_PARTS.items()
-            if any(n.startswith(prefix) for n in expected) and not any(n.startswith(prefix) for n in stored)]
+    return [
+        part
+        for part, prefix in OPTIONAL_PARTS.items()
+        if any(n.startswith(prefix) for n in expected) and not any(n.startswith(prefix) for n in stored)
+    ]
 
 
 def load_hf_checkpoint(model: Union[BertPretrainer, BertEncoder], directory: str) -> list[str]:
@@ -177,16 +199,23 @@ def load_hf_checkpoint(model: Union[BertPretrainer, BertEncoder], directory: str
     expected = {n: pair for n, pair in hf_variable_map(model).items() if not n.startswith(skipped)}
     shapes = {n: tuple(v.shape)[::-1] if transposed else tuple(v.shape) for n, (v, transposed) in expected.items()}
     c = model.config
-    error = mismatch(directory, shapes, stored, describe_model(c),
-                     "leave the model section unset (it comes from the checkpoint's "
-                     "config.json), or give a BERT checkpoint of this model's sizes.")
+    error = mismatch(
+        directory,
+        shapes,
+        stored,
+        describe_model(c),
+        "leave the model section unset (it comes from the checkpoint's "
+        "config.json), or give a BERT checkpoint of this model's sizes.",
+    )
     if error:
         raise error
     tensors = _tensors(directory)
     decoder = tensors.get(_DECODER + "weight")
     if decoder is not None and not np.array_equal(decoder, tensors["bert.embeddings.word_embeddings.weight"]):
-        raise CheckpointMismatchError(f"{directory}: its {_DECODER}weight is not the word-embedding table (untied "
-                                      "output embeddings), which kbert's BERT ties; it cannot be loaded exactly.")
+        raise CheckpointMismatchError(
+            f"{directory}: its {_DECODER}weight is not the word-embedding table (untied "
+            "output embeddings), which kbert's BERT ties; it cannot be loaded exactly."
+        )
     for name, (variable, transposed) in expected.items():
         value = np.asarray(tensors[name], np.float32)
         variable.assign(value.T if transposed else value)
@@ -196,7 +225,7 @@ def load_hf_checkpoint(model: Union[BertPretrainer, BertEncoder], directory: str
 def _architecture_names(model: BertPretrainer, architecture: str) -> dict[str, tuple[keras.Variable, bool]]:
     names = {n: pair for n, pair in hf_variable_map(model).items() if not n.startswith(_DROPPED[architecture])}
     if architecture == "BertModel":
-        names = {n[len("bert."):]: pair for n, pair in names.items()}
+        names = {n[len("bert.") :]: pair for n, pair in names.items()}
     return names
 
 
@@ -215,9 +244,11 @@ def export_hf_checkpoint(model: BertPretrainer, directory: str, architecture: st
         raise ConfigError(f"--hf_architecture={architecture}: choose one of {', '.join(HF_ARCHITECTURES)}.")
     c = model.config
     if architecture != "BertModel" and (c.head_act, c.head_layer_norm_eps) != (c.hidden_act, c.layer_norm_eps):
-        raise ConfigError(f"--format=hf: the masked-LM head computes {c.head_act} with epsilon "
-                          f"{c.head_layer_norm_eps}, but Hugging Face's computes the encoder's ({c.hidden_act}, "
-                          f"{c.layer_norm_eps}); export --hf_architecture=BertModel (no head), or --format=keras_hub.")
+        raise ConfigError(
+            f"--format=hf: the masked-LM head computes {c.head_act} with epsilon "
+            f"{c.head_layer_norm_eps}, but Hugging Face's computes the encoder's ({c.hidden_act}, "
+            f"{c.layer_norm_eps}); export --hf_architecture=BertModel (no head), or --format=keras_hub."
+        )
     tensors = {}
     for name, (variable, transposed) in _architecture_names(model, architecture).items():
         value = np.asarray(keras.ops.convert_to_numpy(variable), np.float32)

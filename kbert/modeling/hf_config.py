@@ -20,22 +20,47 @@ from kbert.errors import ConfigError
 from kbert.modeling.config import BertConfig
 
 # Hugging Face `hidden_act` -> kbert's name: "gelu" is the exact erf GELU, the others the tanh approximation.
-HF_ACTIVATIONS = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_new",
-                  "gelu_pytorch_tanh": "gelu_approximate", "relu": "relu", "silu": "silu", "swish": "swish",
-                  "tanh": "tanh"}
+HF_ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_python": "gelu",
+    "gelu_new": "gelu_new",
+    "gelu_pytorch_tanh": "gelu_approximate",
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "swish",
+    "tanh": "tanh",
+}
 # kbert's name -> the Hugging Face name written back (gelu_new stays gelu_new, so a round trip is exact).
-KBERT_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_approximate": "gelu_pytorch_tanh",
-                     "relu": "relu", "silu": "silu", "swish": "swish", "tanh": "tanh"}
+KBERT_ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_new",
+    "gelu_approximate": "gelu_pytorch_tanh",
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "swish",
+    "tanh": "tanh",
+}
 # The config.json keys that are BertConfig fields of the same name.
-_SAME = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-         "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-         "initializer_range", "layer_norm_eps")
+_SAME = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "initializer_range",
+    "layer_norm_eps",
+)
 _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 
 
 def _refuse(source: str, what: str) -> ConfigError:
-    return ConfigError(f"{source}: {what}; kbert imports BERT encoders with absolute positions only (a "
-                       "bert-base-style config.json).")
+    return ConfigError(
+        f"{source}: {what}; kbert imports BERT encoders with absolute positions only (a bert-base-style config.json)."
+    )
 
 
 def bert_config_from_hf(values: dict[str, Any], source: str = "config.json") -> BertConfig:
@@ -59,8 +84,9 @@ def bert_config_from_hf(values: dict[str, Any], source: str = "config.json") -> 
         raise ConfigError(f"{source}: no {', '.join(missing)}; a Hugging Face BERT config.json has them all.")
     act = values.get("hidden_act", "gelu")
     if act not in HF_ACTIVATIONS:
-        raise ConfigError(f"{source}: hidden_act={act!r} has no kbert equivalent; kbert computes "
-                          f"{', '.join(sorted(HF_ACTIVATIONS))}.")
+        raise ConfigError(
+            f"{source}: hidden_act={act!r} has no kbert equivalent; kbert computes {', '.join(sorted(HF_ACTIVATIONS))}."
+        )
     fields = {key: values[key] for key in _SAME if values.get(key) is not None}
     try:
         return BertConfig(hidden_act=HF_ACTIVATIONS[act], **fields)
@@ -76,8 +102,17 @@ def hf_config_of(bert: BertConfig, architecture: str) -> dict[str, Any]:
       ConfigError: the activation has no Hugging Face name.
     """
     if bert.hidden_act not in KBERT_ACTIVATIONS:
-        raise ConfigError(f"--format=hf: hidden_act={bert.hidden_act} has no Hugging Face equivalent; use "
-                          "--format=google.")
-    return {"architectures": [architecture], "model_type": "bert", "hidden_act": KBERT_ACTIVATIONS[bert.hidden_act],
-            **{key: getattr(bert, key) for key in _SAME}, "pad_token_id": 0, "position_embedding_type": "absolute",
-            "classifier_dropout": None, "use_cache": True, "torch_dtype": "float32"}
+        raise ConfigError(
+            f"--format=hf: hidden_act={bert.hidden_act} has no Hugging Face equivalent; use --format=google."
+        )
+    return {
+        "architectures": [architecture],
+        "model_type": "bert",
+        "hidden_act": KBERT_ACTIVATIONS[bert.hidden_act],
+        **{key: getattr(bert, key) for key in _SAME},
+        "pad_token_id": 0,
+        "position_embedding_type": "absolute",
+        "classifier_dropout": None,
+        "use_cache": True,
+        "torch_dtype": "float32",
+    }

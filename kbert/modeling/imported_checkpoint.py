@@ -57,8 +57,10 @@ class ImportedCheckpoint:
         if not parts:
             return ""
         listed = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
-        return (f"{self.path} ({self.kind} {self.architecture}) has no {listed}: "
-                f"{'they start' if len(parts) > 1 else 'it starts'} fresh.")
+        return (
+            f"{self.path} ({self.kind} {self.architecture}) has no {listed}: "
+            f"{'they start' if len(parts) > 1 else 'it starts'} fresh."
+        )
 
 
 def _directory(path: str) -> str:
@@ -91,13 +93,28 @@ def imported_checkpoint(path: str) -> Optional[ImportedCheckpoint]:
     if "class_name" in values:  # a Keras object: a keras-hub preset
         task = keras_hub_checkpoint.has_masked_lm_task(directory)
         return ImportedCheckpoint(
-            directory, KERAS_HUB, keras_hub_checkpoint.keras_hub_bert_config(values, config_path),
+            directory,
+            KERAS_HUB,
+            keras_hub_checkpoint.keras_hub_bert_config(values, config_path),
             keras_hub_checkpoint.MASKED_LM if task else keras_hub_checkpoint.BACKBONE,
-            _existing(os.path.join(directory, keras_hub_checkpoint.VOCABULARY)), task)
+            _existing(os.path.join(directory, keras_hub_checkpoint.VOCABULARY)),
+            task,
+        )
     config = bert_config_from_hf(values, config_path)
     stored = hf_checkpoint.stored_shapes(directory)
     heads = {part for part, prefix in hf_checkpoint.OPTIONAL_PARTS.items() if any(n.startswith(prefix) for n in stored)}
-    architecture = ("BertForPreTraining" if "next-sentence head" in heads else
-                    "BertForMaskedLM" if "masked-LM head" in heads else "BertModel")
-    return ImportedCheckpoint(directory, HUGGING_FACE, config, architecture,
-                              _existing(os.path.join(directory, "vocab.txt")), "masked-LM head" in heads)
+    architecture = (
+        "BertForPreTraining"
+        if "next-sentence head" in heads
+        else "BertForMaskedLM"
+        if "masked-LM head" in heads
+        else "BertModel"
+    )
+    return ImportedCheckpoint(
+        directory,
+        HUGGING_FACE,
+        config,
+        architecture,
+        _existing(os.path.join(directory, "vocab.txt")),
+        "masked-LM head" in heads,
+    )

@@ -48,8 +48,7 @@ def keras_hub():
     try:
         import keras_hub as module
     except ImportError:
-        raise ConfigError("keras-hub presets need keras-hub: pip install 'kbert[hub]' (or keras-hub~=0.32).") \
-            from None
+        raise ConfigError("keras-hub presets need keras-hub: pip install 'kbert[hub]' (or keras-hub~=0.32).") from None
     return module
 
 
@@ -60,16 +59,25 @@ def keras_hub_bert_config(values: dict[str, Any], source: str = "config.json") -
       ConfigError: the preset is not a BertBackbone (one line naming `source` and its class).
     """
     if values.get("class_name") != BACKBONE:
-        raise ConfigError(f"{source}: class_name={values.get('class_name')!r}; kbert imports keras-hub "
-                          f"{BACKBONE} presets only.")
+        raise ConfigError(
+            f"{source}: class_name={values.get('class_name')!r}; kbert imports keras-hub {BACKBONE} presets only."
+        )
     c = values["config"]
-    return BertConfig(vocab_size=c["vocabulary_size"], hidden_size=c["hidden_dim"], num_hidden_layers=c["num_layers"],
-                      num_attention_heads=c["num_heads"], intermediate_size=c["intermediate_dim"],
-                      hidden_act=BACKBONE_ACTIVATION, hidden_dropout_prob=c.get("dropout", 0.1),
-                      attention_probs_dropout_prob=c.get("dropout", 0.1),
-                      max_position_embeddings=c.get("max_sequence_length", 512),
-                      type_vocab_size=c.get("num_segments", 2), layer_norm_eps=BACKBONE_EPSILON,
-                      mlm_hidden_act=HEAD_ACTIVATION, mlm_layer_norm_eps=HEAD_EPSILON)
+    return BertConfig(
+        vocab_size=c["vocabulary_size"],
+        hidden_size=c["hidden_dim"],
+        num_hidden_layers=c["num_layers"],
+        num_attention_heads=c["num_heads"],
+        intermediate_size=c["intermediate_dim"],
+        hidden_act=BACKBONE_ACTIVATION,
+        hidden_dropout_prob=c.get("dropout", 0.1),
+        attention_probs_dropout_prob=c.get("dropout", 0.1),
+        max_position_embeddings=c.get("max_sequence_length", 512),
+        type_vocab_size=c.get("num_segments", 2),
+        layer_norm_eps=BACKBONE_EPSILON,
+        mlm_hidden_act=HEAD_ACTIVATION,
+        mlm_layer_norm_eps=HEAD_EPSILON,
+    )
 
 
 def computes_keras_hub_head(config: BertConfig) -> bool:
@@ -89,10 +97,12 @@ def backbone_pairs(encoder: BertEncoder, backbone) -> list[tuple[keras.Variable,
     """(kbert variable, keras-hub variable) for every weight of `encoder` and a `keras_hub.models.BertBackbone`
     (keras-hub's own BERT converter's mapping)."""
     emb = encoder.embeddings
-    pairs = [(emb.word_embeddings.embeddings, backbone.get_layer("token_embedding").embeddings),
-             (emb.position_embeddings.embeddings, backbone.get_layer("position_embedding").position_embeddings),
-             (emb.token_type_embeddings.embeddings, backbone.get_layer("segment_embedding").embeddings),
-             *_norm_pairs(emb.layer_norm, backbone.get_layer("embeddings_layer_norm"))]
+    pairs = [
+        (emb.word_embeddings.embeddings, backbone.get_layer("token_embedding").embeddings),
+        (emb.position_embeddings.embeddings, backbone.get_layer("position_embedding").position_embeddings),
+        (emb.token_type_embeddings.embeddings, backbone.get_layer("segment_embedding").embeddings),
+        *_norm_pairs(emb.layer_norm, backbone.get_layer("embeddings_layer_norm")),
+    ]
     for i, block in enumerate(encoder.blocks):
         layer = backbone.get_layer(f"transformer_layer_{i}")
         attention = layer._self_attention_layer
@@ -110,9 +120,11 @@ def head_pairs(model: BertPretrainer, task) -> list[tuple[keras.Variable, keras.
     """(kbert variable, keras-hub variable) for the masked-LM head of `model` and a `BertMaskedLM` (the word table
     is the backbone's, tied in both)."""
     head = task.masked_lm_head
-    return [*_dense_pairs(model.mlm_head.transform, head._intermediate_dense),
-            *_norm_pairs(model.mlm_head.layer_norm, head._intermediate_layer_norm),
-            (model.mlm_head.output_bias, head._bias)]
+    return [
+        *_dense_pairs(model.mlm_head.transform, head._intermediate_dense),
+        *_norm_pairs(model.mlm_head.layer_norm, head._intermediate_layer_norm),
+        (model.mlm_head.output_bias, head._bias),
+    ]
 
 
 def copy_pairs(pairs: list[tuple], to_keras_hub: bool) -> None:
@@ -150,20 +162,26 @@ def load_keras_hub_preset(model: Union[BertPretrainer, BertEncoder], directory: 
         else:
             backbone = hub.models.BertBackbone.from_preset(directory, dtype="float32")
     except (FileNotFoundError, ValueError) as e:
-        raise MissingFileError(f"{directory}: cannot read it as a keras-hub preset ({str(e).splitlines()[0]}).") \
-            from None
+        raise MissingFileError(
+            f"{directory}: cannot read it as a keras-hub preset ({str(e).splitlines()[0]})."
+        ) from None
     encoder = model.encoder if pretrainer else model
     c = model.config
     if backbone.num_layers != c.num_hidden_layers:
-        raise CheckpointMismatchError(f"{directory} holds a {backbone.num_layers}-layer BertBackbone, but the model "
-                                      f"has {c.num_hidden_layers} layers; leave the model section unset (it comes "
-                                      "from the preset's config.json).")
+        raise CheckpointMismatchError(
+            f"{directory} holds a {backbone.num_layers}-layer BertBackbone, but the model "
+            f"has {c.num_hidden_layers} layers; leave the model section unset (it comes "
+            "from the preset's config.json)."
+        )
     pairs = backbone_pairs(encoder, backbone) + (head_pairs(model, task) if with_task else [])
     shapes = [(ours.path, int(np.prod(ours.shape)), int(np.prod(theirs.shape))) for ours, theirs in pairs]
-    error = mismatch(directory, {path: (size,) for path, size, _ in shapes},
-                     {path: (size,) for path, _, size in shapes},
-                     describe_model(c),
-                     "leave the model section unset (it comes from the preset's config.json).")
+    error = mismatch(
+        directory,
+        {path: (size,) for path, size, _ in shapes},
+        {path: (size,) for path, _, size in shapes},
+        describe_model(c),
+        "leave the model section unset (it comes from the preset's config.json).",
+    )
     if error:
         raise error
     copy_pairs(pairs, to_keras_hub=False)

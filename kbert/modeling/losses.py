@@ -11,8 +11,15 @@ from typing import Mapping
 
 from keras import ops
 
-LOSS_TERMS = ("mlm_loss_sum", "mlm_weight_sum", "mlm_correct_sum", "nsp_loss_sum", "nsp_correct_sum", "nsp_count",
-              "sequence_count")
+LOSS_TERMS = (
+    "mlm_loss_sum",
+    "mlm_weight_sum",
+    "mlm_correct_sum",
+    "nsp_loss_sum",
+    "nsp_correct_sum",
+    "nsp_count",
+    "sequence_count",
+)
 METRICS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss", "next_sentence_accuracy")
 
 # Google's denominator guard: an all-padding batch gives loss 0, not NaN.

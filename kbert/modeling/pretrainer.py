@@ -33,9 +33,14 @@ class BertPretrainer(keras.Model):
         super().__init__(**kwargs)
         self.config = config
         # The pooler is the sentence head's tanh layer in pretraining, drawn as its classifier is.
-        self.encoder = BertEncoder(config, stop_gradient_below=stop_gradient_below,
-                                   dropout_below_cut=dropout_below_cut, pooler_initializer=SENTENCE_HEAD_INITIALIZER,
-                                   dtype=self.dtype_policy, name="bert")
+        self.encoder = BertEncoder(
+            config,
+            stop_gradient_below=stop_gradient_below,
+            dropout_below_cut=dropout_below_cut,
+            pooler_initializer=SENTENCE_HEAD_INITIALIZER,
+            dtype=self.dtype_policy,
+            name="bert",
+        )
         self.mlm_head = MaskedLMHead(config, dtype=self.dtype_policy, name="predictions")
         self.nsp_head = NextSentenceHead(config, dtype=self.dtype_policy, name="seq_relationship")
         self._metric_trackers = [keras.metrics.Mean(name=name) for name in METRICS[1:]]
@@ -66,9 +71,13 @@ class BertPretrainer(keras.Model):
         return metrics["loss"] + sum(self.losses) if self.losses else metrics["loss"]
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "stop_gradient_below": self.encoder.stop_gradient_below,
-                "dropout_below_cut": self.encoder.dropout_below_cut,
-                "name": self.name, "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
+        return {
+            "config": self.config.to_dict(),
+            "stop_gradient_below": self.encoder.stop_gradient_below,
+            "dropout_below_cut": self.encoder.dropout_below_cut,
+            "name": self.name,
+            "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
+        }
 
     @classmethod
     def from_config(cls, config):

@@ -26,15 +26,19 @@ class TransformerBlock(keras.layers.Layer):
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(**kwargs)
         self.config = config
+
         def dense(units: int, name: str, **kwargs) -> keras.layers.Dense:
-            return keras.layers.Dense(units, kernel_initializer=truncated_normal(config), dtype=self.dtype_policy,
-                                      name=name, **kwargs)
+            return keras.layers.Dense(
+                units, kernel_initializer=truncated_normal(config), dtype=self.dtype_policy, name=name, **kwargs
+            )
+
         norm = dict(epsilon=config.layer_norm_eps, dtype=self.dtype_policy)
         self.attention = BertSelfAttention(config, dtype=self.dtype_policy, name="attention")
         self.attention_output = dense(config.hidden_size, "attention_output")
         self.attention_layer_norm = keras.layers.LayerNormalization(name="attention_layer_norm", **norm)
-        self.intermediate = dense(config.intermediate_size, "intermediate",
-                                  activation=get_activation(config.hidden_act))
+        self.intermediate = dense(
+            config.intermediate_size, "intermediate", activation=get_activation(config.hidden_act)
+        )
         self.output_dense = dense(config.hidden_size, "output")
         self.output_layer_norm = keras.layers.LayerNormalization(name="output_layer_norm", **norm)
         self.dropout = ReplicaDropout(config.hidden_dropout_prob, dtype=self.dtype_policy)

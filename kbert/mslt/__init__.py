@@ -9,5 +9,19 @@ from kbert.errors import PlanError
 from kbert.mslt.plan import MsltConfig, Stage, StageConfig, StagePlan, build_plan, parameter_counts
 from kbert.mslt.stages import mslt_stages, plan_for
 
-__all__ = ["MsltConfig", "PlanError", "Stage", "StageConfig", "StagePlan", "build_plan", "build_stage_model",
-           "carry_over", "freeze", "grow", "load_stage_export", "mslt_stages", "parameter_counts", "plan_for"]
+__all__ = [
+    "MsltConfig",
+    "PlanError",
+    "Stage",
+    "StageConfig",
+    "StagePlan",
+    "build_plan",
+    "build_stage_model",
+    "carry_over",
+    "freeze",
+    "grow",
+    "load_stage_export",
+    "mslt_stages",
+    "parameter_counts",
+    "plan_for",
+]

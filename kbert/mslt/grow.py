@@ -47,8 +47,11 @@ def _copy_weights(target: keras.layers.Layer, source: keras.layers.Layer) -> Non
 def build_stage_model(bert: BertConfig, stage: Stage, frozen_dropout: bool = False) -> BertPretrainer:
     """The model of `stage` with the weights it is built with, frozen as the stage says; the blocks below the cut
     apply dropout only with `frozen_dropout=True`."""
-    model = BertPretrainer(bert.replace(num_hidden_layers=stage.num_layers),
-                           stop_gradient_below=stage.stop_gradient_below, dropout_below_cut=frozen_dropout)
+    model = BertPretrainer(
+        bert.replace(num_hidden_layers=stage.num_layers),
+        stop_gradient_below=stage.stop_gradient_below,
+        dropout_below_cut=frozen_dropout,
+    )
     freeze(model, stage)
     return model
 
@@ -58,20 +61,32 @@ def carry_over(model: BertPretrainer, previous: BertPretrainer, stage: Stage, ne
     starts as `previous` block `stage.source_layer(j)`, with `random` it keeps its built weights."""
     old_layers = previous.config.num_hidden_layers
     if old_layers != stage.previous_layers:
-        raise ValueError(f"Stage {stage.number} grows from {stage.previous_layers} layers, but the previous "
-                         f"model has {old_layers}.")
-    pairs = [(model.encoder.embeddings, previous.encoder.embeddings), (model.encoder.pooler,
-             previous.encoder.pooler), (model.mlm_head, previous.mlm_head), (model.nsp_head, previous.nsp_head)]
+        raise ValueError(
+            f"Stage {stage.number} grows from {stage.previous_layers} layers, but the previous model has {old_layers}."
+        )
+    pairs = [
+        (model.encoder.embeddings, previous.encoder.embeddings),
+        (model.encoder.pooler, previous.encoder.pooler),
+        (model.mlm_head, previous.mlm_head),
+        (model.nsp_head, previous.nsp_head),
+    ]
     pairs += [(model.encoder.blocks[i], previous.encoder.blocks[i]) for i in range(old_layers)]
     if new_layer_init == "copy":
-        pairs += [(model.encoder.blocks[j], previous.encoder.blocks[stage.source_layer(j)])
-                  for j in range(old_layers, stage.num_layers)]
+        pairs += [
+            (model.encoder.blocks[j], previous.encoder.blocks[stage.source_layer(j)])
+            for j in range(old_layers, stage.num_layers)
+        ]
     for target, source in pairs:
         _copy_weights(target, source)
 
 
-def grow(bert: BertConfig, stage: Stage, previous: Optional[BertPretrainer] = None,
-         new_layer_init: str = "copy", frozen_dropout: bool = False) -> BertPretrainer:
+def grow(
+    bert: BertConfig,
+    stage: Stage,
+    previous: Optional[BertPretrainer] = None,
+    new_layer_init: str = "copy",
+    frozen_dropout: bool = False,
+) -> BertPretrainer:
     """The model of `stage`: `build_stage_model`, then `carry_over` from `previous` if given.
 
     Weights are built from the current Keras seed; call `keras.utils.set_random_seed` first for a reproducible

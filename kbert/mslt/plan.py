@@ -142,8 +142,11 @@ class Stage:
     def trainable_parameters(self, bert: BertConfig) -> int:
         counts = parameter_counts(bert)
         embeddings = {"all": counts["embeddings"], "word_table": counts["word_table"], "frozen": 0}
-        return (len(self.trainable_layers) * counts["block"] + embeddings[self.embeddings_policy]
-                + (counts["heads"] if self.train_heads else 0))
+        return (
+            len(self.trainable_layers) * counts["block"]
+            + embeddings[self.embeddings_policy]
+            + (counts["heads"] if self.train_heads else 0)
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,18 +173,21 @@ class StagePlan:
     def describe(self) -> str:
         """The plan as a table: printed at the start of a run."""
         total_params = parameter_counts(self.bert)["total"]
-        rows = [f"MSLT plan: mode {self.mode}, new layers {self.new_layer_init}, {self.bert.num_hidden_layers} "
-                f"layers, {self.total_steps} steps, {total_params / 1e6:.2f}M parameters, frozen blocks "
-                f"{'with' if self.frozen_dropout else 'without'} dropout",
-                f"{'stage':>5}  {'layers':>6}  {'trains':<10} {'embeddings':<10} {'heads':<6} {'steps':>17}  "
-                f"{'peak lr':>8} {'warmup':>6} {'power':>5}  {'trainable params':>18}"]
+        rows = [
+            f"MSLT plan: mode {self.mode}, new layers {self.new_layer_init}, {self.bert.num_hidden_layers} "
+            f"layers, {self.total_steps} steps, {total_params / 1e6:.2f}M parameters, frozen blocks "
+            f"{'with' if self.frozen_dropout else 'without'} dropout",
+            f"{'stage':>5}  {'layers':>6}  {'trains':<10} {'embeddings':<10} {'heads':<6} {'steps':>17}  "
+            f"{'peak lr':>8} {'warmup':>6} {'power':>5}  {'trainable params':>18}",
+        ]
         for s in self.stages:
             params = s.trainable_parameters(self.bert)
             rows.append(
                 f"{s.number:>5}  {s.num_layers:>6}  {_ranges(s.trainable_layers):<10} {s.embeddings_policy:<10} "
                 f"{'train' if s.train_heads else 'frozen':<6} {f'{s.start_step}-{s.end_step}':>11} "
                 f"({s.steps:>4})  {s.learning_rate:>8.2e} {s.warmup_steps:>6} {s.decay_power:>5.2f}  "
-                f"{params / 1e6:>9.2f}M ({100 * params / total_params:>3.0f}%)")
+                f"{params / 1e6:>9.2f}M ({100 * params / total_params:>3.0f}%)"
+            )
         return "\n".join(rows)
 
 
@@ -192,8 +198,13 @@ def parameter_counts(bert: BertConfig) -> dict[str, int]:
     word_table = v * h
     embeddings = word_table + (bert.max_position_embeddings + bert.type_vocab_size) * h + 2 * h
     heads = (h * h + h) + (h * h + h + 2 * h + v) + (2 * h + 2)
-    return {"block": block, "word_table": word_table, "embeddings": embeddings, "heads": heads,
-            "total": bert.num_hidden_layers * block + embeddings + heads}
+    return {
+        "block": block,
+        "word_table": word_table,
+        "embeddings": embeddings,
+        "heads": heads,
+        "total": bert.num_hidden_layers * block + embeddings + heads,
+    }
 
 
 def _ranges(layers: tuple[int, ...]) -> str:
@@ -215,57 +226,115 @@ def _is_int(value: Any) -> bool:
 class _StageResolver:
     """Turns one StageConfig into a Stage, raising PlanError that names `where` and the field."""
 
-    def __init__(self, mslt: MsltConfig, bert: BertConfig, peak_learning_rate: float, decay_power: float,
-                 end_learning_rate: float):
+    def __init__(
+        self,
+        mslt: MsltConfig,
+        bert: BertConfig,
+        peak_learning_rate: float,
+        decay_power: float,
+        end_learning_rate: float,
+    ):
         self.mslt = mslt
         self.bert = bert
-        self.defaults = {"learning_rate": peak_learning_rate, "decay_power": decay_power,
-                         "end_learning_rate": end_learning_rate}
+        self.defaults = {
+            "learning_rate": peak_learning_rate,
+            "decay_power": decay_power,
+            "end_learning_rate": end_learning_rate,
+        }
 
     def need(self, ok: bool, where: str, field: str, value: Any, fix: str) -> None:
         need(ok, f"{where}.{field}={value!r}: {fix}", PlanError)
 
-    def resolve(self, cfg: StageConfig, where: str, number: int, previous_layers: int, start_step: int,
-                steps: int, is_final: bool, rate_scale: float = 1.0) -> Stage:
+    def resolve(
+        self,
+        cfg: StageConfig,
+        where: str,
+        number: int,
+        previous_layers: int,
+        start_step: int,
+        steps: int,
+        is_final: bool,
+        rate_scale: float = 1.0,
+    ) -> Stage:
         depth = self.bert.num_hidden_layers
         layers = cfg.num_layers if cfg.num_layers is not None else depth
         self.need(_is_int(layers) and layers > 0, where, "num_layers", layers, "must be a positive integer.")
-        self.need(layers <= depth, where, "num_layers", layers,
-                  f"the model has only {depth} layers (model.overrides.num_hidden_layers); lower it or deepen "
-                  "the model.")
+        self.need(
+            layers <= depth,
+            where,
+            "num_layers",
+            layers,
+            f"the model has only {depth} layers (model.overrides.num_hidden_layers); lower it or deepen the model.",
+        )
         grown = "train.init_checkpoint's" if number == 1 else "the previous stage's"
-        self.need(layers > previous_layers or (is_final and layers == previous_layers), where, "num_layers",
-                  layers, f"must be greater than {grown} {previous_layers}: each stage grows the model.")
+        self.need(
+            layers > previous_layers or (is_final and layers == previous_layers),
+            where,
+            "num_layers",
+            layers,
+            f"must be greater than {grown} {previous_layers}: each stage grows the model.",
+        )
         trains_all = is_final or self.mslt.mode == "stacking"
         default_layers = list(range(layers)) if trains_all else list(range(previous_layers, layers))
         trainable = cfg.trainable_layers if cfg.trainable_layers is not None else default_layers
-        self.need(isinstance(trainable, (list, tuple)) and len(trainable) > 0
-                  and all(_is_int(i) for i in trainable), where, "trainable_layers", trainable,
-                  "must be a non-empty list of block indices.")
+        self.need(
+            isinstance(trainable, (list, tuple)) and len(trainable) > 0 and all(_is_int(i) for i in trainable),
+            where,
+            "trainable_layers",
+            trainable,
+            "must be a non-empty list of block indices.",
+        )
         bad = [i for i in trainable if not 0 <= i < layers]
-        self.need(not bad, where, "trainable_layers", list(trainable),
-                  f"indices {bad} are outside this stage's blocks 0..{layers - 1}.")
-        self.need(len(set(trainable)) == len(trainable), where, "trainable_layers", list(trainable),
-                  "lists a block twice.")
+        self.need(
+            not bad,
+            where,
+            "trainable_layers",
+            list(trainable),
+            f"indices {bad} are outside this stage's blocks 0..{layers - 1}.",
+        )
+        self.need(
+            len(set(trainable)) == len(trainable), where, "trainable_layers", list(trainable), "lists a block twice."
+        )
         rate = cfg.learning_rate if cfg.learning_rate is not None else self.defaults["learning_rate"] * rate_scale
         self.need(isinstance(rate, (int, float)) and rate > 0, where, "learning_rate", rate, "must be positive.")
         warmup = cfg.warmup_steps if cfg.warmup_steps is not None else int(self.mslt.warmup_fraction * steps)
-        self.need(_is_int(warmup) and 0 <= warmup < max(steps, 1), where, "warmup_steps", warmup,
-                  f"must be in [0, steps={steps}).")
+        self.need(
+            _is_int(warmup) and 0 <= warmup < max(steps, 1),
+            where,
+            "warmup_steps",
+            warmup,
+            f"must be in [0, steps={steps}).",
+        )
         power = cfg.decay_power if cfg.decay_power is not None else self.defaults["decay_power"]
         self.need(isinstance(power, (int, float)) and power >= 0, where, "decay_power", power, "must be >= 0.")
         end = cfg.end_learning_rate if cfg.end_learning_rate is not None else self.defaults["end_learning_rate"]
-        self.need(isinstance(end, (int, float)) and 0 <= end <= rate, where, "end_learning_rate", end,
-                  f"must be in [0, learning_rate={rate}].")
+        self.need(
+            isinstance(end, (int, float)) and 0 <= end <= rate,
+            where,
+            "end_learning_rate",
+            end,
+            f"must be in [0, learning_rate={rate}].",
+        )
         first = previous_layers == 0
-        train_embeddings = self.policy(cfg.train_embeddings, self.mslt.embeddings, first or trains_all, where,
-                                       "train_embeddings")
+        train_embeddings = self.policy(
+            cfg.train_embeddings, self.mslt.embeddings, first or trains_all, where, "train_embeddings"
+        )
         train_heads = self.policy(cfg.train_heads, self.mslt.heads, first or trains_all, where, "train_heads")
-        return Stage(number=number, num_layers=layers, previous_layers=previous_layers,
-                     trainable_layers=tuple(sorted(trainable)), train_embeddings=train_embeddings,
-                     train_heads=train_heads, start_step=start_step, end_step=start_step + steps,
-                     learning_rate=float(rate), warmup_steps=warmup, decay_power=float(power),
-                     end_learning_rate=float(end), is_final=is_final)
+        return Stage(
+            number=number,
+            num_layers=layers,
+            previous_layers=previous_layers,
+            trainable_layers=tuple(sorted(trainable)),
+            train_embeddings=train_embeddings,
+            train_heads=train_heads,
+            start_step=start_step,
+            end_step=start_step + steps,
+            learning_rate=float(rate),
+            warmup_steps=warmup,
+            decay_power=float(power),
+            end_learning_rate=float(end),
+            is_final=is_final,
+        )
 
     def policy(self, override: Optional[bool], policy: str, always: bool, where: str, field: str) -> bool:
         if override is not None:
@@ -274,8 +343,14 @@ class _StageResolver:
         return always or policy == "train"
 
 
-def build_plan(mslt: MsltConfig, bert: BertConfig, *, peak_learning_rate: float, decay_power: float = 1.0,
-               end_learning_rate: float = 0.0) -> StagePlan:
+def build_plan(
+    mslt: MsltConfig,
+    bert: BertConfig,
+    *,
+    peak_learning_rate: float,
+    decay_power: float = 1.0,
+    end_learning_rate: float = 0.0,
+) -> StagePlan:
     """Validates `mslt` against the model and resolves every default; nothing is built or trained.
 
     Args:
@@ -287,8 +362,12 @@ def build_plan(mslt: MsltConfig, bert: BertConfig, *, peak_learning_rate: float,
     Raises:
         PlanError: naming the stage (`mslt.stages[i]`, `mslt.final_stage`) and the field, with the fix.
     """
-    for field, choices in (("mode", MODES), ("new_layer_init", NEW_LAYER_INITS), ("embeddings", POLICIES),
-                           ("heads", POLICIES)):
+    for field, choices in (
+        ("mode", MODES),
+        ("new_layer_init", NEW_LAYER_INITS),
+        ("embeddings", POLICIES),
+        ("heads", POLICIES),
+    ):
         if getattr(mslt, field) not in choices:
             raise PlanError(f"mslt.{field}={getattr(mslt, field)!r}: choose one of {', '.join(choices)}.")
     for field in ("frozen_dropout", "build_ahead"):
@@ -297,33 +376,57 @@ def build_plan(mslt: MsltConfig, bert: BertConfig, *, peak_learning_rate: float,
     if not (isinstance(mslt.warmup_fraction, (int, float)) and 0 <= mslt.warmup_fraction < 1):
         raise PlanError(f"mslt.warmup_fraction={mslt.warmup_fraction!r}: must be in [0, 1).")
     if not isinstance(mslt.stages, (list, tuple)) or not mslt.stages:
-        raise PlanError("mslt.stages is empty: list the growth stages, e.g. "
-                        "stages: [{num_layers: 3, steps: 1000}, {num_layers: 6, steps: 1000}].")
+        raise PlanError(
+            "mslt.stages is empty: list the growth stages, e.g. "
+            "stages: [{num_layers: 3, steps: 1000}, {num_layers: 6, steps: 1000}]."
+        )
     if not (_is_int(mslt.init_layers) and 0 <= mslt.init_layers < bert.num_hidden_layers):
-        raise PlanError(f"mslt.init_layers={mslt.init_layers!r}: must be in [0, the model's {bert.num_hidden_layers} "
-                        "layers): the depth of train.init_checkpoint's model, which the first stage grows from.")
+        raise PlanError(
+            f"mslt.init_layers={mslt.init_layers!r}: must be in [0, the model's {bert.num_hidden_layers} "
+            "layers): the depth of train.init_checkpoint's model, which the first stage grows from."
+        )
     resolver = _StageResolver(mslt, bert, peak_learning_rate, decay_power, end_learning_rate)
     stages, layers, step = [], mslt.init_layers, 0
     for index, cfg in enumerate(mslt.stages):
         where = f"mslt.stages[{index}] (stage {index + 1})"
         resolver.need(cfg.num_layers is not None, where, "num_layers", None, "is required.")
-        resolver.need(_is_int(cfg.steps) and cfg.steps > 0, where, "steps", cfg.steps,
-                      "must be a positive number of optimizer steps.")
+        resolver.need(
+            _is_int(cfg.steps) and cfg.steps > 0,
+            where,
+            "steps",
+            cfg.steps,
+            "must be a positive number of optimizer steps.",
+        )
         stage = resolver.resolve(cfg, where, index + 1, layers, step, cfg.steps, is_final=False)
         stages.append(stage)
         layers, step = stage.num_layers, stage.end_step
     if layers != bert.num_hidden_layers:
-        raise PlanError(f"mslt.stages[{len(stages) - 1}] (stage {len(stages)}).num_layers={layers}: the last "
-                        f"stage must reach the model's {bert.num_hidden_layers} layers; add a stage with "
-                        f"num_layers: {bert.num_hidden_layers} or set model.overrides.num_hidden_layers={layers}.")
+        raise PlanError(
+            f"mslt.stages[{len(stages) - 1}] (stage {len(stages)}).num_layers={layers}: the last "
+            f"stage must reach the model's {bert.num_hidden_layers} layers; add a stage with "
+            f"num_layers: {bert.num_hidden_layers} or set model.overrides.num_hidden_layers={layers}."
+        )
     final = mslt.final_stage
     where = "mslt.final_stage"
     default_final = 0 if mslt.mode == "stacking" else round(FINAL_STAGE_SHARE_OF_GROWTH * step)
     final_steps = final.steps if final.steps is not None else default_final
-    resolver.need(_is_int(final_steps) and final_steps >= 0, where, "steps", final_steps,
-                  "must be >= 0 (0 skips the all-layer stage).")
+    resolver.need(
+        _is_int(final_steps) and final_steps >= 0,
+        where,
+        "steps",
+        final_steps,
+        "must be >= 0 (0 skips the all-layer stage).",
+    )
     if final_steps:
-        stages.append(resolver.resolve(final, where, len(stages) + 1, layers, step, final_steps, is_final=True,
-                                       rate_scale=FINAL_RATE_SCALE))
-    return StagePlan(mode=mslt.mode, new_layer_init=mslt.new_layer_init, bert=bert, stages=tuple(stages),
-                     frozen_dropout=mslt.frozen_dropout)
+        stages.append(
+            resolver.resolve(
+                final, where, len(stages) + 1, layers, step, final_steps, is_final=True, rate_scale=FINAL_RATE_SCALE
+            )
+        )
+    return StagePlan(
+        mode=mslt.mode,
+        new_layer_init=mslt.new_layer_init,
+        bert=bert,
+        stages=tuple(stages),
+        frozen_dropout=mslt.frozen_dropout,
+    )

@@ -33,18 +33,24 @@ def _init_layers(config: PretrainingConfig) -> int:
     source = imported_checkpoint(init) if init else None
     if source is None:
         if bool(init) != bool(layers):
-            raise PlanError(f"mslt.init_layers={layers} with train.init_checkpoint={init!r}: to grow a pretrained "
-                            "model, set both (init_layers is that checkpoint's number of layers); to grow from "
-                            "scratch, neither.")
+            raise PlanError(
+                f"mslt.init_layers={layers} with train.init_checkpoint={init!r}: to grow a pretrained "
+                "model, set both (init_layers is that checkpoint's number of layers); to grow from "
+                "scratch, neither."
+            )
         return layers
     depth, target = source.config.num_hidden_layers, config.model.bert_config().num_hidden_layers
     if layers not in (0, depth):
-        raise PlanError(f"mslt.init_layers={layers}, but train.init_checkpoint={init} has {depth} layers: unset "
-                        "mslt.init_layers (it comes from the checkpoint).")
+        raise PlanError(
+            f"mslt.init_layers={layers}, but train.init_checkpoint={init} has {depth} layers: unset "
+            "mslt.init_layers (it comes from the checkpoint)."
+        )
     if depth >= target:
-        raise PlanError(f"train.init_checkpoint={init} has {depth} layers and the model {target}: an MSLT plan grows "
-                        "the checkpoint, so set model.overrides.num_hidden_layers to the depth it grows to (more "
-                        f"than {depth}), or drop the mslt section to continue the model as it is.")
+        raise PlanError(
+            f"train.init_checkpoint={init} has {depth} layers and the model {target}: an MSLT plan grows "
+            "the checkpoint, so set model.overrides.num_hidden_layers to the depth it grows to (more "
+            f"than {depth}), or drop the mslt section to continue the model as it is."
+        )
     return depth
 
 
@@ -53,9 +59,13 @@ def plan_for(config: PretrainingConfig) -> StagePlan:
     if config.mslt is None:
         raise PlanError("The experiment has no `mslt` section.")
     s = config.schedule
-    return build_plan(config.mslt.replace(init_layers=_init_layers(config)), config.model.bert_config(),
-                      peak_learning_rate=s.peak_learning_rate, decay_power=s.power,
-                      end_learning_rate=s.end_learning_rate)
+    return build_plan(
+        config.mslt.replace(init_layers=_init_layers(config)),
+        config.model.bert_config(),
+        peak_learning_rate=s.peak_learning_rate,
+        decay_power=s.power,
+        end_learning_rate=s.end_learning_rate,
+    )
 
 
 def _stage_config(config: PretrainingConfig, stage: Stage) -> PretrainingConfig:
@@ -63,11 +73,16 @@ def _stage_config(config: PretrainingConfig, stage: Stage) -> PretrainingConfig:
     the batch)."""
     first = phase_config(config, 0, stage.steps)
     schedule = first.schedule.replace(
-        peak_learning_rate=stage.learning_rate, warmup_steps=stage.warmup_steps,
-        decay_steps=max(stage.steps - stage.warmup_steps, 1), end_learning_rate=stage.end_learning_rate,
-        power=stage.decay_power, step_offset=0)
-    return first.replace(train=first.train if stage.number == 1 else first.train.without_batch_ramp(),
-                         schedule=schedule)
+        peak_learning_rate=stage.learning_rate,
+        warmup_steps=stage.warmup_steps,
+        decay_steps=max(stage.steps - stage.warmup_steps, 1),
+        end_learning_rate=stage.end_learning_rate,
+        power=stage.decay_power,
+        step_offset=0,
+    )
+    return first.replace(
+        train=first.train if stage.number == 1 else first.train.without_batch_ramp(), schedule=schedule
+    )
 
 
 def _training_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage) -> TrainingStage:
@@ -75,15 +90,24 @@ def _training_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage) ->
         carry_over(model, previous, stage, plan.new_layer_init)
 
     return TrainingStage(
-        number=stage.number, label=f"MSLT stage {stage.number}/{len(plan.stages)}",
-        config=_stage_config(config, stage), start_step=stage.start_step, end_step=stage.end_step,
-        build=lambda: build_stage_model(plan.bert, stage, plan.frozen_dropout), num_layers=stage.num_layers,
-        previous_layers=stage.previous_layers, grow=grow if stage.previous_layers else None,
-        seed=config.train.seed + stage.number, init_checkpoint=config.train.init_checkpoint if stage.number == 1
-        else "", description=f"{stage.num_layers} layers, training blocks {list(stage.trainable_layers)} "
-                             f"(backward cut below block {stage.stop_gradient_below})",
-        facts={"trainable_layers": list(stage.trainable_layers),
-               "trainable_parameters": stage.trainable_parameters(plan.bert)})
+        number=stage.number,
+        label=f"MSLT stage {stage.number}/{len(plan.stages)}",
+        config=_stage_config(config, stage),
+        start_step=stage.start_step,
+        end_step=stage.end_step,
+        build=lambda: build_stage_model(plan.bert, stage, plan.frozen_dropout),
+        num_layers=stage.num_layers,
+        previous_layers=stage.previous_layers,
+        grow=grow if stage.previous_layers else None,
+        seed=config.train.seed + stage.number,
+        init_checkpoint=config.train.init_checkpoint if stage.number == 1 else "",
+        description=f"{stage.num_layers} layers, training blocks {list(stage.trainable_layers)} "
+        f"(backward cut below block {stage.stop_gradient_below})",
+        facts={
+            "trainable_layers": list(stage.trainable_layers),
+            "trainable_parameters": stage.trainable_parameters(plan.bert),
+        },
+    )
 
 
 def mslt_stages(config: PretrainingConfig, plan: StagePlan) -> list[TrainingStage]:

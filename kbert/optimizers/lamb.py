@@ -96,9 +96,7 @@ class LAMB(LayerwiseOptimizer):
         check_non_negative("min_trust_ratio", min_trust_ratio)
         check_non_negative("max_trust_ratio", max_trust_ratio)
         if max_trust_ratio is not None and max_trust_ratio < min_trust_ratio:
-            raise ValueError(
-                f"`max_trust_ratio` ({max_trust_ratio}) must be >= `min_trust_ratio` ({min_trust_ratio})."
-            )
+            raise ValueError(f"`max_trust_ratio` ({max_trust_ratio}) must be >= `min_trust_ratio` ({min_trust_ratio}).")
         if weight_decay_mode not in WEIGHT_DECAY_MODES:
             raise ValueError(
                 f"`weight_decay_mode` must be one of {WEIGHT_DECAY_MODES}. Received: {weight_decay_mode!r}"

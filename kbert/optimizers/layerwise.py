@@ -167,9 +167,7 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
             and not path_matches(self.exclude_from_weight_decay_patterns, path)
             for v, path in zip(var_list, paths)
         )
-        self._adapt_flags = tuple(
-            not path_matches(self.exclude_from_layer_adaptation_patterns, path) for path in paths
-        )
+        self._adapt_flags = tuple(not path_matches(self.exclude_from_layer_adaptation_patterns, path) for path in paths)
         # One vector, not a scalar variable each: under jax.jit every optimizer variable is a buffer into and out of
         # the step, and on an H200 BERT-base's 199 scalar ratios and their writes made a LAMB step 2.4x AdamW's, the
         # vector 0.96x (docs/optimizers.md). Entries of variables excluded from adaptation stay 1.0, never written.
@@ -226,12 +224,18 @@ class LayerwiseOptimizer(keras.optimizers.Optimizer):
         # Another count than the scalar layout's: the present layout, or a mismatch Keras reports; read once, by Keras.
         if not self.built or len(store.keys()) != len(self.variables) - 1 + len(self._variable_paths):
             return super().load_own_variables(store)
-        count, first = len(self._variable_paths), next(
-            i for i, v in enumerate(self.variables) if v is self._trust_ratios)
+        count, first = (
+            len(self._variable_paths),
+            next(i for i, v in enumerate(self.variables) if v is self._trust_ratios),
+        )
         values = [np.asarray(store[str(i)]) for i in range(len(store.keys()))]
-        if all(v.shape == () for v in values[first:first + count]):
-            store = {str(i): v for i, v in enumerate(
-                values[:first] + [np.stack(values[first:first + count])] + values[first + count:])}
+        if all(v.shape == () for v in values[first : first + count]):
+            store = {
+                str(i): v
+                for i, v in enumerate(
+                    values[:first] + [np.stack(values[first : first + count])] + values[first + count :]
+                )
+            }
         super().load_own_variables(store)
 
     def _variable_flags(self, variable) -> tuple[int, bool, bool]:

@@ -91,8 +91,9 @@ class PolynomialWarmup(keras.optimizers.schedules.LearningRateSchedule):
 class _LinearPieces(keras.optimizers.schedules.LearningRateSchedule):
     """Linear between `(step, rate)` knots, the last knot's rate after it; subclasses give `knots()`."""
 
-    def __init__(self, peak_learning_rate: float, total_steps: int, end_learning_rate: float, step_offset: int,
-                 name: str):
+    def __init__(
+        self, peak_learning_rate: float, total_steps: int, end_learning_rate: float, step_offset: int, name: str
+    ):
         check_non_negative("peak_learning_rate", peak_learning_rate)
         check_non_negative("end_learning_rate", end_learning_rate)
         _check_count("total_steps", total_steps, 1)
@@ -166,8 +167,10 @@ class WarmupStableDecay(_LinearPieces):
         if isinstance(decay_share, bool) or not isinstance(decay_share, (int, float)) or not 0 < decay_share <= 1:
             raise ValueError(f"`decay_share` must be in (0, 1]. Received: decay_share={decay_share!r}")
         if warmup_steps > (1 - decay_share) * total_steps:
-            raise ValueError(f"`warmup_steps` must end before the decay starts at (1 - decay_share) * total_steps = "
-                             f"{(1 - decay_share) * total_steps:g}. Received: warmup_steps={warmup_steps}")
+            raise ValueError(
+                f"`warmup_steps` must end before the decay starts at (1 - decay_share) * total_steps = "
+                f"{(1 - decay_share) * total_steps:g}. Received: warmup_steps={warmup_steps}"
+            )
         self.warmup_steps = warmup_steps
         self.decay_share = float(decay_share)
 
@@ -211,8 +214,9 @@ class OneCycle(_LinearPieces):
         if warmup_steps is not None:
             _check_count("warmup_steps", warmup_steps, 0)
             if warmup_steps > total_steps:
-                raise ValueError(f"`warmup_steps` must be <= total_steps={total_steps}. "
-                                 f"Received: warmup_steps={warmup_steps}")
+                raise ValueError(
+                    f"`warmup_steps` must be <= total_steps={total_steps}. Received: warmup_steps={warmup_steps}"
+                )
         self.warmup_steps = warmup_steps
 
     def knots(self) -> list[tuple[float, float]]:

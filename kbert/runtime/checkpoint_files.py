@@ -38,7 +38,7 @@ def listed(directory: str) -> list[str]:
     state = tf.train.get_checkpoint_state(directory)
     if state is not None:
         prefixes.update(os.path.join(directory, os.path.basename(p)) for p in state.all_model_checkpoint_paths)
-    prefixes.update(p[:-len(".index")] for p in tf.io.gfile.glob(os.path.join(directory, "ckpt-*.index")))
+    prefixes.update(p[: -len(".index")] for p in tf.io.gfile.glob(os.path.join(directory, "ckpt-*.index")))
     return sorted((p for p in prefixes if step_of(p) >= 0), key=step_of, reverse=True)
 
 

@@ -27,13 +27,27 @@ from kbert.modeling.imported_checkpoint import ImportedCheckpoint
 from kbert.runtime.sections import ModelConfig
 
 # The fields a checkpoint fixes.
-CHECKPOINT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                     "hidden_act", "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "mlm_hidden_act",
-                     "mlm_layer_norm_eps")
+CHECKPOINT_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "layer_norm_eps",
+    "mlm_hidden_act",
+    "mlm_layer_norm_eps",
+)
 
 
-def checkpoint_bert_config(model: ModelConfig, source: ImportedCheckpoint,
-                           checkpoint_key: str = "train.init_checkpoint", free: Sequence[str] = ()) -> BertConfig:
+def checkpoint_bert_config(
+    model: ModelConfig,
+    source: ImportedCheckpoint,
+    checkpoint_key: str = "train.init_checkpoint",
+    free: Sequence[str] = (),
+) -> BertConfig:
     """The model of `source` with `model`'s fields on top: the fields the checkpoint fixes must agree with it
     (those in `free`, such as an MSLT run's target depth, may differ), the others are applied.
 
@@ -46,15 +60,19 @@ def checkpoint_bert_config(model: ModelConfig, source: ImportedCheckpoint,
         raise ConfigError(f"model.bert={model.bert!r}: {e}") from None
     checkpoint = source.config.to_dict()
     where = f"model.bert={model.bert}" if model.bert else "model.overrides"
-    differ = [f"{field}={user[field]!r} (checkpoint: {checkpoint.get(field)!r})" for field in CHECKPOINT_FIELDS
-              if field in user and field not in free and not _same(user[field], checkpoint.get(field))]
+    differ = [
+        f"{field}={user[field]!r} (checkpoint: {checkpoint.get(field)!r})"
+        for field in CHECKPOINT_FIELDS
+        if field in user and field not in free and not _same(user[field], checkpoint.get(field))
+    ]
     if differ:
-        raise ConfigError(f"{where} sets {', '.join(differ)}, but {checkpoint_key}={source.path} is a "
-                          f"{source.kind} BERT of another shape or function: leave model.bert and these "
-                          "model.overrides unset (the model comes from the checkpoint's config.json).")
+        raise ConfigError(
+            f"{where} sets {', '.join(differ)}, but {checkpoint_key}={source.path} is a "
+            f"{source.kind} BERT of another shape or function: leave model.bert and these "
+            "model.overrides unset (the model comes from the checkpoint's config.json)."
+        )
     try:
-        return source.config.replace(**{k: v for k, v in _overrides(model) if k not in CHECKPOINT_FIELDS
-                                        or k in free})
+        return source.config.replace(**{k: v for k, v in _overrides(model) if k not in CHECKPOINT_FIELDS or k in free})
     except (ValueError, TypeError) as e:
         raise ConfigError(f"model.overrides: {e}") from None
 
@@ -88,7 +106,9 @@ def checkpoint_vocab_file(source: ImportedCheckpoint, vocab_file: str, key: str 
     if source.vocab_file is None or not vocab_file or vocab_file == source.vocab_file:
         return vocab_file or source.vocab_file or ""
     if _tokens(vocab_file) != _tokens(source.vocab_file):
-        raise VocabularyError(f"{key}={vocab_file} is not the vocabulary of the checkpoint ({source.vocab_file}); "
-                              "records and the model must share the checkpoint's: unset it, and make the records "
-                              f"with kbert-create-pretraining-data --vocab_file={source.vocab_file}.")
+        raise VocabularyError(
+            f"{key}={vocab_file} is not the vocabulary of the checkpoint ({source.vocab_file}); "
+            "records and the model must share the checkpoint's: unset it, and make the records "
+            f"with kbert-create-pretraining-data --vocab_file={source.vocab_file}."
+        )
     return vocab_file

@@ -53,14 +53,22 @@ def variables_by_path(variables: Iterable[keras.Variable]) -> dict[str, tf.Varia
     return table
 
 
-def _model_state(model: keras.Model, optimizer: Optional[keras.optimizers.Optimizer],
-                 global_step: tf.Variable, counters: Optional[dict[str, tf.Variable]] = None) -> dict:
+def _model_state(
+    model: keras.Model,
+    optimizer: Optional[keras.optimizers.Optimizer],
+    global_step: tf.Variable,
+    counters: Optional[dict[str, tf.Variable]] = None,
+) -> dict:
     """The checkpoint items of everything but the input position: weights, seed states, step, the run's other
     counters (a checkpoint without one leaves it at its start value), optimizer."""
     weights = {id(v) for v in model.weights}
     seed_states = [v.value for v in model.variables if id(v) not in weights]
-    items = {MODEL_KEY: variables_by_path(model.weights), "seed_states": seed_states, "global_step": global_step,
-             **(counters or {})}
+    items = {
+        MODEL_KEY: variables_by_path(model.weights),
+        "seed_states": seed_states,
+        "global_step": global_step,
+        **(counters or {}),
+    }
     if optimizer is not None:
         items["optimizer"] = variables_by_path(optimizer.variables)
     return items
@@ -68,8 +76,11 @@ def _model_state(model: keras.Model, optimizer: Optional[keras.optimizers.Optimi
 
 def _shapes(items: dict) -> dict[str, tuple]:
     """`{"model/PATH": shape, "optimizer/PATH": shape}` of the variables a checkpoint of `items` holds."""
-    return {f"{group}/{path}": tuple(v.shape) for group in (MODEL_KEY, "optimizer")
-            for path, v in items.get(group, {}).items()}
+    return {
+        f"{group}/{path}": tuple(v.shape)
+        for group in (MODEL_KEY, "optimizer")
+        for path, v in items.get(group, {}).items()
+    }
 
 
 # How tf.train.Checkpoint keys a variable's value under its item's name.
@@ -82,7 +93,7 @@ def _stored_shapes(prefix: str, groups: Sequence[str]) -> dict[str, tuple]:
     for key, shape in checkpoint_files.reader(prefix).get_variable_to_shape_map().items():
         group, _, rest = key.partition("/")
         if group in groups and rest.endswith(_VALUE):
-            path = rest[:-len(_VALUE)].replace(".S", "/").replace("..", ".")
+            path = rest[: -len(_VALUE)].replace(".S", "/").replace("..", ".")
             shapes[f"{group}/{path}"] = tuple(shape)
     return shapes
 
@@ -137,8 +148,13 @@ class _Manager(tf.train.CheckpointManager):
     input position, under the same number, into `checkpoints/input/worker_I/` of the shared model_dir: the
     weights are one for all workers, the input position is each worker's own."""
 
-    def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, max_to_keep: int,
-                 inputs: Optional[tf.train.CheckpointManager]):
+    def __init__(
+        self,
+        checkpoint: tf.train.Checkpoint,
+        directory: str,
+        max_to_keep: int,
+        inputs: Optional[tf.train.CheckpointManager],
+    ):
         super().__init__(checkpoint, directory, max_to_keep=max_to_keep)
         self._inputs = inputs
 
@@ -167,10 +183,20 @@ class TrainingCheckpoints:
     `close()` and before setting checkpoints aside) blocks until every write is on disk.
     """
 
-    def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, global_step: tf.Variable,
-                 iterator: Optional[Iterable], model_dir: str, strategy: tf.distribute.Strategy, *,
-                 max_to_keep: int, interval: int, async_writes: bool = False,
-                 counters: Optional[dict[str, tf.Variable]] = None):
+    def __init__(
+        self,
+        model: keras.Model,
+        optimizer: keras.optimizers.Optimizer,
+        global_step: tf.Variable,
+        iterator: Optional[Iterable],
+        model_dir: str,
+        strategy: tf.distribute.Strategy,
+        *,
+        max_to_keep: int,
+        interval: int,
+        async_writes: bool = False,
+        counters: Optional[dict[str, tf.Variable]] = None,
+    ):
         self.model_dir = model_dir
         self.directory = os.path.join(model_dir, "checkpoints")
         self.notes: list[str] = []  # what restoring skipped or cleaned up, for the run to print
@@ -179,19 +205,23 @@ class TrainingCheckpoints:
         self._iterator = iterator
         self._chief = strategy.extended.should_checkpoint
         self._interval = interval
-        self._options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True) if async_writes \
-            else None
+        self._options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True) if async_writes else None
         self._last_step = int(global_step.numpy())
         self._worker, self._workers = worker_index_and_count(strategy)
         self.checkpoint = tf.train.Checkpoint(**self._state)
         inputs = None
         if iterator is not None:
-            inputs = tf.train.CheckpointManager(tf.train.Checkpoint(train_iterator=iterator),
-                                                _input_dir(self.directory, self._worker), max_to_keep=max_to_keep + 1)
+            inputs = tf.train.CheckpointManager(
+                tf.train.Checkpoint(train_iterator=iterator),
+                _input_dir(self.directory, self._worker),
+                max_to_keep=max_to_keep + 1,
+            )
         if self._chief:
             if tf.io.gfile.isdir(self.directory):
-                self.notes += [f"Removed {p}: the leftover of a save that did not finish."
-                               for p in checkpoint_files.remove_unfinished_saves(self.directory)]
+                self.notes += [
+                    f"Removed {p}: the leftover of a save that did not finish."
+                    for p in checkpoint_files.remove_unfinished_saves(self.directory)
+                ]
             self.manager = _Manager(self.checkpoint, self.directory, max_to_keep + 1, inputs)
         else:  # its copy of each save is thrown away: keep one, on this host's disk (local-only by design)
             self.manager = _Manager(self.checkpoint, _worker_folder(model_dir, self._worker), 1, inputs)
@@ -209,8 +239,12 @@ class TrainingCheckpoints:
           CorruptCheckpointError: there are checkpoints, but none can be read.
           InputDataError: its input position does not fit `data.train_files` as they are now.
         """
-        candidates = [p for p in checkpoint_files.listed(self.directory) if after_step < checkpoint_files.step_of(p)
-                      and (up_to_step is None or checkpoint_files.step_of(p) <= up_to_step)]
+        candidates = [
+            p
+            for p in checkpoint_files.listed(self.directory)
+            if after_step < checkpoint_files.step_of(p)
+            and (up_to_step is None or checkpoint_files.step_of(p) <= up_to_step)
+        ]
         unfinished = 0
         for prefix in candidates:
             problem = self._missing_inputs(prefix)
@@ -226,7 +260,8 @@ class TrainingCheckpoints:
             raise CorruptCheckpointError(
                 f"{self.directory}: none of its {len(candidates)} checkpoints can be read ({self.notes[-1]}). "
                 "Restore the files from a backup, or move the folder away to start the run over; kbert deletes "
-                "nothing.")
+                "nothing."
+            )
         return None
 
     def _restore(self, prefix: str) -> Optional[str]:
@@ -237,8 +272,14 @@ class TrainingCheckpoints:
             vector, scalars = scalar_ratios
             stored = {name: shape for name, shape in stored.items() if name not in scalars}
             stored[vector] = expected[vector]
-        error = mismatch(prefix, expected, stored, _describe(self._model), "resume with the config that wrote it, "
-                         "or train into a new --model_dir (train.init_checkpoint loads weights only).")
+        error = mismatch(
+            prefix,
+            expected,
+            stored,
+            _describe(self._model),
+            "resume with the config that wrote it, "
+            "or train into a new --model_dir (train.init_checkpoint loads weights only).",
+        )
         if error:
             raise error
         try:
@@ -246,7 +287,8 @@ class TrainingCheckpoints:
             if scalar_ratios:
                 read = checkpoint_files.reader(prefix).get_tensor
                 self._state["optimizer"][vector.partition("/")[2]].assign(
-                    [read(_key(*name.split("/", 1))) for name in scalars])
+                    [read(_key(*name.split("/", 1))) for name in scalars]
+                )
         except (tf.errors.OpError, IndexError, ValueError) as e:
             return f"it cannot be read ({(str(e).strip().splitlines() or [type(e).__name__])[0][:200]})"
         self.restore_input(prefix)
@@ -273,13 +315,15 @@ class TrainingCheckpoints:
             return
         try:
             tf.train.Checkpoint(train_iterator=self._iterator).restore(
-                _input_prefix(path, self._worker)).expect_partial()
+                _input_prefix(path, self._worker)
+            ).expect_partial()
         except tf.errors.OpError as e:
             raise InputDataError(
                 f"{path}: its saved input position does not fit data.train_files as they are now (the set of "
                 "files changed?). Give the files it was written with, or set data.checkpoint_input=false to go "
                 f"on without it (the data then starts over in a new order). TF said: "
-                f"{(str(e).strip().splitlines() or [type(e).__name__])[0][:200]}") from None
+                f"{(str(e).strip().splitlines() or [type(e).__name__])[0][:200]}"
+            ) from None
 
     def due(self, step: int, final: bool = False) -> bool:
         """Whether `save` would write checkpoint `step`: `interval` steps after the last one (or the run's start),
@@ -307,8 +351,10 @@ class TrainingCheckpoints:
             return "No checkpoint holds those weights; a rerun resumes from the newest one."
         folder = checkpoint_files.set_aside(self.directory, suspect, f"diverged_at_step_{step}")
         left = checkpoint_files.listed(self.directory)
-        return (f"Moved {', '.join(os.path.basename(p) for p in suspect)} (made from the diverging weights) to "
-                f"{folder}; a rerun resumes from {left[0] if left else 'scratch'}.")
+        return (
+            f"Moved {', '.join(os.path.basename(p) for p in suspect)} (made from the diverging weights) to "
+            f"{folder}; a rerun resumes from {left[0] if left else 'scratch'}."
+        )
 
     def close(self) -> None:
         """Waits for every write; a non-chief worker then removes its throw-away copies."""
@@ -357,8 +403,10 @@ def load_init_checkpoint(model: keras.Model, path: str, print_fn: Optional[Calla
     if tf.io.gfile.isdir(path) and not tf.io.gfile.exists(path + ".index"):  # on ram:// a prefix is a folder too
         resolved = latest_checkpoint(path) or tf.train.latest_checkpoint(path)
     if not resolved:
-        raise MissingFileError(f"train.init_checkpoint={path!r}: no checkpoint there (give a prefix such as "
-                                ".../bert_model.ckpt or .../ckpt-1000, or a directory with a 'checkpoint' file).")
+        raise MissingFileError(
+            f"train.init_checkpoint={path!r}: no checkpoint there (give a prefix such as "
+            ".../bert_model.ckpt or .../ckpt-1000, or a directory with a 'checkpoint' file)."
+        )
     try:
         google = _is_google_checkpoint(resolved)
     except (tf.errors.NotFoundError, ValueError) as e:
@@ -367,9 +415,13 @@ def load_init_checkpoint(model: keras.Model, path: str, print_fn: Optional[Calla
         load_google_checkpoint(model, resolved)
         return "google"
     weights = {MODEL_KEY: variables_by_path(model.weights)}
-    error = mismatch(resolved, _shapes(weights), _stored_shapes(resolved, (MODEL_KEY,)), _describe(model),
-                     "set model.* to the checkpoint's sizes, or give train.init_checkpoint a checkpoint of this "
-                     "model's.")
+    error = mismatch(
+        resolved,
+        _shapes(weights),
+        _stored_shapes(resolved, (MODEL_KEY,)),
+        _describe(model),
+        "set model.* to the checkpoint's sizes, or give train.init_checkpoint a checkpoint of this model's.",
+    )
     if error:
         raise error
     tf.train.Checkpoint(**weights).restore(resolved).expect_partial()

@@ -16,8 +16,12 @@ import os
 from typing import Optional
 
 # (feature label, cpuinfo flags that show it), narrowest first.
-_FEATURES = (("AVX2 FMA", ("avx2",)), ("AVX-512", ("avx512f",)), ("AVX-512 BF16", ("avx512_bf16",)),
-             ("AMX", ("amx_bf16", "amx_tile")))
+_FEATURES = (
+    ("AVX2 FMA", ("avx2",)),
+    ("AVX-512", ("avx512f",)),
+    ("AVX-512 BF16", ("avx512_bf16",)),
+    ("AMX", ("amx_bf16", "amx_tile")),
+)
 _BFLOAT16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # x86 dot-product units; "bf16" is aarch64's
 # oneDNN caps below AVX512_CORE_BF16: they keep its kernels off the bfloat16 units even where the CPU has them.
 _CAPS_WITHOUT_BFLOAT16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
@@ -67,12 +71,15 @@ def native_bfloat16(flags: Optional[set[str]] = None, cap: Optional[str] = "") -
     return bool(flags & _BFLOAT16_FLAGS) and cap not in _CAPS_WITHOUT_BFLOAT16
 
 
-def bfloat16_note(policy: str, device_type: str, flags: Optional[set[str]] = None,
-                  cap: Optional[str] = "") -> Optional[str]:
+def bfloat16_note(
+    policy: str, device_type: str, flags: Optional[set[str]] = None, cap: Optional[str] = ""
+) -> Optional[str]:
     """One line for a run that asked for `policy` on `device_type` ("CPU", "GPU", "TPU"): a warning where it is
     mixed_bfloat16 on a CPU whose kernels have no bfloat16 units (there bfloat16 is converted to and from float32
     around every matmul, slower than float32 alone); None otherwise."""
     if policy != "mixed_bfloat16" or device_type != "CPU" or native_bfloat16(flags, cap):
         return None
-    return (f"train.mixed_precision=mixed_bfloat16 on a CPU without bfloat16 units ({isa_summary(flags, cap)}): "
-            "it runs slower than float32 here; train.mixed_precision=float32 is faster on this machine.")
+    return (
+        f"train.mixed_precision=mixed_bfloat16 on a CPU without bfloat16 units ({isa_summary(flags, cap)}): "
+        "it runs slower than float32 here; train.mixed_precision=float32 is faster on this machine."
+    )

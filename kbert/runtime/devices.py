@@ -35,8 +35,13 @@ from kbert.errors import StrategyError
 _NVIDIA_VENDOR = "0x10de"
 _GOOGLE_VENDOR = "0x1ae0"
 # Google's PCI device ids of TPU chips (as libtpu and JAX detect them); other Google devices, e.g. gVNIC, are not.
-_TPU_DEVICE_IDS = {"0x0027": "TPU v2/v3", "0x005e": "TPU v4", "0x0062": "TPU v5p", "0x0063": "TPU v5e",
-                   "0x006f": "TPU v6e"}
+_TPU_DEVICE_IDS = {
+    "0x0027": "TPU v2/v3",
+    "0x005e": "TPU v4",
+    "0x0062": "TPU v5p",
+    "0x0063": "TPU v5e",
+    "0x006f": "TPU v6e",
+}
 # Display controllers (VGA 0x0300, 3D 0x0302): NVIDIA's NVSwitch and audio functions share the vendor id.
 _DISPLAY_CLASS_PREFIX = "0x03"
 
@@ -45,9 +50,9 @@ _DISPLAY_CLASS_PREFIX = "0x03"
 class Accelerators:
     """The GPUs or TPU chips the host has, as the system shows them (none: `kind == ""`)."""
 
-    kind: str = ""            # "GPU", "TPU" or ""
+    kind: str = ""  # "GPU", "TPU" or ""
     count: int = 0
-    model: str = ""           # e.g. "NVIDIA H100 80GB HBM3", "TPU v5e"; "" when unknown
+    model: str = ""  # e.g. "NVIDIA H100 80GB HBM3", "TPU v5e"; "" when unknown
     driver_loaded: bool = True  # NVIDIA: /proc/driver/nvidia or /dev/nvidiaN exists (the kernel module is up)
 
     def describe(self) -> str:
@@ -64,8 +69,10 @@ def _read(path: str) -> str:
 
 def _pci_devices(root: str) -> list[tuple[str, str, str]]:
     """(vendor, device, class) of every PCI function in sysfs."""
-    return [(_read(f"{d}/vendor"), _read(f"{d}/device"), _read(f"{d}/class"))
-            for d in sorted(glob.glob(os.path.join(root, "sys/bus/pci/devices/*")))]
+    return [
+        (_read(f"{d}/vendor"), _read(f"{d}/device"), _read(f"{d}/class"))
+        for d in sorted(glob.glob(os.path.join(root, "sys/bus/pci/devices/*")))
+    ]
 
 
 def _nvidia_smi_models() -> list[str]:
@@ -83,8 +90,12 @@ def _nvidia(root: str) -> Optional[Accelerators]:
     proc = sorted(glob.glob(os.path.join(root, "proc/driver/nvidia/gpus/*")))
     nodes = glob.glob(os.path.join(root, "dev/nvidia[0-9]*"))
     pci = [p for p in _pci_devices(root) if p[0] == _NVIDIA_VENDOR and p[2].startswith(_DISPLAY_CLASS_PREFIX)]
-    models = [line.split(":", 1)[1].strip() for d in proc for line in _read(f"{d}/information").splitlines()
-              if line.startswith("Model:")] or (_nvidia_smi_models() if proc or nodes else [])
+    models = [
+        line.split(":", 1)[1].strip()
+        for d in proc
+        for line in _read(f"{d}/information").splitlines()
+        if line.startswith("Model:")
+    ] or (_nvidia_smi_models() if proc or nodes else [])
     count = max(len(proc), len(nodes), len(pci), len(models))
     if not count:
         return None
@@ -128,9 +139,11 @@ def report_line(host: Accelerators, strategy: tf.distribute.Strategy) -> str:
     """One line: what the run trains on (kind x count, strategy, replicas), what the host has, which TensorFlow."""
     kind, count = strategy_devices(strategy)
     model = f" ({host.model})" if kind == host.kind and host.model else ""
-    return (f"devices: {kind} x{count}{model} | {type(strategy).__name__}, {strategy.num_replicas_in_sync} "
-            f"replica{'s' if strategy.num_replicas_in_sync > 1 else ''} | host accelerators: {host.describe()} | "
-            f"{_tensorflow_build()}")
+    return (
+        f"devices: {kind} x{count}{model} | {type(strategy).__name__}, {strategy.num_replicas_in_sync} "
+        f"replica{'s' if strategy.num_replicas_in_sync > 1 else ''} | host accelerators: {host.describe()} | "
+        f"{_tensorflow_build()}"
+    )
 
 
 def _installed(distribution: str) -> bool:
@@ -153,38 +166,49 @@ def _cuda_libraries_installed() -> bool:
 class Software:
     """What decides whether TensorFlow can open the host's accelerators (a parameter so tests can fake it)."""
 
-    cuda_build: bool          # this TensorFlow has CUDA kernels (the Linux `tensorflow` wheel does)
-    cuda_libraries: bool      # cuDNN & co. are installed (kbert[gpu])
-    tpu_build: bool           # the `tensorflow-tpu` wheel is installed
+    cuda_build: bool  # this TensorFlow has CUDA kernels (the Linux `tensorflow` wheel does)
+    cuda_libraries: bool  # cuDNN & co. are installed (kbert[gpu])
+    tpu_build: bool  # the `tensorflow-tpu` wheel is installed
     cuda_visible_devices: Optional[str]  # the variable's value, None when unset
 
     @classmethod
     def of_this_process(cls) -> "Software":
-        return cls(cuda_build=bool(tf.sysconfig.get_build_info().get("is_cuda_build")),
-                   cuda_libraries=_cuda_libraries_installed(), tpu_build=_installed("tensorflow-tpu"),
-                   cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+        return cls(
+            cuda_build=bool(tf.sysconfig.get_build_info().get("is_cuda_build")),
+            cuda_libraries=_cuda_libraries_installed(),
+            tpu_build=_installed("tensorflow-tpu"),
+            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        )
 
 
 def _gpu_cause(host: Accelerators, software: Software) -> str:
     """The likeliest reason TensorFlow sees none of the host's GPUs, with the fix; checked cheapest first."""
     if not host.driver_loaded:
-        return ("the NVIDIA kernel driver is not loaded (no /proc/driver/nvidia, no /dev/nvidia*): install it or "
-                "load it until `nvidia-smi` lists the GPUs")
+        return (
+            "the NVIDIA kernel driver is not loaded (no /proc/driver/nvidia, no /dev/nvidia*): install it or "
+            "load it until `nvidia-smi` lists the GPUs"
+        )
     if software.cuda_visible_devices is not None and software.cuda_visible_devices.strip() in ("", "-1"):
         return f"CUDA_VISIBLE_DEVICES={software.cuda_visible_devices!r} hides them: unset it"
     if not software.cuda_build:
-        return ("this TensorFlow is a CPU-only build (tensorflow-cpu or tensorflow-tpu): "
-                "pip install 'kbert[gpu]' (tensorflow[and-cuda])")
+        return (
+            "this TensorFlow is a CPU-only build (tensorflow-cpu or tensorflow-tpu): "
+            "pip install 'kbert[gpu]' (tensorflow[and-cuda])"
+        )
     if not software.cuda_libraries:
         return "TensorFlow's CUDA libraries (cuDNN, cuBLAS) are not installed: pip install 'kbert[gpu]'"
-    return ("TensorFlow could not open them although its CUDA libraries are installed: the NVIDIA driver is probably "
-            "older than the CUDA 12 runtime TensorFlow 2.20 needs (see `nvidia-smi`); --verbose shows TF's log")
+    return (
+        "TensorFlow could not open them although its CUDA libraries are installed: the NVIDIA driver is probably "
+        "older than the CUDA 12 runtime TensorFlow 2.20 needs (see `nvidia-smi`); --verbose shows TF's log"
+    )
 
 
 def _tpu_cause(software: Software) -> str:
     if not software.tpu_build:
-        return ("this TensorFlow has no TPU support: install tensorflow-tpu in place of tensorflow (README, Install), "
-                "then pass --strategy=tpu")
+        return (
+            "this TensorFlow has no TPU support: install tensorflow-tpu in place of tensorflow (README, Install), "
+            "then pass --strategy=tpu"
+        )
     return "pass --strategy=tpu (with --tpu=local on a TPU VM) to train on it"
 
 
@@ -192,14 +216,21 @@ def refusal(host: Accelerators, trains_on: str, device: str, software: Software)
     """Why the run must not start, or None. Refuses a CPU run on a host with a GPU or TPU unless `device ==
     "cpu"`, and `device == "cpu"` with a strategy that is not on the CPU."""
     if device == "cpu":
-        return None if trains_on == "CPU" else (
-            f"--device=cpu, but the strategy trains on {trains_on}: drop --device=cpu or choose "
-            "--strategy=one_device/mirrored")
+        return (
+            None
+            if trains_on == "CPU"
+            else (
+                f"--device=cpu, but the strategy trains on {trains_on}: drop --device=cpu or choose "
+                "--strategy=one_device/mirrored"
+            )
+        )
     if trains_on != "CPU" or not host.kind:
         return None
     cause = _gpu_cause(host, software) if host.kind == "GPU" else _tpu_cause(software)
-    return (f"this host has {host.describe()} but TensorFlow would train on the CPU; likely cause: {cause}. "
-            "Pass --device=cpu to train on the CPU anyway.")
+    return (
+        f"this host has {host.describe()} but TensorFlow would train on the CPU; likely cause: {cause}. "
+        "Pass --device=cpu to train on the CPU anyway."
+    )
 
 
 def hide_accelerators() -> None:
@@ -207,8 +238,9 @@ def hide_accelerators() -> None:
     tf.config.set_visible_devices([], "GPU")
 
 
-def check(host: Accelerators, strategy: tf.distribute.Strategy, device: str = "auto",
-          software: Optional[Software] = None) -> None:
+def check(
+    host: Accelerators, strategy: tf.distribute.Strategy, device: str = "auto", software: Optional[Software] = None
+) -> None:
     """Raises StrategyError when `refusal` gives a reason.
 
     Raises:

@@ -27,13 +27,22 @@ from kbert.modeling import BertConfig
 
 # Dense bf16 FLOP/s per TensorFlow device (a GPU; a TPU chip: v4, v5e and v5p have one TF device per chip), from
 # NVIDIA's and Google's data sheets. Checked in order: the first pattern that matches the device's model wins.
-PEAK_BF16_FLOPS = [(r"H100.*PCIe", 756e12), (r"H100.*NVL", 835e12), (r"H100|H200", 989e12), (r"A100", 312e12),
-                   (r"\bL4\b", 121e12), (r"v6e", 918e12), (r"v5p", 459e12), (r"v5e|v5lite", 197e12),
-                   (r"v4", 275e12)]
+PEAK_BF16_FLOPS = [
+    (r"H100.*PCIe", 756e12),
+    (r"H100.*NVL", 835e12),
+    (r"H100|H200", 989e12),
+    (r"A100", 312e12),
+    (r"\bL4\b", 121e12),
+    (r"v6e", 918e12),
+    (r"v5p", 459e12),
+    (r"v5e|v5lite", 197e12),
+    (r"v4", 275e12),
+]
 
 
-def training_flops_per_sequence(config: BertConfig, seq_length: int, max_predictions: int,
-                                sentence_head: bool = True, forward_only_layers: int = 0) -> float:
+def training_flops_per_sequence(
+    config: BertConfig, seq_length: int, max_predictions: int, sentence_head: bool = True, forward_only_layers: int = 0
+) -> float:
     """Matmul FLOPs of one forward+backward pass (3x forward) for one sequence; embeddings' gathers excluded.
     `sentence_head=False` leaves out the pooler and next-sentence head (a masked-LM-only model, e.g. keras-hub's
     BertMaskedLM). `forward_only_layers` bottom blocks count their forward pass alone: an MSLT stage's frozen

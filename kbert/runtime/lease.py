@@ -87,6 +87,7 @@ class LocalStore:
             with open(tmp, "wb") as f:
                 f.write(data)
             os.replace(tmp, self.path)
+
         self._locked(version, write)
         return data
 
@@ -98,9 +99,10 @@ def _storage_client(path: str):
     try:
         from google.cloud import storage
     except ImportError:
-        raise MissingFileError(f"--model_dir={os.path.dirname(path)}: a gs:// model_dir needs the "
-                               "google-cloud-storage package for its lease: pip install google-cloud-storage."
-                               ) from None
+        raise MissingFileError(
+            f"--model_dir={os.path.dirname(path)}: a gs:// model_dir needs the "
+            "google-cloud-storage package for its lease: pip install google-cloud-storage."
+        ) from None
     return storage.Client()
 
 
@@ -111,7 +113,7 @@ class GcsStore:
         from google.api_core import exceptions
 
         self._exceptions = exceptions
-        bucket, _, name = path[len("gs://"):].partition("/")
+        bucket, _, name = path[len("gs://") :].partition("/")
         self._blob = (client or _storage_client(path)).bucket(bucket).blob(name)
 
     def _write(self, data: bytes, generation: int) -> int:
@@ -150,8 +152,10 @@ class Holder:
 
     def describe(self) -> str:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
-        return (f"a run on {self.host} (pid {self.pid}, started {started}, last seen "
-                f"{max(time.time() - self.refreshed, 0):.0f} s ago)")
+        return (
+            f"a run on {self.host} (pid {self.pid}, started {started}, last seen "
+            f"{max(time.time() - self.refreshed, 0):.0f} s ago)"
+        )
 
     def is_stale(self, now: float) -> bool:
         if self.host == socket.gethostname():
@@ -166,9 +170,13 @@ class Holder:
 
 def _stop_process(model_dir: str) -> Callable[[], None]:
     def stop() -> None:
-        os.write(2, f"kbert: error: another run took over the lease of --model_dir={model_dir}; stopping now, "
-                    "without saving, so its checkpoints are kept.\n".encode())
+        os.write(
+            2,
+            f"kbert: error: another run took over the lease of --model_dir={model_dir}; stopping now, "
+            "without saving, so its checkpoints are kept.\n".encode(),
+        )
         os._exit(1)
+
     return stop
 
 
@@ -197,8 +205,7 @@ class Lease:
             self._thread.start()
 
     @classmethod
-    def take(cls, model_dir: str, print_fn=print, store=None,
-             on_lost: Optional[Callable[[], None]] = None) -> "Lease":
+    def take(cls, model_dir: str, print_fn=print, store=None, on_lost: Optional[Callable[[], None]] = None) -> "Lease":
         """Takes the lease of `model_dir` (a stale one is taken over, saying whose it was).
 
         `on_lost` runs on the refresh thread if another run took the lease over (this one was thought dead): by
@@ -213,9 +220,11 @@ class Lease:
         now = time.time()
         holder = Holder(socket.gethostname(), os.getpid(), now, now)
         if store is None:
-            print_fn(f"No lease on --model_dir={model_dir}: kbert leases only a local path, file:// or gs://, so "
-                     "nothing stops a second run from writing into it at the same time; make sure none does.",
-                     flush=True)
+            print_fn(
+                f"No lease on --model_dir={model_dir}: kbert leases only a local path, file:// or gs://, so "
+                "nothing stops a second run from writing into it at the same time; make sure none does.",
+                flush=True,
+            )
             return cls(None, None, holder, on_lost or _stop_process(model_dir))
         data = json.dumps(dataclasses.asdict(holder)).encode()
         try:
@@ -228,23 +237,23 @@ class Lease:
             raise ModelDirInUseError(
                 f"--model_dir={model_dir} is in use by {other.describe()}; two runs would overwrite each other's "
                 f"checkpoints. Stop that run or use another --model_dir (if it is dead, delete "
-                f"{os.path.join(model_dir, LEASE_FILE)}).")
+                f"{os.path.join(model_dir, LEASE_FILE)})."
+            )
         try:
             version = store.replace(data, current[1]) if current else store.create(data)
         except Conflict:
-            raise ModelDirInUseError(f"--model_dir={model_dir}: another run took it over just now; use another "
-                                     "--model_dir or retry.") from None
+            raise ModelDirInUseError(
+                f"--model_dir={model_dir}: another run took it over just now; use another --model_dir or retry."
+            ) from None
         if other is not None:
-            print_fn(f"Took over the lease of --model_dir={model_dir} from {other.describe()}: it is gone.",
-                     flush=True)
+            print_fn(f"Took over the lease of --model_dir={model_dir} from {other.describe()}: it is gone.", flush=True)
         return cls(store, version, holder, on_lost or _stop_process(model_dir))
 
     def _keep(self) -> None:
         while not self._stop.wait(REFRESH_EVERY):
             self.holder.refreshed = time.time()
             try:
-                self._version = self._store.replace(json.dumps(dataclasses.asdict(self.holder)).encode(),
-                                                    self._version)
+                self._version = self._store.replace(json.dumps(dataclasses.asdict(self.holder)).encode(), self._version)
             except Conflict:
                 self.lost = True
                 self._on_lost()

@@ -29,6 +29,7 @@ import threading
 from typing import Callable, Optional
 
 import tensorflow as tf
+
 # TF's reader of GCE's maintenance event is not exported; it is the one TF's own preemption handler uses.
 from tensorflow.python.distribute.failure_handling import failure_handling_util
 
@@ -67,8 +68,13 @@ class PreemptionWatcher:
     the same step, so the workers' saves are one collective save.
     """
 
-    def __init__(self, strategy: tf.distribute.Strategy, gce: Optional[bool] = None,
-                 notice: Callable[[], bool] = _maintenance_notice, poll_seconds: float = _POLL_SECONDS):
+    def __init__(
+        self,
+        strategy: tf.distribute.Strategy,
+        gce: Optional[bool] = None,
+        notice: Callable[[], bool] = _maintenance_notice,
+        poll_seconds: float = _POLL_SECONDS,
+    ):
         self._strategy = strategy
         self._agree = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
         self.reason: Optional[str] = None
@@ -78,8 +84,9 @@ class PreemptionWatcher:
         if self._installed:
             self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         if on_gce() if gce is None else gce:
-            threading.Thread(target=self._poll, args=(notice, poll_seconds), daemon=True,
-                             name="kbert-maintenance-watch").start()
+            threading.Thread(
+                target=self._poll, args=(notice, poll_seconds), daemon=True, name="kbert-maintenance-watch"
+            ).start()
 
     def _on_sigterm(self, signum, frame) -> None:
         self.reason = self.reason or "SIGTERM"
@@ -96,7 +103,8 @@ class PreemptionWatcher:
         if not self._agree:
             return mine
         flags = self._strategy.experimental_distribute_values_from_function(
-            lambda context: tf.constant(int(mine is not None), tf.int32))
+            lambda context: tf.constant(int(mine is not None), tf.int32)
+        )
         anyone = int(self._strategy.reduce(tf.distribute.ReduceOp.SUM, flags, axis=None))
         return mine or ("another worker's termination notice" if anyone else None)
 

@@ -79,8 +79,10 @@ class OptimizerConfig(Section):
         need(self.epsilon > 0, f"optimizer.epsilon={self.epsilon} must be positive (it keeps a division finite).")
         need(self.eeta > 0, f"optimizer.eeta={self.eeta} must be positive.")
         need(self.weight_decay >= 0, f"optimizer.weight_decay={self.weight_decay} must be >= 0.")
-        need(self.global_clipnorm is None or self.global_clipnorm > 0,
-             f"optimizer.global_clipnorm={self.global_clipnorm} must be positive, or unset.")
+        need(
+            self.global_clipnorm is None or self.global_clipnorm > 0,
+            f"optimizer.global_clipnorm={self.global_clipnorm} must be positive, or unset.",
+        )
         for key in ("exclude_from_weight_decay", "exclude_from_layer_adaptation"):
             for pattern in getattr(self, key):
                 try:
@@ -126,20 +128,30 @@ class ScheduleConfig(Section):
 
     def check(self) -> None:
         need(self.peak_learning_rate > 0, f"schedule.peak_learning_rate={self.peak_learning_rate} must be positive.")
-        need(0 <= self.end_learning_rate <= self.peak_learning_rate,
-             f"schedule.end_learning_rate={self.end_learning_rate} must be in [0, peak_learning_rate].")
+        need(
+            0 <= self.end_learning_rate <= self.peak_learning_rate,
+            f"schedule.end_learning_rate={self.end_learning_rate} must be in [0, peak_learning_rate].",
+        )
         need(self.power >= 0, f"schedule.power={self.power} must be >= 0.")
-        need(self.decay_steps is None or self.decay_steps > 0,
-             f"schedule.decay_steps={self.decay_steps} must be positive.")
+        need(
+            self.decay_steps is None or self.decay_steps > 0,
+            f"schedule.decay_steps={self.decay_steps} must be positive.",
+        )
         need(self.warmup_steps >= 0, f"schedule.warmup_steps={self.warmup_steps} must be >= 0.")
         need(self.step_offset >= 0, f"schedule.step_offset={self.step_offset} must be >= 0.")
-        need(self.shape in SCHEDULE_SHAPES,
-             f"schedule.shape={self.shape!r}: choose one of {', '.join(SCHEDULE_SHAPES)}.")
-        need(0 < self.decay_share <= 1, f"schedule.decay_share={self.decay_share} must be in (0, 1] (the share of "
-             "the steps the wsd decay takes, 0.1-0.2 typical).")
-        need(self.shape == "wsd" or self.decay_share == DEFAULT_DECAY_SHARE,
-             f"schedule.decay_share={self.decay_share} is for schedule.shape=wsd, not {self.shape}: set "
-             "schedule.shape=wsd or remove schedule.decay_share.")
+        need(
+            self.shape in SCHEDULE_SHAPES, f"schedule.shape={self.shape!r}: choose one of {', '.join(SCHEDULE_SHAPES)}."
+        )
+        need(
+            0 < self.decay_share <= 1,
+            f"schedule.decay_share={self.decay_share} must be in (0, 1] (the share of "
+            "the steps the wsd decay takes, 0.1-0.2 typical).",
+        )
+        need(
+            self.shape == "wsd" or self.decay_share == DEFAULT_DECAY_SHARE,
+            f"schedule.decay_share={self.decay_share} is for schedule.shape=wsd, not {self.shape}: set "
+            "schedule.shape=wsd or remove schedule.decay_share.",
+        )
 
     def span(self, steps: int, warmup_steps: Optional[int] = None) -> int:
         """The optimizer steps the schedule spans from `step_offset` when it trains `steps` of them: the warmup
@@ -151,7 +163,9 @@ class ScheduleConfig(Section):
         warmup = self.warmup_steps if warmup_steps is None else warmup_steps
         total = warmup + (self.decay_steps or max(steps - warmup, 1))
         decay_start = (1 - self.decay_share) * total
-        need(self.shape != "wsd" or warmup <= decay_start,
-             f"schedule.warmup_steps={warmup} runs into the wsd decay, which starts at step {decay_start:g} "
-             f"((1 - schedule.decay_share) x {total} steps): lower schedule.warmup_steps or schedule.decay_share.")
+        need(
+            self.shape != "wsd" or warmup <= decay_start,
+            f"schedule.warmup_steps={warmup} runs into the wsd decay, which starts at step {decay_start:g} "
+            f"((1 - schedule.decay_share) x {total} steps): lower schedule.warmup_steps or schedule.decay_share.",
+        )
         return total

@@ -30,8 +30,9 @@ _STAGE = re.compile(r"stage_(\d+)$")
 
 def has_old_layout(model_dir: str) -> bool:
     """Whether `model_dir` holds an MSLT run whose checkpoints are still per stage."""
-    return tf.io.gfile.exists(os.path.join(model_dir, OLD_PLAN)) and \
-        not tf.io.gfile.exists(os.path.join(model_dir, "checkpoints", "checkpoint"))
+    return tf.io.gfile.exists(os.path.join(model_dir, OLD_PLAN)) and not tf.io.gfile.exists(
+        os.path.join(model_dir, "checkpoints", "checkpoint")
+    )
 
 
 def _stage_folders(model_dir: str) -> list[str]:
@@ -47,8 +48,10 @@ def convert_stage_checkpoints(model_dir: str) -> list[str]:
       ConfigError: `model_dir` is not in the old layout (nothing is moved).
     """
     if not has_old_layout(model_dir):
-        raise ConfigError(f"{model_dir}: no MSLT run in the per-stage layout here (it has no {OLD_PLAN}, or its "
-                          "checkpoints/ is indexed already); nothing to convert.")
+        raise ConfigError(
+            f"{model_dir}: no MSLT run in the per-stage layout here (it has no {OLD_PLAN}, or its "
+            "checkpoints/ is indexed already); nothing to convert."
+        )
     target = os.path.join(model_dir, "checkpoints")
     indexed = {target}
     for stage in _stage_folders(model_dir):
@@ -56,7 +59,7 @@ def convert_stage_checkpoints(model_dir: str) -> list[str]:
         if not tf.io.gfile.isdir(source):
             continue
         for folder, _, names in tf.io.gfile.walk(source):
-            into = os.path.join(target, folder[len(source):].lstrip("/"))
+            into = os.path.join(target, folder[len(source) :].lstrip("/"))
             tf.io.gfile.makedirs(into)
             indexed.add(into.rstrip("/"))
             for name in names:

@@ -42,12 +42,14 @@ def communication_options(all_reduce: str, gpus: int) -> tf.distribute.experimen
     if all_reduce not in ALL_REDUCE:
         raise StrategyError(f"--all_reduce={all_reduce}: choose one of {', '.join(ALL_REDUCE)}.")
     if all_reduce == "nccl" and not gpus:
-        raise StrategyError("--all_reduce=nccl needs GPUs, and TensorFlow sees none here; use --all_reduce=ring "
-                            "(or auto).")
+        raise StrategyError(
+            "--all_reduce=nccl needs GPUs, and TensorFlow sees none here; use --all_reduce=ring (or auto)."
+        )
     nccl = all_reduce == "nccl" or (all_reduce == "auto" and gpus > 0)
     implementation = tf.distribute.experimental.CommunicationImplementation
     return tf.distribute.experimental.CommunicationOptions(
-        implementation=implementation.NCCL if nccl else implementation.RING)
+        implementation=implementation.NCCL if nccl else implementation.RING
+    )
 
 
 def make_strategy(name: str = "auto", tpu: str = "", all_reduce: str = "auto") -> tf.distribute.Strategy:
@@ -72,11 +74,11 @@ def make_strategy(name: str = "auto", tpu: str = "", all_reduce: str = "auto") -
         return tpu_strategy(tpu)
     if name == "multi_worker_mirrored":
         if not _tf_config_workers():
-            raise StrategyError("--strategy=multi_worker_mirrored needs TF_CONFIG describing the cluster; "
-                                "see docs/pretraining.md.")
+            raise StrategyError(
+                "--strategy=multi_worker_mirrored needs TF_CONFIG describing the cluster; see docs/pretraining.md."
+            )
         gpus = len(tf.config.get_visible_devices("GPU"))  # not list_logical_devices: it would start TF too early
-        return tf.distribute.MultiWorkerMirroredStrategy(
-            communication_options=communication_options(all_reduce, gpus))
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=communication_options(all_reduce, gpus))
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices=_local_devices())
     return tf.distribute.OneDeviceStrategy(_local_devices()[0])

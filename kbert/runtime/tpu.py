@@ -57,8 +57,11 @@ def host_from_env(env: Mapping[str, str]) -> Optional[SliceHost]:
     A plain TPU VM shell has none of them: its position is in the metadata server."""
     if "TPU_WORKER_ID" not in env and "TPU_WORKER_HOSTNAMES" not in env:
         return None
-    return SliceHost(_index(env.get("TPU_WORKER_ID", "")), _count(env.get("TPU_WORKER_HOSTNAMES", "")),
-                     env.get("TPU_ACCELERATOR_TYPE", ""))
+    return SliceHost(
+        _index(env.get("TPU_WORKER_ID", "")),
+        _count(env.get("TPU_WORKER_HOSTNAMES", "")),
+        env.get("TPU_ACCELERATOR_TYPE", ""),
+    )
 
 
 def _metadata_attribute(key: str) -> str:
@@ -73,8 +76,9 @@ def _metadata_attribute(key: str) -> str:
 
 def host_from_metadata(fetch: Callable[[str], str] = _metadata_attribute) -> SliceHost:
     """A TPU VM's slice position: `agent-worker-number`, and one `worker-network-endpoints` entry per host."""
-    return SliceHost(_index(fetch("agent-worker-number")), _count(fetch("worker-network-endpoints")),
-                     fetch("accelerator-type"))
+    return SliceHost(
+        _index(fetch("agent-worker-number")), _count(fetch("worker-network-endpoints")), fetch("accelerator-type")
+    )
 
 
 def this_host(env: Optional[Mapping[str, str]] = None) -> SliceHost:
@@ -101,11 +105,13 @@ def check_launch(tpu: str, host: SliceHost) -> None:
         raise StrategyError(
             f"--tpu={tpu}: this host is worker {host.worker} of {_slice(host)}; TF 2.20 drives the whole slice from "
             f"one process on worker 0: start kbert-pretrain there only (gcloud compute tpus tpu-vm ssh NAME "
-            f"--worker=0) with --tpu=NAME ({_POD_DOCS}).")
+            f"--worker=0) with --tpu=NAME ({_POD_DOCS})."
+        )
     if tpu == "local" and (host.hosts or 1) > 1:
         raise StrategyError(
             f"--tpu=local on {_slice(host)}: 'local' drives this host's chips only; on worker 0 pass --tpu=NAME, "
-            f"the slice's name, to drive every host ({_POD_DOCS}).")
+            f"the slice's name, to drive every host ({_POD_DOCS})."
+        )
 
 
 def _connect(tpu: str) -> tuple[tf.distribute.cluster_resolver.TPUClusterResolver, tf.tpu.experimental.Topology]:
@@ -120,7 +126,8 @@ def _connect(tpu: str) -> tuple[tf.distribute.cluster_resolver.TPUClusterResolve
         raise StrategyError(
             f"--strategy=tpu: no TPU reachable with --tpu={tpu} ({first_line[:200]}). On a single-host TPU VM pass "
             "--tpu=local; on worker 0 of a pod slice pass --tpu=NAME with the TPU servers running on every host; "
-            "elsewhere use --strategy=auto, mirrored or one_device.") from None
+            "elsewhere use --strategy=auto, mirrored or one_device."
+        ) from None
 
 
 def needs_explicit_assignment(hardware_feature) -> bool:
@@ -132,8 +139,9 @@ def needs_explicit_assignment(hardware_feature) -> bool:
     return feature == tf.tpu.experimental.HardwareFeature.EmbeddingFeature.V2
 
 
-def device_assignment(hardware_feature, topology: tf.tpu.experimental.Topology
-                      ) -> Optional[tf.tpu.experimental.DeviceAssignment]:
+def device_assignment(
+    hardware_feature, topology: tf.tpu.experimental.Topology
+) -> Optional[tf.tpu.experimental.DeviceAssignment]:
     """Model Garden's v5p work-around: one replica per core over every core of the topology, ordered by
     `DeviceAssignment.build`; None (TPUStrategy's default assignment) on TPUs that do not need it."""
     if not needs_explicit_assignment(hardware_feature):
@@ -152,4 +160,5 @@ def tpu_strategy(tpu: str, host: Optional[SliceHost] = None) -> tf.distribute.TP
     check_launch(name, this_host() if host is None else host)
     resolver, topology = _connect(name)
     return tf.distribute.TPUStrategy(
-        resolver, experimental_device_assignment=device_assignment(resolver.tpu_hardware_feature, topology))
+        resolver, experimental_device_assignment=device_assignment(resolver.tpu_hardware_feature, topology)
+    )

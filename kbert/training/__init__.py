@@ -13,6 +13,19 @@ from kbert.runtime.preemption import PREEMPTED_EXIT_CODE, Preempted, PreemptionW
 from kbert.runtime.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
 
-__all__ = ["PREEMPTED_EXIT_CODE", "Preempted", "PreemptionWatcher", "PretrainingConfig", "PretrainingRun",
-           "PretrainingTrainer", "TrainingStage", "build_model", "build_optimizer", "evaluate", "load_config",
-           "make_strategy", "make_trainer", "train"]
+__all__ = [
+    "PREEMPTED_EXIT_CODE",
+    "Preempted",
+    "PreemptionWatcher",
+    "PretrainingConfig",
+    "PretrainingRun",
+    "PretrainingTrainer",
+    "TrainingStage",
+    "build_model",
+    "build_optimizer",
+    "evaluate",
+    "load_config",
+    "make_strategy",
+    "make_trainer",
+    "train",
+]

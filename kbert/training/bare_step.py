@@ -23,8 +23,9 @@ import tensorflow as tf
 from kbert.modeling.losses import pretraining_loss_terms, pretraining_metrics
 
 
-def bare_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                    jit_compile: bool = False) -> Callable[[dict], tf.Tensor]:
+def bare_train_step(
+    model: keras.Model, optimizer: keras.optimizers.Optimizer, jit_compile: bool = False
+) -> Callable[[dict], tf.Tensor]:
     """The compiled step of `model` (e.g. a `BertPretrainer`) with `optimizer`, whose slots are built here, outside
     the traced function; `jit_compile` XLA-compiles the whole step."""
     variables = model.trainable_variables

@@ -43,9 +43,11 @@ class BatchRamp:
 
     def __post_init__(self):
         if not 0 < self.first < self.full or self.steps <= 0 or self.rate_scaling not in RATE_SCALINGS:
-            raise ValueError(f"BatchRamp(first={self.first}, full={self.full}, steps={self.steps}, rate_scaling="
-                             f"{self.rate_scaling!r}): needs 0 < first < full, steps > 0 and a rate_scaling of "
-                             f"{', '.join(RATE_SCALINGS)}.")
+            raise ValueError(
+                f"BatchRamp(first={self.first}, full={self.full}, steps={self.steps}, rate_scaling="
+                f"{self.rate_scaling!r}): needs 0 < first < full, steps > 0 and a rate_scaling of "
+                f"{', '.join(RATE_SCALINGS)}."
+            )
 
     def micro_batches(self, step):
         """k(step) as int32, for a step tensor (the optimizer's `iterations`)."""
@@ -58,8 +60,9 @@ class BatchRamp:
 
     def micro_batches_between(self, start: int, end: int) -> int:
         """The micro-batches optimizer steps [start, end) accumulate in all."""
-        return sum(self.micro_batches_at(s) for s in range(start, min(end, self.steps))) + \
-            self.full * max(end - max(start, self.steps), 0)
+        return sum(self.micro_batches_at(s) for s in range(start, min(end, self.steps))) + self.full * max(
+            end - max(start, self.steps), 0
+        )
 
     def rate_scale(self, step):
         """(k(step) / full) ** p as float32."""

@@ -44,6 +44,9 @@ class BuildAhead(Generic[Setup]):
         """What the build made, or None (after a line saying why) when it failed."""
         self._thread.join()
         if self._error is not None:
-            print_fn(f"{self.label}: building it ahead failed ({type(self._error).__name__}: {self._error}); "
-                     "building it now.", flush=True)
+            print_fn(
+                f"{self.label}: building it ahead failed ({type(self._error).__name__}: {self._error}); "
+                "building it now.",
+                flush=True,
+            )
         return self._setup

@@ -29,8 +29,19 @@ EVAL_PROTOCOLS = ("", "mlperf")
 # The model of a run that names none and starts from no imported checkpoint.
 DEFAULT_BERT = "bert_tiny"
 
-__all__ = ["DataConfig", "EvalConfig", "ModelConfig", "OptimizerConfig", "PhaseConfig", "PretrainingConfig",
-           "PretrainingModelConfig", "ScheduleConfig", "TrainConfig", "check_batch_sizes", "load_config"]
+__all__ = [
+    "DataConfig",
+    "EvalConfig",
+    "ModelConfig",
+    "OptimizerConfig",
+    "PhaseConfig",
+    "PretrainingConfig",
+    "PretrainingModelConfig",
+    "ScheduleConfig",
+    "TrainConfig",
+    "check_batch_sizes",
+    "load_config",
+]
 
 
 @dataclasses.dataclass
@@ -79,18 +90,24 @@ class DataConfig(Section):
     checkpoint_input: bool = True
 
     def check(self) -> None:
-        need(self.seq_length > 0 and self.max_predictions > 0,
-             "data.seq_length and data.max_predictions must be positive.")
+        need(
+            self.seq_length > 0 and self.max_predictions > 0,
+            "data.seq_length and data.max_predictions must be positive.",
+        )
         p = self.masked_lm_prob
         need(0 < p < 1, f"data.masked_lm_prob={p} must be in (0, 1).")
-        need(self.dynamic_masking or p == BERT_MASKED_LM_PROB,
-             f"data.masked_lm_prob={p} is dynamic masking's rate, but data.dynamic_masking is off and static records "
-             "carry the masks they were written with (kbert-create-pretraining-data --masked_lm_prob): set "
-             "data.dynamic_masking=true (records written with --no_masking) or remove data.masked_lm_prob.")
+        need(
+            self.dynamic_masking or p == BERT_MASKED_LM_PROB,
+            f"data.masked_lm_prob={p} is dynamic masking's rate, but data.dynamic_masking is off and static records "
+            "carry the masks they were written with (kbert-create-pretraining-data --masked_lm_prob): set "
+            "data.dynamic_masking=true (records written with --no_masking) or remove data.masked_lm_prob.",
+        )
         needed = predictions_needed(p, self.seq_length)
-        need(not self.dynamic_masking or self.max_predictions >= needed,
-             f"data.max_predictions={self.max_predictions} caps dynamic masking below data.masked_lm_prob={p} of "
-             f"data.seq_length={self.seq_length} ({needed} tokens): set data.max_predictions={needed} or more.")
+        need(
+            not self.dynamic_masking or self.max_predictions >= needed,
+            f"data.max_predictions={self.max_predictions} caps dynamic masking below data.masked_lm_prob={p} of "
+            f"data.seq_length={self.seq_length} ({needed} tokens): set data.max_predictions={needed} or more.",
+        )
 
 
 @dataclasses.dataclass
@@ -125,30 +142,50 @@ class TrainConfig(Section):
     batch_ramp_rate_scaling: str = "sqrt"
 
     def check(self) -> None:
-        need(self.mixed_precision in PRECISION_POLICIES,
-             f"train.mixed_precision={self.mixed_precision!r}: choose one of {', '.join(PRECISION_POLICIES)}.")
-        need(is_jit_compile_choice(self.jit_compile),
-             f"train.jit_compile={self.jit_compile!r}: choose " + ", ".join(
-                 f"{str(k).lower()} ({what})" for k, what in JIT_COMPILE.items()) + ".")
-        for key in ("global_batch_size", "gradient_accumulation_steps", "total_steps", "steps_per_loop",
-                    "checkpoint_interval", "max_checkpoints", "summary_interval"):
+        need(
+            self.mixed_precision in PRECISION_POLICIES,
+            f"train.mixed_precision={self.mixed_precision!r}: choose one of {', '.join(PRECISION_POLICIES)}.",
+        )
+        need(
+            is_jit_compile_choice(self.jit_compile),
+            f"train.jit_compile={self.jit_compile!r}: choose "
+            + ", ".join(f"{str(k).lower()} ({what})" for k, what in JIT_COMPILE.items())
+            + ".",
+        )
+        for key in (
+            "global_batch_size",
+            "gradient_accumulation_steps",
+            "total_steps",
+            "steps_per_loop",
+            "checkpoint_interval",
+            "max_checkpoints",
+            "summary_interval",
+        ):
             need(getattr(self, key) > 0, f"train.{key}={getattr(self, key)} must be positive.")
         for key in ("total_steps", "steps_per_loop", "checkpoint_interval", "summary_interval"):
             need(getattr(self, key) <= MAX_STEPS, f"train.{key}={getattr(self, key)} is more than {MAX_STEPS} steps.")
         for key in ("checkpoint_interval", "summary_interval"):
-            need(getattr(self, key) % self.steps_per_loop == 0,
-                 f"train.{key}={getattr(self, key)} must be a multiple of train.steps_per_loop={self.steps_per_loop}.")
-        need(self.batch_ramp_rate_scaling in RATE_SCALINGS,
-             f"train.batch_ramp_rate_scaling={self.batch_ramp_rate_scaling!r}: choose one of "
-             f"{', '.join(RATE_SCALINGS)}.")
+            need(
+                getattr(self, key) % self.steps_per_loop == 0,
+                f"train.{key}={getattr(self, key)} must be a multiple of train.steps_per_loop={self.steps_per_loop}.",
+            )
+        need(
+            self.batch_ramp_rate_scaling in RATE_SCALINGS,
+            f"train.batch_ramp_rate_scaling={self.batch_ramp_rate_scaling!r}: choose one of "
+            f"{', '.join(RATE_SCALINGS)}.",
+        )
 
     def batch_ramp(self) -> Optional[BatchRamp]:
         """The batch-size ramp these keys ask for, or None."""
         if not self.batch_ramp_start:
             return None
         micro = self.global_batch_size // self.gradient_accumulation_steps
-        return BatchRamp(self.batch_ramp_start // micro, self.gradient_accumulation_steps, self.batch_ramp_steps,
-                         self.batch_ramp_rate_scaling)
+        return BatchRamp(
+            self.batch_ramp_start // micro,
+            self.gradient_accumulation_steps,
+            self.batch_ramp_steps,
+            self.batch_ramp_rate_scaling,
+        )
 
     def check_batch_ramp(self) -> None:
         """The ramp fits this stage's batch and steps (a phase or MSLT stage resolves them: checked per stage)."""
@@ -156,15 +193,23 @@ class TrainConfig(Section):
         if not start and not steps:
             return
         micro = self.global_batch_size // self.gradient_accumulation_steps
-        need(start > 0 and steps > 0, f"train.batch_ramp_start={start} and train.batch_ramp_steps={steps}: set both "
-             "(a batch that grows from batch_ramp_start over batch_ramp_steps) or neither.")
-        need(start % micro == 0 and start < self.global_batch_size,
-             f"train.batch_ramp_start={start} must be a multiple of the micro-batch (train.global_batch_size="
-             f"{self.global_batch_size} / gradient_accumulation_steps={self.gradient_accumulation_steps} = {micro}) "
-             f"and below global_batch_size: the ramp adds micro-batches (e.g. gradient_accumulation_steps="
-             f"{max(self.global_batch_size // math.gcd(start, self.global_batch_size), 2)}).")
-        need(steps <= self.total_steps, f"train.batch_ramp_steps={steps} is longer than the {self.total_steps} steps "
-             "it ramps (the run's, or its first phase's or MSLT stage's).")
+        need(
+            start > 0 and steps > 0,
+            f"train.batch_ramp_start={start} and train.batch_ramp_steps={steps}: set both "
+            "(a batch that grows from batch_ramp_start over batch_ramp_steps) or neither.",
+        )
+        need(
+            start % micro == 0 and start < self.global_batch_size,
+            f"train.batch_ramp_start={start} must be a multiple of the micro-batch (train.global_batch_size="
+            f"{self.global_batch_size} / gradient_accumulation_steps={self.gradient_accumulation_steps} = {micro}) "
+            f"and below global_batch_size: the ramp adds micro-batches (e.g. gradient_accumulation_steps="
+            f"{max(self.global_batch_size // math.gcd(start, self.global_batch_size), 2)}).",
+        )
+        need(
+            steps <= self.total_steps,
+            f"train.batch_ramp_steps={steps} is longer than the {self.total_steps} steps "
+            "it ramps (the run's, or its first phase's or MSLT stage's).",
+        )
 
     def without_batch_ramp(self) -> "TrainConfig":
         """This section at the full batch from its first step (a phase or MSLT stage after the first)."""
@@ -190,13 +235,19 @@ class EvalConfig(Section):
         need(self.global_batch_size > 0, "eval.global_batch_size must be positive.")
         need(self.steps == -1 or self.steps > 0, f"eval.steps={self.steps} must be -1 or positive.")
         need(self.interval_samples >= 0, f"eval.interval_samples={self.interval_samples} must be >= 0.")
-        need(self.protocol in EVAL_PROTOCOLS,
-             f"eval.protocol={self.protocol!r}: choose one of {', '.join(map(repr, EVAL_PROTOCOLS))}.")
-        need(self.target_mlm_accuracy is None or 0 < self.target_mlm_accuracy <= 1,
-             f"eval.target_mlm_accuracy={self.target_mlm_accuracy} must be in (0, 1].")
-        need(self.target_mlm_accuracy is None or self.interval_samples > 0 or self.protocol == "mlperf",
-             "eval.target_mlm_accuracy needs a schedule to be checked on: set eval.interval_samples (training "
-             "samples between held-out evaluations) or eval.protocol=mlperf.")
+        need(
+            self.protocol in EVAL_PROTOCOLS,
+            f"eval.protocol={self.protocol!r}: choose one of {', '.join(map(repr, EVAL_PROTOCOLS))}.",
+        )
+        need(
+            self.target_mlm_accuracy is None or 0 < self.target_mlm_accuracy <= 1,
+            f"eval.target_mlm_accuracy={self.target_mlm_accuracy} must be in (0, 1].",
+        )
+        need(
+            self.target_mlm_accuracy is None or self.interval_samples > 0 or self.protocol == "mlperf",
+            "eval.target_mlm_accuracy needs a schedule to be checked on: set eval.interval_samples (training "
+            "samples between held-out evaluations) or eval.protocol=mlperf.",
+        )
 
     def interval(self, global_batch_size: int) -> int:
         """Training samples between held-out evaluations (MLPerf's formula under its protocol); 0: none."""
@@ -266,31 +317,45 @@ class PretrainingConfig(Section):
         split, the length fits the model."""
         self.adopt_init_checkpoint()
         t, s, d = self.train, self.schedule, self.data
-        need(s.step_offset < t.total_steps,
-             f"schedule.step_offset={s.step_offset} must be in [0, train.total_steps={t.total_steps}).")
-        need(s.warmup_steps <= t.total_steps - s.step_offset,
-             f"schedule.warmup_steps={s.warmup_steps} must be >= 0 and no longer than the training it warms up "
-             f"(train.total_steps - schedule.step_offset = {t.total_steps - s.step_offset}).")
+        need(
+            s.step_offset < t.total_steps,
+            f"schedule.step_offset={s.step_offset} must be in [0, train.total_steps={t.total_steps}).",
+        )
+        need(
+            s.warmup_steps <= t.total_steps - s.step_offset,
+            f"schedule.warmup_steps={s.warmup_steps} must be >= 0 and no longer than the training it warms up "
+            f"(train.total_steps - schedule.step_offset = {t.total_steps - s.step_offset}).",
+        )
         s.span(t.total_steps - s.step_offset)
         check_batch_sizes(self, replicas=1)
-        need(not self.eval.interval(t.global_batch_size) or bool(d.eval_files),
-             "eval.interval_samples / eval.protocol evaluate data.eval_files during training: set data.eval_files.")
-        need(self.eval.protocol != "mlperf" or bool(t.init_checkpoint),
-             "eval.protocol=mlperf starts from a phase-1 checkpoint: set train.init_checkpoint.")
+        need(
+            not self.eval.interval(t.global_batch_size) or bool(d.eval_files),
+            "eval.interval_samples / eval.protocol evaluate data.eval_files during training: set data.eval_files.",
+        )
+        need(
+            self.eval.protocol != "mlperf" or bool(t.init_checkpoint),
+            "eval.protocol=mlperf starts from a phase-1 checkpoint: set train.init_checkpoint.",
+        )
         try:
             bert = self.model.bert_config()
         except (ValueError, FileNotFoundError, TypeError) as e:
             raise ConfigError(f"model: {e}") from None
-        need(d.seq_length <= bert.max_position_embeddings,
-             f"data.seq_length={d.seq_length} exceeds the model's max_position_embeddings="
-             f"{bert.max_position_embeddings}.")
+        need(
+            d.seq_length <= bert.max_position_embeddings,
+            f"data.seq_length={d.seq_length} exceeds the model's max_position_embeddings="
+            f"{bert.max_position_embeddings}.",
+        )
 
 
 def check_batch_sizes(config: PretrainingConfig, replicas: int) -> None:
     """Train and eval batches split evenly over `replicas` (checked before anything is built)."""
     t = config.train
-    need(t.global_batch_size % (t.gradient_accumulation_steps * replicas) == 0,
-         f"train.global_batch_size={t.global_batch_size} must be a multiple of train.gradient_accumulation_steps"
-         f" ({t.gradient_accumulation_steps}) x replicas ({replicas}).")
-    need(config.eval.global_batch_size % replicas == 0,
-         f"eval.global_batch_size={config.eval.global_batch_size} must be a multiple of the replicas ({replicas}).")
+    need(
+        t.global_batch_size % (t.gradient_accumulation_steps * replicas) == 0,
+        f"train.global_batch_size={t.global_batch_size} must be a multiple of train.gradient_accumulation_steps"
+        f" ({t.gradient_accumulation_steps}) x replicas ({replicas}).",
+    )
+    need(
+        config.eval.global_batch_size % replicas == 0,
+        f"eval.global_batch_size={config.eval.global_batch_size} must be a multiple of the replicas ({replicas}).",
+    )

@@ -99,8 +99,15 @@ class PretrainingRun:
       ConfigError: `model_dir` holds an MSLT run in the per-stage layout of kbert before this engine.
     """
 
-    def __init__(self, stages: Sequence[TrainingStage], model_dir: str, strategy: tf.distribute.Strategy,
-                 preemption: PreemptionWatcher, print_fn=print, build_ahead: bool = False):
+    def __init__(
+        self,
+        stages: Sequence[TrainingStage],
+        model_dir: str,
+        strategy: tf.distribute.Strategy,
+        preemption: PreemptionWatcher,
+        print_fn=print,
+        build_ahead: bool = False,
+    ):
         self.stages, self.model_dir, self.strategy = list(stages), model_dir, strategy
         self.preemption, self.print_fn = preemption, print_fn
         self.directory = os.path.join(model_dir, "checkpoints")
@@ -128,9 +135,17 @@ class PretrainingRun:
         restored_from = None
         for stage in self.stages[first:]:
             begun = self._begin(stage)
-            result = train(stage.config, self.strategy, begun.trainer, begun.checkpoints, until_step=stage.end_step,
-                           preemption=self.preemption, print_fn=self.print_fn, schedule=self.schedule,
-                           sentences=stage.layout.sentence_labels)
+            result = train(
+                stage.config,
+                self.strategy,
+                begun.trainer,
+                begun.checkpoints,
+                until_step=stage.end_step,
+                preemption=self.preemption,
+                print_fn=self.print_fn,
+                schedule=self.schedule,
+                sentences=stage.layout.sentence_labels,
+            )
             results.append(self._end(stage, begun, result))
             restored_from = restored_from or results[-1]["restored_from"]
             if self.schedule is not None and self.schedule.reached:
@@ -138,9 +153,14 @@ class PretrainingRun:
         last = results[-1]  # trained here: the last stage always is, if only to find it finished
         if self.schedule is not None:
             self.schedule.finish(last["global_step"], self.samples)
-        summary = {"stages": results, "global_step": last["global_step"], "train": last["train"],
-                   "sequences_trained": self.samples, "sequences_per_second": last["sequences_per_second"],
-                   "restored_from": restored_from}
+        summary = {
+            "stages": results,
+            "global_step": last["global_step"],
+            "train": last["train"],
+            "sequences_trained": self.samples,
+            "sequences_per_second": last["sequences_per_second"],
+            "restored_from": restored_from,
+        }
         if self.schedule is not None:
             summary.update(self.schedule.summary())
         return summary
@@ -152,8 +172,9 @@ class PretrainingRun:
         newest = checkpointing.latest_checkpoint(self.model_dir)
         path = newest or self.stages[0].init_checkpoint
         if not path:
-            raise MissingFileError(f"--mode=eval: no checkpoint in {self.directory} and no train.init_checkpoint "
-                                   "to evaluate.")
+            raise MissingFileError(
+                f"--mode=eval: no checkpoint in {self.directory} and no train.init_checkpoint to evaluate."
+            )
         # checkpoint N was saved by the stage that trained step N - 1
         stage = self.stages[stage_at(self.stages, checkpoint_files.step_of(path) - 1) if newest else 0]
         if self.model is not None and self.stage is stage:
@@ -182,12 +203,16 @@ class PretrainingRun:
             self._start(stage, model, trainer, checkpoints)
         built = f", its graph built ahead in {build_seconds:.1f} s" if build_seconds else ""
         if len(self.stages) > 1:
-            self.print_fn(f"{_title(stage.label)}: {stage.description}, {len(trainer.train_variables)} variables, "
-                          f"global steps {stage.start_step}-{stage.end_step}{' (resuming)' if resumed else ''}"
-                          f"{built}.", flush=True)
+            self.print_fn(
+                f"{_title(stage.label)}: {stage.description}, {len(trainer.train_variables)} variables, "
+                f"global steps {stage.start_step}-{stage.end_step}{' (resuming)' if resumed else ''}"
+                f"{built}.",
+                flush=True,
+            )
         if self.schedule is None:
-            self.schedule = schedule_for(stage.config, self.strategy, self._evaluate_now,
-                                         int(trainer.sequences_trained.numpy()), self.print_fn)
+            self.schedule = schedule_for(
+                stage.config, self.strategy, self._evaluate_now, int(trainer.sequences_trained.numpy()), self.print_fn
+            )
         self._evaluate = evaluator(stage.config, self.strategy, model) if self.schedule is not None else None
         if self.build_ahead and int(trainer.global_step.numpy()) < stage.end_step:
             trainer.build_graph()  # traced before the next stage's build competes for the cores
@@ -198,13 +223,24 @@ class PretrainingRun:
         """The stage's results; a run of several stages exports the stage and records it (chief)."""
         self.model, self.stage, self.samples = begun.model, stage, result["sequences_trained"]
         layout = stage.layout
-        result = {"stage": stage.number, "label": stage.label, "num_layers": stage.num_layers,
-                  "trainable_variables": len(begun.trainer.train_variables), "start_step": stage.start_step,
-                  "end_step": stage.end_step, "wall_seconds": time.time() - begun.started,
-                  "built_ahead_seconds": begun.build_seconds, "restored_from": begun.resumed,
-                  "checkpoint": checkpointing.latest_checkpoint(self.model_dir), **stage.facts, **result,
-                  "train_data": {"layout": layout.describe(), "objective": "masked LM + sentence head"
-                                 if layout.sentence_labels else "masked LM only"}}
+        result = {
+            "stage": stage.number,
+            "label": stage.label,
+            "num_layers": stage.num_layers,
+            "trainable_variables": len(begun.trainer.train_variables),
+            "start_step": stage.start_step,
+            "end_step": stage.end_step,
+            "wall_seconds": time.time() - begun.started,
+            "built_ahead_seconds": begun.build_seconds,
+            "restored_from": begun.resumed,
+            "checkpoint": checkpointing.latest_checkpoint(self.model_dir),
+            **stage.facts,
+            **result,
+            "train_data": {
+                "layout": layout.describe(),
+                "objective": "masked LM + sentence head" if layout.sentence_labels else "masked LM only",
+            },
+        }
         if self.chief and len(self.stages) > 1 and result["global_step"] >= stage.end_step:
             stage_dir = os.path.join(self.model_dir, stage.name)
             result["export"] = export_google_checkpoint(begun.model, os.path.join(stage_dir, EXPORT))
@@ -229,14 +265,17 @@ class PretrainingRun:
     def _build_next(self, stage: TrainingStage) -> None:
         following = next((s for s in self.stages if s.number == stage.number + 1), None)
         if following is not None:
+
             def build() -> _Setup:
                 setup = self._set_up(following, fresh_thread=True)
                 setup.trainer.build_graph()
                 return setup
+
             self._ahead = BuildAhead(following.number, _title(following.label), build)
 
-    def _start(self, stage: TrainingStage, model: BertPretrainer, trainer: PretrainingTrainer,
-               checkpoints: TrainingCheckpoints) -> None:
+    def _start(
+        self, stage: TrainingStage, model: BertPretrainer, trainer: PretrainingTrainer, checkpoints: TrainingCheckpoints
+    ) -> None:
         """A stage at its first step: from the stage before (trained here, else its last checkpoint, which this
         run's stages cannot lose: checkpoints are kept by step), from `init_checkpoint`, or fresh."""
         index = self.stages.index(stage)
@@ -250,8 +289,10 @@ class PretrainingRun:
             trainer.sequences_trained.assign(self.samples)
         elif previous is not None:
             if checkpoint_files.missing_files(boundary):
-                raise MissingFileError(f"{boundary}: {previous.label} ended there, and {stage.label} starts from it, "
-                                       "but it is gone. Restore it from a backup, or train into a new --model_dir.")
+                raise MissingFileError(
+                    f"{boundary}: {previous.label} ended there, and {stage.label} starts from it, "
+                    "but it is gone. Restore it from a backup, or train into a new --model_dir."
+                )
             self._load(stage, model, boundary)
             trainer.sequences_trained.assign(checkpointing.saved_counter(boundary, "sequences_trained"))
             self.print_fn(f"{_title(stage.label)} starts from {boundary}.", flush=True)
@@ -278,8 +319,13 @@ class PretrainingRun:
             recorded = read_summary(stage_dir)
             self.samples = recorded.get("sequences_trained", self.samples)
             return recorded
-        return {"stage": stage.number, "label": stage.label, "start_step": stage.start_step,
-                "end_step": stage.end_step, "restored_from": None}
+        return {
+            "stage": stage.number,
+            "label": stage.label,
+            "start_step": stage.start_step,
+            "end_step": stage.end_step,
+            "restored_from": None,
+        }
 
     # -- evaluation during training -------------------------------------------------------------------------
 
@@ -291,8 +337,11 @@ class PretrainingRun:
 
     def _newest_step(self) -> int:
         """The step of the newest checkpoint whose files are all there (a rerun cannot go on from the others)."""
-        whole = (checkpoint_files.step_of(p) for p in checkpoint_files.listed(self.directory)
-                 if checkpoint_files.missing_files(p) is None)
+        whole = (
+            checkpoint_files.step_of(p)
+            for p in checkpoint_files.listed(self.directory)
+            if checkpoint_files.missing_files(p) is None
+        )
         return next(whole, 0)
 
     def _check_same_stages(self) -> None:
@@ -305,10 +354,14 @@ class PretrainingRun:
             with tf.io.gfile.GFile(path) as f:
                 written = json.load(f)
             if written != layout:
-                changed = next((f"stage {w.get('stage')}: {w} now {n}" for w, n in zip(written, layout) if w != n),
-                               f"{len(written)} stages now {len(layout)}")
-                raise PlanError(f"--model_dir={self.model_dir} holds a run of other stages ({changed}). Resume it "
-                                "with the config it was started with, or train into a new --model_dir.")
+                changed = next(
+                    (f"stage {w.get('stage')}: {w} now {n}" for w, n in zip(written, layout) if w != n),
+                    f"{len(written)} stages now {len(layout)}",
+                )
+                raise PlanError(
+                    f"--model_dir={self.model_dir} holds a run of other stages ({changed}). Resume it "
+                    "with the config it was started with, or train into a new --model_dir."
+                )
         elif self.chief:
             tf.io.gfile.makedirs(self.model_dir)
             with tf.io.gfile.GFile(path, "w") as f:
@@ -319,4 +372,5 @@ class PretrainingRun:
             raise ConfigError(
                 f"--model_dir={self.model_dir} holds an MSLT run in the per-stage layout (stage_N/checkpoints) that "
                 f"this kbert no longer trains in: convert it with `kbert-convert-mslt-run --model_dir="
-                f"{self.model_dir}`, then rerun the same command.")
+                f"{self.model_dir}`, then rerun the same command."
+            )

@@ -39,8 +39,14 @@ def mlperf_interval(global_batch_size: int) -> int:
 
 def mlperf_line(key: str, value: Any, samples: int) -> str:
     """A results line in the style of MLPerf's logger (`:::MLLOG {...}`)."""
-    record = {"namespace": "", "time_ms": int(time.time() * 1000), "event_type": "POINT_IN_TIME", "key": key,
-              "value": value, "metadata": {"samples_count": samples}}
+    record = {
+        "namespace": "",
+        "time_ms": int(time.time() * 1000),
+        "event_type": "POINT_IN_TIME",
+        "key": key,
+        "value": value,
+        "metadata": {"samples_count": samples},
+    }
     return ":::MLLOG " + json.dumps(record)
 
 
@@ -51,8 +57,15 @@ class EvalSchedule:
     run's model as it is then (the engine's follows the run from stage to stage, so the schedule carries on).
     """
 
-    def __init__(self, interval: int, target: Optional[float], evaluate: Callable[[], dict[str, float]],
-                 print_fn=print, mlperf: bool = False, samples_done: int = 0):
+    def __init__(
+        self,
+        interval: int,
+        target: Optional[float],
+        evaluate: Callable[[], dict[str, float]],
+        print_fn=print,
+        mlperf: bool = False,
+        samples_done: int = 0,
+    ):
         self.interval, self.target, self.evaluate = interval, target, evaluate
         self.print_fn, self.mlperf = print_fn, mlperf
         self.history: list[dict[str, float]] = []
@@ -78,10 +91,18 @@ class EvalSchedule:
         if self.mlperf:
             self.print_fn(mlperf_line("eval_accuracy", accuracy, samples), flush=True)
         if self.target is not None and accuracy >= self.target and self.reached is None:
-            self.reached = {"target": self.target, "step": step, "samples": samples, "seconds": seconds,
-                            "masked_lm_accuracy": accuracy}
-            self.print_fn(f"Reached the target masked-LM accuracy {self.target} after {samples:,} samples, "
-                          f"{seconds:.1f} s (step {step}).", flush=True)
+            self.reached = {
+                "target": self.target,
+                "step": step,
+                "samples": samples,
+                "seconds": seconds,
+                "masked_lm_accuracy": accuracy,
+            }
+            self.print_fn(
+                f"Reached the target masked-LM accuracy {self.target} after {samples:,} samples, "
+                f"{seconds:.1f} s (step {step}).",
+                flush=True,
+            )
             if self.mlperf:
                 self.print_fn(mlperf_line("run_stop", "success", samples), flush=True)
         return self.reached is not None
@@ -99,5 +120,9 @@ class EvalSchedule:
 
     def summary(self) -> dict[str, Any]:
         """What summary.json records: every evaluation, and where the target was reached (None: not reached)."""
-        return {"interval_samples": self.interval, "target_mlm_accuracy": self.target,
-                "evaluations": self.history, "time_to_target": self.reached}
+        return {
+            "interval_samples": self.interval,
+            "target_mlm_accuracy": self.target,
+            "evaluations": self.history,
+            "time_to_target": self.reached,
+        }

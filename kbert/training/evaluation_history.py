@@ -32,8 +32,13 @@ def first_reaching(evaluations: Sequence[dict[str, Any]], target: float) -> Opti
     `time_to_target` records one (`target`, `step`, `samples`, `seconds`, the accuracy); None if none reached it."""
     for evaluation in evaluations:
         if evaluation[METRIC] >= target:
-            return {"target": target, "step": evaluation["step"], "samples": evaluation["samples"],
-                    "seconds": evaluation["seconds"], METRIC: evaluation[METRIC]}
+            return {
+                "target": target,
+                "step": evaluation["step"],
+                "samples": evaluation["samples"],
+                "seconds": evaluation["seconds"],
+                METRIC: evaluation[METRIC],
+            }
     return None
 
 

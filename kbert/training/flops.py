@@ -20,8 +20,7 @@ import tensorflow as tf
 from kbert.runtime.flops import peak_bf16_flops
 
 
-def measured_peak_flops(size: int = 2048, repeats: int = 10, dtype: str = "float32",
-                        max_seconds: float = 1.0) -> float:
+def measured_peak_flops(size: int = 2048, repeats: int = 10, dtype: str = "float32", max_seconds: float = 1.0) -> float:
     """FLOP/s of a large `dtype` matmul on this device: the denominator where no data sheet applies (a CPU). It
     is the fastest of up to `repeats` timed matmuls, fewer once `max_seconds` have passed. The fastest, not the
     mean: a run's input pipeline starts filling its buffers (and an MSLT stage may be built ahead) while this is
@@ -38,7 +37,7 @@ def measured_peak_flops(size: int = 2048, repeats: int = 10, dtype: str = "float
         fastest = min(fastest, time.perf_counter() - began)
         if time.perf_counter() - start > max_seconds:
             break
-    return 2.0 * size ** 3 / fastest
+    return 2.0 * size**3 / fastest
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,8 +46,9 @@ def _host_peak_flops(dtype: str) -> float:
     return measured_peak_flops(size=1024, repeats=20, dtype=dtype)
 
 
-def peak_flops_of(strategy: tf.distribute.Strategy, device_model: str,
-                  compute_dtype: str = "float32") -> tuple[float, str]:
+def peak_flops_of(
+    strategy: tf.distribute.Strategy, device_model: str, compute_dtype: str = "float32"
+) -> tuple[float, str]:
     """Peak FLOP/s of everything `strategy` trains on, and where the figure comes from: the data sheet's bf16 peak
     of `device_model` times the replicas on GPUs and TPUs, else a matmul in the run's `compute_dtype` timed on this
     host (a CPU's logical devices share its cores). A CPU's bf16 matmuls (AMX, AVX-512 BF16) can run twice as fast as

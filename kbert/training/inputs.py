@@ -41,8 +41,9 @@ class WorkerInput:
         index, workers = worker_index_and_count(strategy)
         self.local_replicas = strategy.num_replicas_in_sync // workers
         # A context in which each "replica" is a worker, so the pipeline batches the worker's whole share.
-        context = tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=index,
-                                             num_replicas_in_sync=workers)
+        context = tf.distribute.InputContext(
+            num_input_pipelines=workers, input_pipeline_id=index, num_replicas_in_sync=workers
+        )
         self.iterator = iter(dataset_fn(context))
         self.checkpointable: Optional[tf.data.Iterator] = self.iterator
 
@@ -55,6 +56,7 @@ class WorkerInput:
         def replica_slice(context: tf.distribute.ValueContext):
             i = context.replica_id_in_sync_group % local
             return tf.nest.map_structure(lambda t: tf.split(t, local)[i], batch)
+
         return self.strategy.experimental_distribute_values_from_function(replica_slice)
 
 

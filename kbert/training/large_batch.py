@@ -39,16 +39,17 @@ class BatchRecipe:
     warmup_share: float
 
 
-def scaled_recipe(base_batch: int, base_learning_rate: float, base_warmup_share: float,
-                  batch_size: int) -> BatchRecipe:
+def scaled_recipe(base_batch: int, base_learning_rate: float, base_warmup_share: float, batch_size: int) -> BatchRecipe:
     """The recipe of `batch_size` from the one tuned at `base_batch`: square-root rate, linear warmup share."""
     ratio = batch_size / base_batch
-    return BatchRecipe(batch_size, base_learning_rate * math.sqrt(ratio),
-                       min(base_warmup_share * ratio, MAX_WARMUP_SHARE))
+    return BatchRecipe(
+        batch_size, base_learning_rate * math.sqrt(ratio), min(base_warmup_share * ratio, MAX_WARMUP_SHARE)
+    )
 
 
-def largest_flat_batch(samples_to_target: Mapping[int, Optional[int]],
-                       tolerance: float = FLAT_TOLERANCE) -> Optional[int]:
+def largest_flat_batch(
+    samples_to_target: Mapping[int, Optional[int]], tolerance: float = FLAT_TOLERANCE
+) -> Optional[int]:
     """The largest batch such that it and every smaller one reached the target within (1 + tolerance) x the
     smallest batch's samples (None: not reached); None when the smallest batch itself did not reach it."""
     batches = sorted(samples_to_target)

@@ -46,8 +46,14 @@ def launch(command: Sequence[str], configs: Sequence[str], env: dict, logs: Sequ
     workers = []
     for config, log in zip(configs, logs, strict=True):
         with open(log, "w") as out:  # local: the child keeps its own descriptor
-            workers.append(subprocess.Popen(list(command), stdout=out, stderr=subprocess.STDOUT,
-                                            env={**env, "TF_CONFIG": config} if config else env))
+            workers.append(
+                subprocess.Popen(
+                    list(command),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env={**env, "TF_CONFIG": config} if config else env,
+                )
+            )
     return workers
 
 

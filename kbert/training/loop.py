@@ -57,13 +57,17 @@ def learning_rate_schedule(config: PretrainingConfig) -> keras.optimizers.schedu
     return RampedSchedule(schedule, ramp) if ramp else schedule
 
 
-def build_optimizer(config: PretrainingConfig, variables: Sequence[keras.Variable] = (),
-                    learning_rate=None) -> keras.optimizers.Optimizer:
+def build_optimizer(
+    config: PretrainingConfig, variables: Sequence[keras.Variable] = (), learning_rate=None
+) -> keras.optimizers.Optimizer:
     """`config.optimizer` at `learning_rate` (default: `learning_rate_schedule(config)`), with the precision's loss
     scaling (call in `strategy.scope()`)."""
-    return make_optimizer(config.optimizer, learning_rate if learning_rate is not None else
-                          learning_rate_schedule(config), mixed_precision=config.train.mixed_precision,
-                          variables=variables)
+    return make_optimizer(
+        config.optimizer,
+        learning_rate if learning_rate is not None else learning_rate_schedule(config),
+        mixed_precision=config.train.mixed_precision,
+        variables=variables,
+    )
 
 
 def build_model(config: PretrainingConfig) -> BertPretrainer:
@@ -80,14 +84,21 @@ def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: Optiona
     d = config.data
     files = d.train_files if is_training else d.eval_files
     if not files:
-        raise ConfigError(f"data.{'train' if is_training else 'eval'}_files is empty: set it in the config file "
-                         f"or with --params_override=data.{'train' if is_training else 'eval'}_files=PATTERN.")
+        raise ConfigError(
+            f"data.{'train' if is_training else 'eval'}_files is empty: set it in the config file "
+            f"or with --params_override=data.{'train' if is_training else 'eval'}_files=PATTERN."
+        )
     if d.dynamic_masking and not d.vocab_file:
-        raise ConfigError("data.dynamic_masking needs data.vocab_file: the [CLS]/[SEP]/[MASK] ids and the ## pieces "
-                          "come from the vocabulary the records were written with. Set "
-                          "--params_override=data.vocab_file=PATH.")
-    batch = (config.train.global_batch_size // config.train.gradient_accumulation_steps if is_training
-             else config.eval.global_batch_size)
+        raise ConfigError(
+            "data.dynamic_masking needs data.vocab_file: the [CLS]/[SEP]/[MASK] ids and the ## pieces "
+            "come from the vocabulary the records were written with. Set "
+            "--params_override=data.vocab_file=PATH."
+        )
+    batch = (
+        config.train.global_batch_size // config.train.gradient_accumulation_steps
+        if is_training
+        else config.eval.global_batch_size
+    )
     seq_length, dynamic, predictions = d.seq_length, d.dynamic_masking, d.max_predictions
     if not is_training:
         layout = first_layout(files, "data.eval_files")
@@ -96,12 +107,21 @@ def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: Optiona
             dynamic, predictions = False, layout.max_predictions
 
     def make(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-        return pretraining_dataset(files, seq_length, predictions, batch, input_context,
-                                   is_training=is_training, dynamic_masking=dynamic,
-                                   vocab_size=vocab_size if d.check_vocab_size or d.dynamic_masking else None,
-                                   vocab_file=d.vocab_file or None, whole_word_masking=d.whole_word_masking,
-                                   masked_lm_prob=d.masked_lm_prob,
-                                   seed=config.train.seed + seed_offset)
+        return pretraining_dataset(
+            files,
+            seq_length,
+            predictions,
+            batch,
+            input_context,
+            is_training=is_training,
+            dynamic_masking=dynamic,
+            vocab_size=vocab_size if d.check_vocab_size or d.dynamic_masking else None,
+            vocab_file=d.vocab_file or None,
+            whole_word_masking=d.whole_word_masking,
+            masked_lm_prob=d.masked_lm_prob,
+            seed=config.train.seed + seed_offset,
+        )
+
     return make
 
 
@@ -124,23 +144,40 @@ def input_start(config: PretrainingConfig, strategy: tf.distribute.Strategy, sta
     return InputStart(restores_position=False, seed_offset=start_step)
 
 
-def make_trainer(config: PretrainingConfig, strategy: tf.distribute.Strategy, model: BertPretrainer,
-                 optimizer: keras.optimizers.Optimizer, layout: RecordLayout,
-                 initial_step: int = 0) -> PretrainingTrainer:
+def make_trainer(
+    config: PretrainingConfig,
+    strategy: tf.distribute.Strategy,
+    model: BertPretrainer,
+    optimizer: keras.optimizers.Optimizer,
+    layout: RecordLayout,
+    initial_step: int = 0,
+) -> PretrainingTrainer:
     """The `PretrainingTrainer` of `config.train` and `config.data` for the variables that train on records of
     `layout` (builds the optimizer's slots and the input, once, where `input_start` says it starts); its step
     counter starts at `initial_step` (a restore moves it on)."""
     t = config.train
     start = input_start(config, strategy, initial_step)
     with strategy.scope():
-        global_step = tf.Variable(initial_step, dtype=tf.int64, trainable=False, name="global_step",
-                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        global_step = tf.Variable(
+            initial_step,
+            dtype=tf.int64,
+            trainable=False,
+            name="global_step",
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+        )
         return PretrainingTrainer(
-            strategy, model, optimizer, dataset_fn(config, True, model.config.vocab_size, start.seed_offset),
-            global_step=global_step, global_batch_size=t.global_batch_size,
-            accumulation_steps=t.gradient_accumulation_steps, batch_ramp=t.batch_ramp(),
+            strategy,
+            model,
+            optimizer,
+            dataset_fn(config, True, model.config.vocab_size, start.seed_offset),
+            global_step=global_step,
+            global_batch_size=t.global_batch_size,
+            accumulation_steps=t.gradient_accumulation_steps,
+            batch_ramp=t.batch_ramp(),
             trainable_variables=trained_variables(model, layout),
-            jit_compile=t.jit_compile, checkpointable_input=start.restores_position)
+            jit_compile=t.jit_compile,
+            checkpointable_input=start.restores_position,
+        )
 
 
 def trained_variables(model: BertPretrainer, layout: RecordLayout) -> list[keras.Variable]:
@@ -152,15 +189,24 @@ def trained_variables(model: BertPretrainer, layout: RecordLayout) -> list[keras
     return [v for v in model.trainable_variables if id(v) not in head]
 
 
-def open_checkpoints(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
-                     model_dir: str) -> TrainingCheckpoints:
+def open_checkpoints(
+    config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer, model_dir: str
+) -> TrainingCheckpoints:
     """The trainer's checkpoints in `model_dir` (the input position too, where the trainer's input can be saved:
     with `data.checkpoint_input`, not on TPU)."""
     t = config.train
-    return TrainingCheckpoints(trainer.model, trainer.optimizer, trainer.global_step, trainer.input.checkpointable,
-                               model_dir, strategy, max_to_keep=t.max_checkpoints, interval=t.checkpoint_interval,
-                               async_writes=t.async_checkpoint,
-                               counters={"sequences_trained": trainer.sequences_trained})
+    return TrainingCheckpoints(
+        trainer.model,
+        trainer.optimizer,
+        trainer.global_step,
+        trainer.input.checkpointable,
+        model_dir,
+        strategy,
+        max_to_keep=t.max_checkpoints,
+        interval=t.checkpoint_interval,
+        async_writes=t.async_checkpoint,
+        counters={"sequences_trained": trainer.sequences_trained},
+    )
 
 
 def _save(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, step: int, final: bool = False) -> None:
@@ -169,41 +215,77 @@ def _save(checkpoints: TrainingCheckpoints, trainer: PretrainingTrainer, step: i
         checkpoints.save(step, final)
 
 
-def _reporter(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
-              checkpoints: TrainingCheckpoints, until_step: int, sentences: bool, print_fn) -> ProgressReporter:
+def _reporter(
+    config: PretrainingConfig,
+    strategy: tf.distribute.Strategy,
+    trainer: PretrainingTrainer,
+    checkpoints: TrainingCheckpoints,
+    until_step: int,
+    sentences: bool,
+    print_fn,
+) -> ProgressReporter:
     """The progress lines (chief), TensorBoard scalars and MFU of `train`."""
     chief = strategy.extended.should_checkpoint
     writer = tf.summary.create_file_writer(os.path.join(checkpoints.model_dir, "train")) if chief else None
     layerwise = layerwise_optimizer(trainer.optimizer) is not None
     compute_dtype = keras.mixed_precision.Policy(config.train.mixed_precision).compute_dtype
     peak, _ = peak_flops_of(strategy, find_accelerators().model, compute_dtype)
-    flops = training_flops_per_sequence(trainer.model.config, config.data.seq_length, config.data.max_predictions,
-                                        forward_only_layers=trainer.model.encoder.stop_gradient_below)
-    return ProgressReporter(until_step, writer, config.train.summary_interval,
-                            trainer.optimizer if layerwise else None, print_fn=print_fn if chief else _silent,
-                            flops_per_row=flops, peak_flops=peak, sentences=sentences)
+    flops = training_flops_per_sequence(
+        trainer.model.config,
+        config.data.seq_length,
+        config.data.max_predictions,
+        forward_only_layers=trainer.model.encoder.stop_gradient_below,
+    )
+    return ProgressReporter(
+        until_step,
+        writer,
+        config.train.summary_interval,
+        trainer.optimizer if layerwise else None,
+        print_fn=print_fn if chief else _silent,
+        flops_per_row=flops,
+        peak_flops=peak,
+        sentences=sentences,
+    )
 
 
 def _silent(*args, **kwargs) -> None:
     """A non-chief worker's print: every worker runs the loop, the chief alone reports."""
 
 
-def schedule_for(config: PretrainingConfig, strategy: tf.distribute.Strategy,
-                 evaluate: Callable[[], dict[str, float]], samples_done: int = 0,
-                 print_fn=print) -> Optional[EvalSchedule]:
+def schedule_for(
+    config: PretrainingConfig,
+    strategy: tf.distribute.Strategy,
+    evaluate: Callable[[], dict[str, float]],
+    samples_done: int = 0,
+    print_fn=print,
+) -> Optional[EvalSchedule]:
     """The held-out evaluation schedule of `eval.interval_samples` / `eval.protocol`, calling `evaluate` (counting
     on from `samples_done`, the samples trained so far), or None without one."""
     interval = config.eval.interval(config.train.global_batch_size)
     if not interval:
         return None
-    return EvalSchedule(interval, config.eval.target(), evaluate,
-                        print_fn if strategy.extended.should_checkpoint else _silent,
-                        mlperf=config.eval.protocol == "mlperf", samples_done=samples_done)
+    return EvalSchedule(
+        interval,
+        config.eval.target(),
+        evaluate,
+        print_fn if strategy.extended.should_checkpoint else _silent,
+        mlperf=config.eval.protocol == "mlperf",
+        samples_done=samples_done,
+    )
 
 
-def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: PretrainingTrainer,
-          checkpoints: TrainingCheckpoints, *, until_step: int, preemption: PreemptionWatcher,
-          print_fn=print, schedule: Optional[EvalSchedule] = None, sentences: bool = True) -> dict[str, Any]:
+def train(
+    config: PretrainingConfig,
+    strategy: tf.distribute.Strategy,
+    trainer: PretrainingTrainer,
+    checkpoints: TrainingCheckpoints,
+    *,
+    until_step: int,
+    preemption: PreemptionWatcher,
+    print_fn=print,
+    schedule: Optional[EvalSchedule] = None,
+    sentences: bool = True,
+) -> dict[str, Any]:
     """Trains from the trainer's step (restored by the caller) up to `until_step` optimizer steps, or until the
     `schedule`'s held-out evaluation reaches its target.
 
@@ -230,23 +312,28 @@ def train(config: PretrainingConfig, strategy: tf.distribute.Strategy, trainer: 
             step, samples = int(trainer.global_step.numpy()), int(trainer.sequences_trained.numpy())
             reporter(step, metrics, steps)
             _save(checkpoints, trainer, step)
-            if schedule is not None and schedule.due(samples) and \
-                    schedule(step, samples, schedule.seconds()):
+            if schedule is not None and schedule.due(samples) and schedule(step, samples, schedule.seconds()):
                 break
             preemption.check(checkpoints.manager, step)
         _save(checkpoints, trainer, step, final=True)
     except NonFiniteLossError as error:
-        raise NonFiniteLossError(f"{error} {checkpoints.set_aside_from(error.bad_from_step)}",
-                                 error.bad_from_step) from None
+        raise NonFiniteLossError(
+            f"{error} {checkpoints.set_aside_from(error.bad_from_step)}", error.bad_from_step
+        ) from None
     finally:
         checkpoints.close()
-    return {"global_step": step, "train": metrics, "sequences_per_second": reporter.mean_throughput(),
-            "sequences_trained": int(trainer.sequences_trained.numpy()),
-            **(schedule.summary() if schedule is not None else {})}
+    return {
+        "global_step": step,
+        "train": metrics,
+        "sequences_per_second": reporter.mean_throughput(),
+        "sequences_trained": int(trainer.sequences_trained.numpy()),
+        **(schedule.summary() if schedule is not None else {}),
+    }
 
 
-def evaluator(config: PretrainingConfig, strategy: tf.distribute.Strategy,
-              model: keras.Model) -> Callable[[], dict[str, float]]:
+def evaluator(
+    config: PretrainingConfig, strategy: tf.distribute.Strategy, model: keras.Model
+) -> Callable[[], dict[str, float]]:
     """A function that evaluates `model` as it is when called: MLM/NSP loss and accuracy over `data.eval_files`
     (every record, or `eval.steps` batches), summed globally. Its dataset and graph are built once, so a run that
     evaluates on a schedule pays for them once; with one replica, its iterator too (`_passes_of_one_iterator`)."""
@@ -263,8 +350,10 @@ def evaluator(config: PretrainingConfig, strategy: tf.distribute.Strategy,
 
     def add(totals: dict[str, tf.Tensor], batch) -> dict[str, tf.Tensor]:
         terms = strategy.run(replica_terms, (batch,))
-        return {name: totals[name] + tf.cast(strategy.reduce("SUM", terms[name], axis=None), tf.float64)
-                for name in LOSS_TERMS}
+        return {
+            name: totals[name] + tf.cast(strategy.reduce("SUM", terms[name], axis=None), tf.float64)
+            for name in LOSS_TERMS
+        }
 
     if strategy.num_replicas_in_sync == 1:
         totals_of = _passes_of_one_iterator(strategy, records, add)
@@ -281,8 +370,10 @@ def evaluator(config: PretrainingConfig, strategy: tf.distribute.Strategy,
     def evaluate_now() -> dict[str, float]:
         totals = {k: np.float64(v) for k, v in totals_of().items()}
         if totals["sequence_count"] == 0:
-            raise InputDataError(f"data.eval_files={config.data.eval_files!r}: no record was evaluated; check that "
-                                 "the files hold records (kbert-inspect-tfrecords).")
+            raise InputDataError(
+                f"data.eval_files={config.data.eval_files!r}: no record was evaluated; check that "
+                "the files hold records (kbert-inspect-tfrecords)."
+            )
         metrics = {k: float(v) for k, v in pretraining_metrics(totals).items()}
         metrics["sequences"] = float(totals["sequence_count"])
         return metrics
@@ -294,9 +385,9 @@ def _no_totals() -> dict[str, tf.Tensor]:
     return {name: tf.constant(0.0, tf.float64) for name in LOSS_TERMS}
 
 
-def _passes_of_one_iterator(strategy: tf.distribute.Strategy,
-                            records: Callable[[tf.distribute.InputContext], tf.data.Dataset],
-                            add: Callable) -> Callable[[], dict[str, tf.Tensor]]:
+def _passes_of_one_iterator(
+    strategy: tf.distribute.Strategy, records: Callable[[tf.distribute.InputContext], tf.data.Dataset], add: Callable
+) -> Callable[[], dict[str, tf.Tensor]]:
     """One replica's evaluation totals: the batches of one pass over `records` are counted once, and one iterator
     reads the records over and over, each call taking exactly one pass through `add`.
 
@@ -307,8 +398,9 @@ def _passes_of_one_iterator(strategy: tf.distribute.Strategy,
     """
     one_pass = records(tf.distribute.InputContext())  # one replica's context: one pipeline, the whole batch
     batches = int(one_pass.reduce(0, lambda count, _: count + 1))
-    iterator = iter(strategy.distribute_datasets_from_function(lambda _: one_pass.repeat(),
-                                                               distribute_options(strategy)))
+    iterator = iter(
+        strategy.distribute_datasets_from_function(lambda _: one_pass.repeat(), distribute_options(strategy))
+    )
 
     @tf.function
     def totals_of():

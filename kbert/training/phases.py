@@ -44,7 +44,8 @@ def phase_config(config: PretrainingConfig, index: int, steps: int) -> Pretraini
     return config.replace(
         data=config.data.replace(**_set(phase, _DATA_KEYS)),
         train=train.replace(total_steps=steps, **_set(phase, _TRAIN_KEYS)),
-        schedule=config.schedule.replace(step_offset=0, decay_steps=None, **_set(phase, _SCHEDULE_KEYS)))
+        schedule=config.schedule.replace(step_offset=0, decay_steps=None, **_set(phase, _SCHEDULE_KEYS)),
+    )
 
 
 def check_phases(config: PretrainingConfig, first_steps: Optional[int] = None) -> None:
@@ -54,34 +55,49 @@ def check_phases(config: PretrainingConfig, first_steps: Optional[int] = None) -
     for index, phase in enumerate(config.phases):
         where = f"phases[{index}] (phase {index + 1})"
         planned = index == 0 and first_steps is not None  # the plan's steps replace phase 1's, as train.total_steps
-        need(planned or isinstance(phase.steps, int) and phase.steps > 0,
-             f"{where}.steps={phase.steps!r}: must be a positive number of optimizer steps.")
+        need(
+            planned or isinstance(phase.steps, int) and phase.steps > 0,
+            f"{where}.steps={phase.steps!r}: must be a positive number of optimizer steps.",
+        )
         steps = first_steps if planned else phase.steps
         resolved = phase_config(config, index, steps)
         s, t, d = resolved.schedule, resolved.train, resolved.data
-        need(planned or 0 <= s.warmup_steps < steps, f"{where}.warmup_steps={s.warmup_steps}: must be in [0, "
-             f"steps={steps}) (unset, it is schedule.warmup_steps).")
-        need(0 < s.peak_learning_rate and 0 <= s.end_learning_rate <= s.peak_learning_rate,
-             f"{where}: learning rates peak {s.peak_learning_rate}, end {s.end_learning_rate} must be positive and "
-             "end <= peak.")
-        need(t.global_batch_size > 0 and t.gradient_accumulation_steps > 0
-             and t.global_batch_size % t.gradient_accumulation_steps == 0,
-             f"{where}.global_batch_size={t.global_batch_size} must be a positive multiple of "
-             f"gradient_accumulation_steps={t.gradient_accumulation_steps}.")
-        need(0 < d.seq_length <= positions and d.max_predictions > 0,
-             f"{where}.seq_length={d.seq_length}: must be in [1, the model's max_position_embeddings={positions}], "
-             "with max_predictions > 0.")
+        need(
+            planned or 0 <= s.warmup_steps < steps,
+            f"{where}.warmup_steps={s.warmup_steps}: must be in [0, "
+            f"steps={steps}) (unset, it is schedule.warmup_steps).",
+        )
+        need(
+            0 < s.peak_learning_rate and 0 <= s.end_learning_rate <= s.peak_learning_rate,
+            f"{where}: learning rates peak {s.peak_learning_rate}, end {s.end_learning_rate} must be positive and "
+            "end <= peak.",
+        )
+        need(
+            t.global_batch_size > 0
+            and t.gradient_accumulation_steps > 0
+            and t.global_batch_size % t.gradient_accumulation_steps == 0,
+            f"{where}.global_batch_size={t.global_batch_size} must be a positive multiple of "
+            f"gradient_accumulation_steps={t.gradient_accumulation_steps}.",
+        )
+        need(
+            0 < d.seq_length <= positions and d.max_predictions > 0,
+            f"{where}.seq_length={d.seq_length}: must be in [1, the model's max_position_embeddings={positions}], "
+            "with max_predictions > 0.",
+        )
         try:  # the data section's own checks on the phase's length and predictions (masking rate, cap)
             d.check()
         except ConfigError as error:
             raise ConfigError(f"{where}: {error}") from None
-    need(not config.phases or config.schedule.step_offset == 0,
-         f"schedule.step_offset={config.schedule.step_offset}: a run of phases schedules each phase from its own "
-         "first step; remove step_offset (it is for a second phase run as its own command).")
+    need(
+        not config.phases or config.schedule.step_offset == 0,
+        f"schedule.step_offset={config.schedule.step_offset}: a run of phases schedules each phase from its own "
+        "first step; remove step_offset (it is for a second phase run as its own command).",
+    )
 
 
-def phase_stages(config: PretrainingConfig, first: int = 0, number: int = 1,
-                 start_step: int = 0) -> list[TrainingStage]:
+def phase_stages(
+    config: PretrainingConfig, first: int = 0, number: int = 1, start_step: int = 0
+) -> list[TrainingStage]:
     """The stages of `config.phases[first:]` (of the whole run when there are no phases), numbered from
     `number` and starting at global step `start_step`; each takes its weights over from the stage before."""
     count = max(len(config.phases), 1)
@@ -91,11 +107,20 @@ def phase_stages(config: PretrainingConfig, first: int = 0, number: int = 1,
         steps = config.phases[index].steps if config.phases else config.train.total_steps
         resolved = phase_config(config, index, steps)
         d, t = resolved.data, resolved.train
-        stages.append(TrainingStage(
-            number=number, label=f"phase {index + 1}/{count}" if config.phases else "training", config=resolved,
-            start_step=start_step, end_step=start_step + steps, build=lambda: BertPretrainer(bert),
-            num_layers=bert.num_hidden_layers, seed=config.train.seed + index, init_checkpoint=config.train.init_checkpoint if number == 1 else "",
-            description=f"seq {d.seq_length}, batch {t.global_batch_size}, {bert.num_hidden_layers} layers, "
-                        "every block trains"))
+        stages.append(
+            TrainingStage(
+                number=number,
+                label=f"phase {index + 1}/{count}" if config.phases else "training",
+                config=resolved,
+                start_step=start_step,
+                end_step=start_step + steps,
+                build=lambda: BertPretrainer(bert),
+                num_layers=bert.num_hidden_layers,
+                seed=config.train.seed + index,
+                init_checkpoint=config.train.init_checkpoint if number == 1 else "",
+                description=f"seq {d.seq_length}, batch {t.global_batch_size}, {bert.num_hidden_layers} layers, "
+                "every block trains",
+            )
+        )
         number, start_step = number + 1, start_step + steps
     return stages

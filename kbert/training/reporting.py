@@ -25,8 +25,13 @@ from kbert.errors import NonFiniteLossError
 from kbert.optimizers import write_trust_ratio_summaries
 
 LOSS_METRICS = ("loss", "masked_lm_loss", "next_sentence_loss")
-SCALARS = LOSS_METRICS + ("masked_lm_accuracy", "next_sentence_accuracy", "learning_rate", "gradient_norm",
-                          "sequences_per_second")
+SCALARS = LOSS_METRICS + (
+    "masked_lm_accuracy",
+    "next_sentence_accuracy",
+    "learning_rate",
+    "gradient_norm",
+    "sequences_per_second",
+)
 
 
 def check_finite(step: int, steps_run: int, metrics: dict[str, float], first_bad_step: int) -> None:
@@ -40,7 +45,9 @@ def check_finite(step: int, steps_run: int, metrics: dict[str, float], first_bad
     raise NonFiniteLossError(
         f"Non-finite loss at {where} ({names}). Training stopped without saving it. Lower "
         "schedule.peak_learning_rate, raise schedule.warmup_steps, or use train.mixed_precision=mixed_bfloat16 "
-        "instead of mixed_float16.", bad_from_step=first_bad_step if first_bad_step >= 0 else step - steps_run)
+        "instead of mixed_float16.",
+        bad_from_step=first_bad_step if first_bad_step >= 0 else step - steps_run,
+    )
 
 
 def check_finite_weights(step: int, finite: bool) -> None:
@@ -49,15 +56,25 @@ def check_finite_weights(step: int, finite: bool) -> None:
     if not finite:
         raise NonFiniteLossError(
             f"Non-finite weights after step {step} (the update of that step overflowed). Training stopped without "
-            "saving them. Lower schedule.peak_learning_rate or raise schedule.warmup_steps.", bad_from_step=step)
+            "saving them. Lower schedule.peak_learning_rate or raise schedule.warmup_steps.",
+            bad_from_step=step,
+        )
 
 
 class ProgressReporter:
     """Prints one console line per loop and writes TensorBoard scalars/histograms every `summary_interval`."""
 
-    def __init__(self, total_steps: int, writer: Optional[tf.summary.SummaryWriter], summary_interval: int,
-                 optimizer=None, print_fn=print, flops_per_row: float = 0.0, peak_flops: float = 0.0,
-                 sentences: bool = True):
+    def __init__(
+        self,
+        total_steps: int,
+        writer: Optional[tf.summary.SummaryWriter],
+        summary_interval: int,
+        optimizer=None,
+        print_fn=print,
+        flops_per_row: float = 0.0,
+        peak_flops: float = 0.0,
+        sentences: bool = True,
+    ):
         self.total_steps = total_steps
         self.sentences = sentences  # False on MLM-only records: no sentence head runs, so no nsp_acc is shown
         # MFU, as nanoGPT prints it: the model's matmul FLOPs per second over the devices' peak (0: not shown).
@@ -84,12 +101,14 @@ class ProgressReporter:
         done = step - self._start_step
         elapsed = time.perf_counter() - self._start
         eta = elapsed / done * (self.total_steps - step) if done > 0 else 0.0
-        return (f"step {step}/{self.total_steps} | loss {metrics['loss']:.4f} | "
-                f"mlm_acc {metrics['masked_lm_accuracy']:.4f} | "
-                + (f"nsp_acc {metrics['next_sentence_accuracy']:.4f} | " if self.sentences else "")
-                + f"lr {metrics['learning_rate']:.2e} | {metrics['sequences_per_second']:.1f} seq/s | "
-                + (f"MFU {100 * metrics['mfu']:.1f}% | " if "mfu" in metrics else "")
-                + f"ETA {datetime.timedelta(seconds=round(eta))}")
+        return (
+            f"step {step}/{self.total_steps} | loss {metrics['loss']:.4f} | "
+            f"mlm_acc {metrics['masked_lm_accuracy']:.4f} | "
+            + (f"nsp_acc {metrics['next_sentence_accuracy']:.4f} | " if self.sentences else "")
+            + f"lr {metrics['learning_rate']:.2e} | {metrics['sequences_per_second']:.1f} seq/s | "
+            + (f"MFU {100 * metrics['mfu']:.1f}% | " if "mfu" in metrics else "")
+            + f"ETA {datetime.timedelta(seconds=round(eta))}"
+        )
 
     def _write(self, step: int, metrics: dict[str, float]) -> None:
         with self.writer.as_default(step=step):
@@ -102,16 +121,19 @@ class ProgressReporter:
 
     def mean_throughput(self) -> float:
         """Sequences/s averaged over all loops but the first (which includes tracing)."""
-        values = [h["sequences_per_second"] for h in self.history[1:]] or \
-            [h["sequences_per_second"] for h in self.history]
+        values = [h["sequences_per_second"] for h in self.history[1:]] or [
+            h["sequences_per_second"] for h in self.history
+        ]
         return sum(values) / len(values) if values else 0.0
 
 
 def eval_line(metrics: dict[str, float]) -> str:
     """The console line of an evaluation."""
-    return (f"eval | loss {metrics['loss']:.4f} | mlm_loss {metrics['masked_lm_loss']:.4f} | "
-            f"mlm_acc {metrics['masked_lm_accuracy']:.4f} | nsp_loss {metrics['next_sentence_loss']:.4f} | "
-            f"nsp_acc {metrics['next_sentence_accuracy']:.4f} | {int(metrics['sequences'])} sequences")
+    return (
+        f"eval | loss {metrics['loss']:.4f} | mlm_loss {metrics['masked_lm_loss']:.4f} | "
+        f"mlm_acc {metrics['masked_lm_accuracy']:.4f} | nsp_loss {metrics['next_sentence_loss']:.4f} | "
+        f"nsp_acc {metrics['next_sentence_accuracy']:.4f} | {int(metrics['sequences'])} sequences"
+    )
 
 
 def write_summary_json(model_dir: str, summary: dict[str, Any]) -> str:

@@ -24,8 +24,9 @@ from typing import Any, Callable
 from kbert.training.eval_schedule import EvalSchedule
 
 
-def train_on_schedule(train_steps: Callable[[int], int], *, until_step: int, steps_per_loop: int,
-                      schedule: EvalSchedule) -> dict[str, Any]:
+def train_on_schedule(
+    train_steps: Callable[[int], int], *, until_step: int, steps_per_loop: int, schedule: EvalSchedule
+) -> dict[str, Any]:
     """Calls `train_steps(n)` (trains n optimizer steps, returns the samples trained so far) loop by loop up to
     `until_step`, evaluating when `schedule` is due and at the end; seconds count from the schedule's start.
 

@@ -63,15 +63,25 @@ class TrainingStage:
     def record(self) -> dict:
         """The stage as `stages.json` holds it: a run resumed with other stages is refused."""
         d = self.config.data
-        return {"stage": self.number, "label": self.label, "num_layers": self.num_layers,
-                "start_step": self.start_step, "end_step": self.end_step, "train_files": d.train_files,
-                "seq_length": d.seq_length, "global_batch_size": self.config.train.global_batch_size, **self.facts}
+        return {
+            "stage": self.number,
+            "label": self.label,
+            "num_layers": self.num_layers,
+            "start_step": self.start_step,
+            "end_step": self.end_step,
+            "train_files": d.train_files,
+            "seq_length": d.seq_length,
+            "global_batch_size": self.config.train.global_batch_size,
+            **self.facts,
+        }
 
     def same_data(self, other: "TrainingStage") -> bool:
         """Whether this stage reads `other`'s training input, so it continues where `other` stopped."""
         keys = ("train_files", "seq_length", "max_predictions", "dynamic_masking", "whole_word_masking")
-        return all(getattr(self.config.data, k) == getattr(other.config.data, k) for k in keys) and \
-            self.config.train.global_batch_size == other.config.train.global_batch_size
+        return (
+            all(getattr(self.config.data, k) == getattr(other.config.data, k) for k in keys)
+            and self.config.train.global_batch_size == other.config.train.global_batch_size
+        )
 
 
 def with_layouts(stages: Sequence[TrainingStage], evaluates: bool = False) -> list[TrainingStage]:
@@ -99,7 +109,8 @@ def with_layouts(stages: Sequence[TrainingStage], evaluates: bool = False) -> li
                 f"{stage.label}: its train_files={d.train_files!r} hold records of seq_length {layout.seq_length}, "
                 f"but it trains at {d.seq_length}: give it records written with --max_seq_length={d.seq_length}, "
                 f"or set its seq_length to {layout.seq_length} (data.seq_length, or phases[N].seq_length for a "
-                "phase).")
+                "phase)."
+            )
         if evaluates and d.eval_files:
             evaluated = layout_of(d.eval_files, "data.eval_files").seq_length
             positions = stage.config.model.bert_config().max_position_embeddings
@@ -107,7 +118,8 @@ def with_layouts(stages: Sequence[TrainingStage], evaluates: bool = False) -> li
                 raise InputDataError(
                     f"{stage.label}: its eval_files={d.eval_files!r} hold records of seq_length {evaluated}, longer "
                     f"than the model's max_position_embeddings={positions}: give it held-out records written with "
-                    f"--max_seq_length={positions} or less (data.eval_files, or phases[N].eval_files for a phase).")
+                    f"--max_seq_length={positions} or less (data.eval_files, or phases[N].eval_files for a phase)."
+                )
         out.append(dataclasses.replace(stage, layout=layout))
     return out
 

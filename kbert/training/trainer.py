@@ -34,8 +34,13 @@ from kbert.training.reporting import check_finite
 
 def _replica_local_scalar(name: str) -> tf.Variable:
     """A float32 accumulator each replica updates on its own; reading it cross-replica sums the replicas."""
-    return tf.Variable(0.0, trainable=False, name=name, synchronization=tf.VariableSynchronization.ON_READ,
-                       aggregation=tf.VariableAggregation.SUM)
+    return tf.Variable(
+        0.0,
+        trainable=False,
+        name=name,
+        synchronization=tf.VariableSynchronization.ON_READ,
+        aggregation=tf.VariableAggregation.SUM,
+    )
 
 
 def _all_finite(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
@@ -70,9 +75,11 @@ def _whole_step(jit_compile: bool | str, strategy: tf.distribute.Strategy) -> bo
     if jit_compile != WHOLE_STEP:
         return False
     if not whole_step_compiles(strategy):
-        raise ConfigError(f"train.jit_compile=step: TF compiles a replica step with its all-reduce only on GPUs, not "
-                          f"under {type(strategy).__name__} on {strategy.extended.worker_devices[0]}; use "
-                          "train.jit_compile=true (forward and backward only) or --strategy=one_device.")
+        raise ConfigError(
+            f"train.jit_compile=step: TF compiles a replica step with its all-reduce only on GPUs, not "
+            f"under {type(strategy).__name__} on {strategy.extended.worker_devices[0]}; use "
+            "train.jit_compile=true (forward and backward only) or --strategy=one_device."
+        )
     return not isinstance(strategy, tf.distribute.TPUStrategy)  # a TPU compiles every step whole anyway
 
 
@@ -128,7 +135,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         if global_batch_size % (accumulation_steps * strategy.num_replicas_in_sync):
             raise ValueError(
                 f"train.global_batch_size={global_batch_size} must be a multiple of gradient_accumulation_steps "
-                f"({accumulation_steps}) x replicas ({strategy.num_replicas_in_sync}).")
+                f"({accumulation_steps}) x replicas ({strategy.num_replicas_in_sync})."
+            )
         self.strategy = strategy
         self.model = model
         self.optimizer = optimizer
@@ -149,17 +157,34 @@ class PretrainingTrainer(orbit.AbstractTrainer):
             self.input = make_input(strategy, dataset_fn, checkpointable_input)
             self._sums = {name: _replica_local_scalar(name) for name in LOSS_TERMS + ("grad_sq_sum", "nonfinite")}
             # The sequences trained on so far (a packed row holds several): the run's sample count, checkpointed.
-            self.sequences_trained = tf.Variable(0, dtype=tf.int64, trainable=False, name="sequences_trained",
-                                                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self.sequences_trained = tf.Variable(
+                0,
+                dtype=tf.int64,
+                trainable=False,
+                name="sequences_trained",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
             self._first_nonfinite_step = tf.Variable(
-                -1, dtype=tf.int64, trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
-                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-            self._accumulators = [
-                tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name="grad_accumulator",
-                            synchronization=tf.VariableSynchronization.ON_READ,
-                            aggregation=tf.VariableAggregation.SUM)
-                for v in self.train_variables
-            ] if accumulation_steps > 1 else []
+                -1,
+                dtype=tf.int64,
+                trainable=False,
+                synchronization=tf.VariableSynchronization.ON_READ,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
+            self._accumulators = (
+                [
+                    tf.Variable(
+                        tf.zeros(v.shape, v.dtype),
+                        trainable=False,
+                        name="grad_accumulator",
+                        synchronization=tf.VariableSynchronization.ON_READ,
+                        aggregation=tf.VariableAggregation.SUM,
+                    )
+                    for v in self.train_variables
+                ]
+                if accumulation_steps > 1
+                else []
+            )
         self._loop = tf.function(self._loop_fn, autograph=False)
         self._weights_finite = tf.function(lambda: _all_finite([w.value for w in model.weights]))
 
@@ -186,10 +211,12 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         counts = tf.stack([tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)), sentence_count(batch)])
         global_weight, global_sentences = tf.unstack(context.all_reduce(tf.distribute.ReduceOp.SUM, counts))
         micro_batches = self._micro_batches()
-        grads, terms = self._gradients(batch, 1.0 / (global_weight + MLM_EPSILON),
-                                       tf.math.divide_no_nan(1.0, global_sentences),
-                                       micro_batches if isinstance(micro_batches, int) else
-                                       tf.cast(micro_batches, tf.float32))
+        grads, terms = self._gradients(
+            batch,
+            1.0 / (global_weight + MLM_EPSILON),
+            tf.math.divide_no_nan(1.0, global_sentences),
+            micro_batches if isinstance(micro_batches, int) else tf.cast(micro_batches, tf.float32),
+        )
         for name in LOSS_TERMS:
             self._sums[name].assign_add(terms[name])
         finite = _all_finite([terms["mlm_loss_sum"], terms["nsp_loss_sum"]])
@@ -259,10 +286,14 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         metrics["learning_rate"] = float(np.asarray(self.optimizer.learning_rate))
         # Sequences, not rows: a packed row holds several.
         metrics["sequences_per_second"] = sums["sequence_count"] / max(now - start, 1e-9)
-        micro_batches = (self.batch_ramp.micro_batches_between(first, first + steps) if self.batch_ramp else
-                         steps * self.accumulation_steps)
-        metrics["rows_per_second"] = (micro_batches * self.global_batch_size // self.accumulation_steps
-                                      / max(now - start, 1e-9))
+        micro_batches = (
+            self.batch_ramp.micro_batches_between(first, first + steps)
+            if self.batch_ramp
+            else steps * self.accumulation_steps
+        )
+        metrics["rows_per_second"] = (
+            micro_batches * self.global_batch_size // self.accumulation_steps / max(now - start, 1e-9)
+        )
         self.sequences_trained.assign_add(round(sums["sequence_count"]))
         metrics["nonfinite_micro_steps"] = sums["nonfinite"]
         check_finite(int(self.global_step.numpy()), steps, metrics, self.first_nonfinite_step())
@@ -277,4 +308,3 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         marks = [int(v) for v in self.strategy.experimental_local_results(self._first_nonfinite_step)]
         bad = [m for m in marks if m >= 0]
         return min(bad) if bad else -1
-

@@ -35,7 +35,7 @@ METADATA = os.path.join("assets.extra", "kbert.json")
 
 
 def text_inputs(pair: bool) -> list[tf.TensorSpec]:
-    return [tf.TensorSpec([None], tf.string, name=name) for name in ("text_a", "text_b")[:2 if pair else 1]]
+    return [tf.TensorSpec([None], tf.string, name=name) for name in ("text_a", "text_b")[: 2 if pair else 1]]
 
 
 class ServingClassifier(tf.Module):
@@ -54,15 +54,23 @@ class ServingClassifier(tf.Module):
             return {"score": logits[:, 0]}
         # The argmax of the logits, as kbert-finetune's predictions take it.
         label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        return {"probabilities": tf.nn.softmax(logits), "label_id": label_id,
-                "label": tf.gather(tf.constant(self._run.label_names), label_id)}
+        return {
+            "probabilities": tf.nn.softmax(logits),
+            "label_id": label_id,
+            "label": tf.gather(tf.constant(self._run.label_names), label_id),
+        }
 
 
 def metadata(run: FinetunedRun) -> dict:
     """What `assets.extra/kbert.json` holds."""
-    return {"model_dir": run.model_dir, "task": run.config.task.name, "labels": run.label_names,
-            "columns": dataclasses.asdict(run.columns), "seq_length": run.encoder.seq_length,
-            "lower_case": run.config.data.lower_case}
+    return {
+        "model_dir": run.model_dir,
+        "task": run.config.task.name,
+        "labels": run.label_names,
+        "columns": dataclasses.asdict(run.columns),
+        "seq_length": run.encoder.seq_length,
+        "lower_case": run.config.data.lower_case,
+    }
 
 
 def round_trip_difference(run: FinetunedRun, output_dir: str) -> float:

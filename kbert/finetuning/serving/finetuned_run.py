@@ -51,16 +51,19 @@ def _bert_config(summary: dict, config: FinetuneConfig, vocab_size: int) -> Bert
     return pretrained.bert_config_for(config.model, prefix).replace(vocab_size=vocab_size)
 
 
-def _text_encoder(config: FinetuneConfig, vocab_file: str, flag: str, model_dir: str,
-                  vocab_size: int) -> PairEncoder:
+def _text_encoder(config: FinetuneConfig, vocab_file: str, flag: str, model_dir: str, vocab_size: int) -> PairEncoder:
     vocab_file = vocab_file or config.data.vocab_file
     if not tf.io.gfile.exists(vocab_file):
-        raise MissingFileError(f"{flag}={model_dir}: its vocabulary {vocab_file} is not there (moved or deleted); "
-                               "pass --vocab_file with the vocabulary the run was fine-tuned with.")
+        raise MissingFileError(
+            f"{flag}={model_dir}: its vocabulary {vocab_file} is not there (moved or deleted); "
+            "pass --vocab_file with the vocabulary the run was fine-tuned with."
+        )
     encoder = PairEncoder(vocab_file, config.data.seq_length, config.data.lower_case)
     if encoder.vocab_size != vocab_size:
-        raise VocabularyError(f"--vocab_file={vocab_file} has {encoder.vocab_size} tokens but the model of {flag}="
-                              f"{model_dir} has {vocab_size}; pass the vocabulary the run was fine-tuned with.")
+        raise VocabularyError(
+            f"--vocab_file={vocab_file} has {encoder.vocab_size} tokens but the model of {flag}="
+            f"{model_dir} has {vocab_size}; pass the vocabulary the run was fine-tuned with."
+        )
     return encoder
 
 
@@ -73,14 +76,18 @@ def load_run(model_dir: str, vocab_file: str = "", flag: str = "--checkpoint") -
     """
     config_file = os.path.join(model_dir, run_dir.CONFIG_FILE)
     if not tf.io.gfile.exists(config_file):
-        raise ConfigError(f"{flag}={model_dir} is not a kbert-finetune model_dir (no {run_dir.CONFIG_FILE}), and a "
-                          "classifier comes from one: fine-tune this checkpoint (kbert-finetune with "
-                          "train.init_checkpoint) and give that model_dir; kbert-export --format=tf_hub exports a "
-                          "pretrained encoder alone.")
+        raise ConfigError(
+            f"{flag}={model_dir} is not a kbert-finetune model_dir (no {run_dir.CONFIG_FILE}), and a "
+            "classifier comes from one: fine-tune this checkpoint (kbert-finetune with "
+            "train.init_checkpoint) and give that model_dir; kbert-export --format=tf_hub exports a "
+            "pretrained encoder alone."
+        )
     summary = run_dir.read_json(os.path.join(model_dir, run_dir.SUMMARY_FILE))
     if summary is None:
-        raise ConfigError(f"{flag}={model_dir} holds a fine-tuning run that has not finished (no "
-                          f"{run_dir.SUMMARY_FILE}); rerun its kbert-finetune command, which resumes it.")
+        raise ConfigError(
+            f"{flag}={model_dir} holds a fine-tuning run that has not finished (no "
+            f"{run_dir.SUMMARY_FILE}); rerun its kbert-finetune command, which resumes it."
+        )
     config = load_finetune_config([config_file])
     best = os.path.join(model_dir, run_dir.BEST_DIR)
     vocab_size = pretrained.checkpoint_size(os.path.join(best, "weights")).vocab_size

@@ -41,10 +41,12 @@ def _words(pieces: tf.RaggedTensor, continuation: tf.Tensor) -> tf.RaggedTensor:
     # A row's first piece starts a word whatever it is, so every piece belongs to a word of its own row.
     starts |= tf.ragged.range(pieces.row_lengths()).flat_values == 0
     word_of_piece = tf.cumsum(tf.cast(starts, tf.int64)) - 1
-    words = tf.RaggedTensor.from_value_rowids(pieces.flat_values, word_of_piece,
-                                              nrows=tf.reduce_sum(tf.cast(starts, tf.int64)))
-    return tf.RaggedTensor.from_row_lengths(words, tf.reduce_sum(pieces.with_flat_values(tf.cast(starts, tf.int64)),
-                                                                 axis=1))
+    words = tf.RaggedTensor.from_value_rowids(
+        pieces.flat_values, word_of_piece, nrows=tf.reduce_sum(tf.cast(starts, tf.int64))
+    )
+    return tf.RaggedTensor.from_row_lengths(
+        words, tf.reduce_sum(pieces.with_flat_values(tf.cast(starts, tf.int64)), axis=1)
+    )
 
 
 class _SpecialTokens(tf.Module):
@@ -62,10 +64,15 @@ class _Tokenize(tf.Module):
         super().__init__()
         self._encoder = encoder
         self._continuation = tf.constant([token.startswith("##") for token in encoder.vocab])
-        self.get_special_tokens_dict = _SpecialTokens({
-            "vocab_size": encoder.vocab_size, "start_of_sequence_id": encoder.cls_id,
-            "end_of_segment_id": encoder.sep_id, "padding_id": encoder.pad_id,
-            "mask_id": encoder.vocab.index("[MASK]")})
+        self.get_special_tokens_dict = _SpecialTokens(
+            {
+                "vocab_size": encoder.vocab_size,
+                "start_of_sequence_id": encoder.cls_id,
+                "end_of_segment_id": encoder.sep_id,
+                "padding_id": encoder.pad_id,
+                "mask_id": encoder.vocab.index("[MASK]"),
+            }
+        )
 
     @tf.function(input_signature=[SENTENCES])
     def __call__(self, sentences: tf.Tensor) -> tf.RaggedTensor:

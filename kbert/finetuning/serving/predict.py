@@ -49,8 +49,10 @@ class SavedModelPredictor:
     def __init__(self, path: str):
         metadata = os.path.join(path, METADATA)
         if not tf.io.gfile.exists(metadata):
-            raise MissingFileError(f"--model={path}: a SavedModel without {METADATA}; give a folder written by "
-                                   "kbert-export --format=saved_model, or the fine-tuning run itself.")
+            raise MissingFileError(
+                f"--model={path}: a SavedModel without {METADATA}; give a folder written by "
+                "kbert-export --format=saved_model, or the fine-tuning run itself."
+            )
         with tf.io.gfile.GFile(metadata) as f:
             self.columns = TextColumns(**json.load(f)["columns"])
         self.serve = tf.saved_model.load(path).signatures["serving_default"]
@@ -75,8 +77,7 @@ def open_predictor(path: str, vocab_file: str = ""):
     return RunPredictor(load_run(path, vocab_file, flag="--model"))
 
 
-def with_overrides(columns: TextColumns, file_format: str = "", text_a: str = "",
-                   text_b: str = "") -> TextColumns:
+def with_overrides(columns: TextColumns, file_format: str = "", text_a: str = "", text_b: str = "") -> TextColumns:
     """The training task's columns with the flags' changes; columns given by name imply a header line.
 
     Raises:
@@ -95,8 +96,10 @@ def _batches(rows: Iterator[Row], batch_size: int, path: str, wanted: list) -> I
     batch = []
     for number, values in rows:
         if values is None:
-            raise InputDataError(f"{path}, line {number}: the row has no value for column "
-                                 f"{' or '.join(repr(c) for c in wanted)}; fix or remove that row.")
+            raise InputDataError(
+                f"{path}, line {number}: the row has no value for column "
+                f"{' or '.join(repr(c) for c in wanted)}; fix or remove that row."
+            )
         batch.append(values)
         if len(batch) == batch_size:
             yield batch
@@ -105,8 +108,7 @@ def _batches(rows: Iterator[Row], batch_size: int, path: str, wanted: list) -> I
         yield batch
 
 
-def write_predictions(predictor, input_file: str, output_file: str, columns: TextColumns,
-                      batch_size: int = 32) -> int:
+def write_predictions(predictor, input_file: str, output_file: str, columns: TextColumns, batch_size: int = 32) -> int:
     """Writes `output_file` (see the module docstring); returns the number of rows predicted.
 
     Raises:

@@ -32,8 +32,10 @@ PREPROCESS, ENCODER, README = "preprocess", "encoder", "README.md"
 # The interface matched: Model Garden's official/nlp/tools/export_tfhub_lib.py in this release.
 MODEL_GARDEN = "tf-models-official 2.20.0"
 DEFAULT_SEQ_LENGTH = 128
-GELU = {"gelu": "the exact erf GELU, x·Φ(x), as google-research/bert's released checkpoints and Hugging Face",
-        "gelu_approximate": "the tanh approximation of GELU, as Model Garden and keras-hub"}
+GELU = {
+    "gelu": "the exact erf GELU, x·Φ(x), as google-research/bert's released checkpoints and Hugging Face",
+    "gelu_approximate": "the tanh approximation of GELU, as Model Garden and keras-hub",
+}
 GELU["gelu_new"] = GELU["gelu_approximate"]
 
 
@@ -41,8 +43,10 @@ def _seq_length(requested: Optional[int], max_positions: int) -> int:
     if requested is None:
         return min(DEFAULT_SEQ_LENGTH, max_positions)
     if not 3 <= requested <= max_positions:
-        raise ConfigError(f"--seq_length={requested}: the preprocessor's default length must be in [3, "
-                          f"{max_positions}], the model's max_position_embeddings; pick one in that range.")
+        raise ConfigError(
+            f"--seq_length={requested}: the preprocessor's default length must be in [3, "
+            f"{max_positions}], the model's max_position_embeddings; pick one in that range."
+        )
     return requested
 
 
@@ -57,41 +61,52 @@ def round_trip_difference(encoder: BertEncoder, text_encoder: PairEncoder, outpu
     return output_difference({name: value.numpy() for name, value in batch.items()}, ours, theirs)
 
 
-def _readme(encoder: BertEncoder, text_encoder: PairEncoder, has_mlm: bool, lower_case: bool,
-            difference: float) -> str:
+def _readme(encoder: BertEncoder, text_encoder: PairEncoder, has_mlm: bool, lower_case: bool, difference: float) -> str:
     c = encoder.config
-    mlm = ("`encoder.mlm` also gives `mlm_logits` at `masked_lm_positions`" if has_mlm else
-           "no `encoder.mlm`: the checkpoint holds no masked-LM head")
+    mlm = (
+        "`encoder.mlm` also gives `mlm_logits` at `masked_lm_positions`"
+        if has_mlm
+        else "no `encoder.mlm`: the checkpoint holds no masked-LM head"
+    )
     casing = "lower-cased and accent-stripped" if lower_case else "cased"
-    return "\n".join([
-        "# BERT in TF Hub's format, exported by kbert",
-        "",
-        f"`preprocess/` and `encoder/` follow the interface of Model Garden's `export_tfhub` ({MODEL_GARDEN}), so "
-        "code that loads a TF Hub BERT with `hub.KerasLayer` or `tf.saved_model.load` works with them unchanged.",
-        "",
-        f"- Encoder: {c.num_hidden_layers} layers, width {c.hidden_size}, {c.num_attention_heads} heads, a "
-        f"vocabulary of {c.vocab_size}; {mlm}.",
-        f"- Activation: `hidden_act={c.hidden_act}`, {GELU.get(c.hidden_act, 'not a GELU')}. The SavedModel "
-        "computes what the kbert model computes.",
-        f"- Preprocessing: WordPiece, {casing}, packed to {text_encoder.seq_length} tokens by default "
-        "(`bert_pack_inputs(segments, seq_length=N)` for another length); a pair loses pieces from its longer "
-        "segment first.",
-        f"- Round trip: the largest |kbert - SavedModel| output difference on sample texts was {difference:.3g}.",
-        "",
-        "```python",
-        "import tensorflow as tf",
-        "import tensorflow_text  # noqa: F401  (registers the preprocessor's ops)",
-        "",
-        'preprocess = tf.saved_model.load("preprocess")',
-        'encoder = tf.saved_model.load("encoder")',
-        'outputs = encoder(preprocess(tf.constant(["hello world"])))',
-        'outputs["pooled_output"], outputs["sequence_output"], outputs["encoder_outputs"]',
-        "```",
-        ""])
+    return "\n".join(
+        [
+            "# BERT in TF Hub's format, exported by kbert",
+            "",
+            f"`preprocess/` and `encoder/` follow the interface of Model Garden's `export_tfhub` ({MODEL_GARDEN}), so "
+            "code that loads a TF Hub BERT with `hub.KerasLayer` or `tf.saved_model.load` works with them unchanged.",
+            "",
+            f"- Encoder: {c.num_hidden_layers} layers, width {c.hidden_size}, {c.num_attention_heads} heads, a "
+            f"vocabulary of {c.vocab_size}; {mlm}.",
+            f"- Activation: `hidden_act={c.hidden_act}`, {GELU.get(c.hidden_act, 'not a GELU')}. The SavedModel "
+            "computes what the kbert model computes.",
+            f"- Preprocessing: WordPiece, {casing}, packed to {text_encoder.seq_length} tokens by default "
+            "(`bert_pack_inputs(segments, seq_length=N)` for another length); a pair loses pieces from its longer "
+            "segment first.",
+            f"- Round trip: the largest |kbert - SavedModel| output difference on sample texts was {difference:.3g}.",
+            "",
+            "```python",
+            "import tensorflow as tf",
+            "import tensorflow_text  # noqa: F401  (registers the preprocessor's ops)",
+            "",
+            'preprocess = tf.saved_model.load("preprocess")',
+            'encoder = tf.saved_model.load("encoder")',
+            'outputs = encoder(preprocess(tf.constant(["hello world"])))',
+            'outputs["pooled_output"], outputs["sequence_output"], outputs["encoder_outputs"]',
+            "```",
+            "",
+        ]
+    )
 
 
-def export_tf_hub(pretrainer: BertPretrainer, has_mlm: bool, vocab_file: str, output_dir: str,
-                  lower_case: bool = True, seq_length: Optional[int] = None) -> float:
+def export_tf_hub(
+    pretrainer: BertPretrainer,
+    has_mlm: bool,
+    vocab_file: str,
+    output_dir: str,
+    lower_case: bool = True,
+    seq_length: Optional[int] = None,
+) -> float:
     """Writes `output_dir/preprocess`, `output_dir/encoder` (with `mlm` if `has_mlm`) and `README.md`; returns
     the round trip's largest difference. `seq_length` None: 128, or the model's max positions if fewer.
 
@@ -99,14 +114,15 @@ def export_tf_hub(pretrainer: BertPretrainer, has_mlm: bool, vocab_file: str, ou
       ConfigError: `seq_length` outside [3, max_position_embeddings].
     """
     encoder = pretrainer.encoder
-    text_encoder = PairEncoder(vocab_file, _seq_length(seq_length, encoder.config.max_position_embeddings),
-                               lower_case)
+    text_encoder = PairEncoder(vocab_file, _seq_length(seq_length, encoder.config.max_position_embeddings), lower_case)
     preprocessor = HubPreprocessor(text_encoder)
-    tf.saved_model.save(preprocessor, os.path.join(output_dir, PREPROCESS),
-                        signatures={"serving_default": preprocessor.__call__})
+    tf.saved_model.save(
+        preprocessor, os.path.join(output_dir, PREPROCESS), signatures={"serving_default": preprocessor.__call__}
+    )
     hub_encoder = HubEncoder(encoder, pretrainer.mlm_head if has_mlm else None, vocab_file, lower_case)
-    tf.saved_model.save(hub_encoder, os.path.join(output_dir, ENCODER),
-                        signatures={"serving_default": hub_encoder.serving_default})
+    tf.saved_model.save(
+        hub_encoder, os.path.join(output_dir, ENCODER), signatures={"serving_default": hub_encoder.serving_default}
+    )
     difference = round_trip_difference(encoder, text_encoder, output_dir)
     with tf.io.gfile.GFile(os.path.join(output_dir, README), "w") as f:
         f.write(_readme(encoder, text_encoder, has_mlm, lower_case, difference))
