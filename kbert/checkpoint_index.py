@@ -15,7 +15,7 @@ write_checkpoint_index("export", ["export/bert_model.ckpt"])   # export/checkpoi
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 

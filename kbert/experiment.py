@@ -19,25 +19,26 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import keras
 import tensorflow as tf
 
 from kbert.choices import MODES
+from kbert.config import load_config
 from kbert.errors import ConfigError
 from kbert.mslt.plan import MsltConfig
 from kbert.mslt.stages import mslt_stages, plan_for
-from kbert.config import load_config
-from kbert.training.config import PretrainingConfig, check_batch_sizes
-from kbert.training.engine import PretrainingRun
-from kbert.training.phases import check_phases, phase_stages
-from kbert.training.stage import TrainingStage, with_layouts
 from kbert.runtime.cpu_isa import bfloat16_note
 from kbert.runtime.lease import Lease
-from kbert.training.loop import evaluate
 from kbert.runtime.preemption import PreemptionWatcher
+from kbert.training.config import PretrainingConfig, check_batch_sizes
+from kbert.training.engine import PretrainingRun
+from kbert.training.loop import evaluate
+from kbert.training.phases import check_phases, phase_stages
 from kbert.training.reporting import eval_line, write_summary_json
+from kbert.training.stage import TrainingStage, with_layouts
 
 
 @dataclasses.dataclass
@@ -45,7 +46,7 @@ class ExperimentConfig(PretrainingConfig):
     """Everything `kbert-pretrain` needs besides the model dir and the strategy."""
 
     # Multi-stage layerwise training (kbert.mslt); None trains the whole model at once.
-    mslt: Optional[MsltConfig] = None
+    mslt: MsltConfig | None = None
 
     def grows_init_checkpoint(self) -> bool:
         return self.mslt is not None

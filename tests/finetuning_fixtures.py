@@ -8,9 +8,9 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from tfrecord_fixtures import write_vocab
 
 from kbert.runtime.checkpointing import variables_by_path
-from tfrecord_fixtures import write_vocab
 
 SEQ_LENGTH = 16
 # A 2-layer, hidden-32 BERT; its vocabulary follows data.vocab_file.

@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from training_fixtures import write_config, write_train_and_eval
 
 from kbert import experiment
 from kbert.errors import ConfigError
@@ -15,7 +16,6 @@ from kbert.runtime.strategy import make_strategy
 from kbert.training.batch_ramp import BatchRamp, RampedSchedule
 from kbert.training.loop import build_model, build_optimizer, dataset_fn, learning_rate_schedule
 from kbert.training.trainer import PretrainingTrainer
-from training_fixtures import write_config, write_train_and_eval
 
 pytestmark = pytest.mark.usefixtures("float32_policy")
 NO_DROPOUT = "model.overrides.hidden_dropout_prob=0.0,model.overrides.attention_probs_dropout_prob=0.0"

@@ -5,6 +5,7 @@ import collections
 import dataclasses
 
 import pytest
+from test_input_formats import corpus_documents, records_of, vocab_file, write_corpus  # noqa: F401 (fixture)
 
 from kbert.data import documents
 from kbert.data.beam_pretraining_data import run_beam
@@ -12,7 +13,6 @@ from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
 from kbert.data.outputs import shard_paths
 from kbert.errors import InputDataError
-from test_input_formats import corpus_documents, records_of, vocab_file, write_corpus  # noqa: F401 (fixture)
 
 DIRECT = ("--runner=DirectRunner",)
 

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from training_fixtures import cli_env
 
 PROGRAM = """

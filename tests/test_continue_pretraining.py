@@ -8,13 +8,14 @@ import os
 import sys
 
 import numpy as np
+import numpy_bert
 import pytest
 import tensorflow as tf
 import yaml
-from safetensors.numpy import load_file
-
-import numpy_bert
 from imported_fixtures import HF_CONFIG, google_weights_of_hf, hf_tensors, write_hf
+from safetensors.numpy import load_file
+from training_fixtures import checkpoint_weights, cli_env, run_cli
+
 from kbert import experiment
 from kbert.data.tfrecord_writer import example_proto
 from kbert.errors import ConfigError, PlanError, VocabularyError
@@ -22,7 +23,6 @@ from kbert.experiment import load_experiment
 from kbert.finetuning.exporting import checkpoint_pretrainer, export_hf
 from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.runtime.strategy import make_strategy
-from training_fixtures import checkpoint_weights, cli_env, run_cli
 
 SEQ, PREDS, MASK = 16, 4, 4
 

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kbert.data import schema
-from kbert.data import full_sentences
+from kbert.data import full_sentences, schema
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
 from kbert.data.tfrecord_writer import ShardedWriter, encode_examples, example_proto

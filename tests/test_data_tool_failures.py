@@ -9,8 +9,8 @@ import sys
 
 import pytest
 import tensorflow as tf
-
 from cli_batch import assert_refused, run_batch
+
 from kbert.data.outputs import STAGING_SUFFIX, staging_path
 from kbert.data.vocab_file import reserved_tokens
 

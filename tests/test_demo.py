@@ -6,8 +6,8 @@ import math
 import os
 
 import pytest
-
 from corpus_fixtures import fake_package
+
 from kbert.data.corpus_fingerprint import fingerprint
 from kbert.demo import history, pipeline, report
 from kbert.demo.downstream import FinetuneSettings

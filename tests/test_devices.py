@@ -8,11 +8,11 @@ import types
 
 import pytest
 import tensorflow as tf
+from training_fixtures import cli_env, pretrain_command, write_config, write_train_and_eval
 
 from kbert.errors import StrategyError
 from kbert.runtime import devices
 from kbert.runtime.devices import Accelerators, Software
-from training_fixtures import cli_env, pretrain_command, write_config, write_train_and_eval
 
 H100 = "NVIDIA H100 80GB HBM3"
 # The Linux `tensorflow` wheel without kbert[gpu]: CUDA kernels, no CUDA libraries.

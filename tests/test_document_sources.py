@@ -1,8 +1,8 @@
 """kbert.data.document_sources: every document of a docstring corpus is given the package it comes from."""
 
 import pytest
-
 from corpus_fixtures import fake_package
+
 from kbert.data import docstring_corpus, document_sources
 
 

@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
+from tfrecord_fixtures import CLS, MASK, SEP, make_instances, write_records, write_vocab
 
 from kbert.data import pretraining_dataset
 from kbert.data.dynamic_masking import DynamicMasker
-from tfrecord_fixtures import CLS, MASK, SEP, make_instances, write_records, write_vocab
 
 SEQ, PRED = 64, 20
 
@@ -52,7 +52,7 @@ def test_masking_statistics_15_percent_and_80_10_10(files):
     np.testing.assert_array_equal(counts, expected)
     assert abs(counts.sum() / (lengths - 3).sum() - 0.15) < 0.02
 
-    chosen, replaced_by, labels = [], [], []
+    chosen, replaced_by = [], []
     for row in range(len(original)):
         n = int(counts[row])
         positions = out["masked_lm_positions"][row, :n]

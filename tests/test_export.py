@@ -13,6 +13,7 @@ import tensorflow as tf
 keras_hub = pytest.importorskip("keras_hub")
 
 from finetuning_fixtures import vocab_file  # noqa: E402
+
 from kbert.errors import ConfigError  # noqa: E402
 from kbert.finetuning.encoding import PairEncoder  # noqa: E402
 from kbert.finetuning.exporting import checkpoint_encoder, export_google  # noqa: E402

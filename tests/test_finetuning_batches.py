@@ -7,8 +7,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from finetuning_fixtures import vocab_file
+
 from kbert.finetuning import BertClassifier
 from kbert.finetuning.batches import bucket_widths, eval_batches, training_batches
 from kbert.finetuning.encoding import PairEncoder

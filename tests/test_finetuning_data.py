@@ -3,15 +3,15 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from finetuning_fixtures import NLI_LABELS, vocab_file, write_mnli, write_tsv
+from tfrecord_fixtures import CLS, FIRST_WORD, SEP
+
 from kbert.errors import ConfigError, InputDataError, MissingFileError
-from kbert.finetuning.config import TaskConfig
 from kbert.finetuning.batches import eval_batches
+from kbert.finetuning.config import TaskConfig
 from kbert.finetuning.encoding import PairEncoder, pair_lengths
 from kbert.finetuning.examples import Examples, load_task_data
 from kbert.finetuning.tasks import resolve_task
-from tfrecord_fixtures import CLS, FIRST_WORD, SEP
 
 
 def _file_task(tmp_path, train, dev, name="tsv", **keys):

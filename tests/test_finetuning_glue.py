@@ -4,8 +4,8 @@ import json
 import os
 
 import pytest
-
 from finetuning_fixtures import write_mnli, write_tsv
+
 from kbert.errors import MissingFileError
 from kbert.finetuning.config import FinetuneConfig
 from kbert.finetuning.glue import glue_average, glue_table, run_glue, task_score, tasks_in
@@ -44,7 +44,7 @@ def test_run_glue_finds_the_tasks_and_reuses_finished_runs(tmp_path):
     config.override({"task": {"name": "glue", "data_dir": str(tmp_path / "glue")}})
     lines = []
     result = run_glue(
-        config, str(tmp_path / "runs"), strategy=None, seeds=(1, 2), print_fn=lambda l, **_: lines.append(l)
+        config, str(tmp_path / "runs"), strategy=None, seeds=(1, 2), print_fn=lambda line, **_: lines.append(line)
     )
     assert result["scores"] == {"mnli": [60.0, 60.0], "rte": [60.0, 60.0]} and result["average"] == 60.0
     assert json.load(open(tmp_path / "runs" / "glue.json"))["average"] == 60.0

@@ -43,7 +43,8 @@ def test_pearson_and_spearman_with_ties_by_hand():
     # Pearson: deviations x (-1.25, -0.25, -0.25, 1.75), y (-2.5, -0.5, -1.5, 4.5).
     sxy, sxx, syy = 3.125 + 0.125 + 0.375 + 7.875, 1.5625 + 0.0625 + 0.0625 + 3.0625, 6.25 + 0.25 + 2.25 + 20.25
     assert pearson(x, y) == pytest.approx(sxy / np.sqrt(sxx * syy), abs=1e-15)
-    # Ranks with the tie averaged: x (1, 2.5, 2.5, 4), y (1, 3, 2, 4) -> deviations (-1.5, 0, 0, 1.5), (-1.5, .5, -.5, 1.5).
+    # Ranks with the tie averaged: x (1, 2.5, 2.5, 4), y (1, 3, 2, 4)
+    # -> deviations (-1.5, 0, 0, 1.5), (-1.5, .5, -.5, 1.5).
     assert spearman(x, y) == pytest.approx(4.5 / np.sqrt(4.5 * 5.0), abs=1e-15)
     assert spearman(x, x**3) == pytest.approx(1.0, abs=1e-15)
 

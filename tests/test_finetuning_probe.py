@@ -2,8 +2,8 @@
 seeded random encoders; a pretraining run's own encoder."""
 
 import numpy as np
-
 from finetuning_fixtures import SEQ_LENGTH, TINY_MODEL, kbert_model_dir, vocab_file, words
+
 from kbert.finetuning import probe
 from kbert.finetuning.encoding import PairEncoder
 from kbert.finetuning.examples import Examples

@@ -11,8 +11,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from finetuning_fixtures import NLI_LABELS, kbert_model_dir, vocab_file, words, write_config, write_mnli, write_tsv
+
 from kbert.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError, VocabularyError
 from kbert.finetuning import BertClassifier, load_finetune_config, run_finetuning
 from kbert.finetuning.epochs import BestWeights, EpochEvaluator

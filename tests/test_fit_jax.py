@@ -15,13 +15,13 @@ if keras.backend.backend() != "jax":
     pytest.skip("model.fit on the JAX backend (KERAS_BACKEND=jax)", allow_module_level=True)
 
 import jax  # noqa: E402
+from tfrecord_fixtures import make_instances, write_records  # noqa: E402
+from training_fixtures import cli_env  # noqa: E402
 
 from kbert.fit import fit_dataset, fit_pretraining, newest_checkpoint  # noqa: E402
 from kbert.fit.checkpoints import PROGRESS_FILE, list_checkpoints  # noqa: E402
 from kbert.modeling import BertConfig, BertPretrainer  # noqa: E402
 from kbert.optimizers import LAMB  # noqa: E402
-from tfrecord_fixtures import make_instances, write_records  # noqa: E402
-from training_fixtures import cli_env  # noqa: E402
 
 SEQ, PRED, VOCAB, BATCH = 32, 5, 160, 8
 CONFIG = BertConfig(

@@ -15,9 +15,9 @@ from keras import ops
 from tensorflow.python.util import _pywrap_util_port
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from kbert.runtime.cpu_isa import bfloat16_note, isa_summary, native_bfloat16
 from kbert.modeling import BertConfig, TransformerBlock
 from kbert.modeling.rows import tied_logits, token_rows
+from kbert.runtime.cpu_isa import bfloat16_note, isa_summary, native_bfloat16
 
 TINY = BertConfig(
     vocab_size=97,

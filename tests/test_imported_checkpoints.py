@@ -7,11 +7,11 @@ import os
 import struct
 
 import numpy as np
+import numpy_bert
 import pytest
+from imported_fixtures import HF_CONFIG, google_weights_of_hf, hf_tensors, write_hf, write_keras_hub_preset
 from safetensors.numpy import load_file, save_file
 
-import numpy_bert
-from imported_fixtures import HF_CONFIG, google_weights_of_hf, hf_tensors, write_hf, write_keras_hub_preset
 from kbert.errors import CheckpointMismatchError, ConfigError, KbertError, MissingFileError
 from kbert.finetuning import pretrained
 from kbert.finetuning.exporting import checkpoint_pretrainer, export_hf

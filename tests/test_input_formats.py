@@ -2,9 +2,9 @@
 named, never fatal unless all are bad; whole-file problems are one line before anything is written."""
 
 import csv
+import json
 import re
 import sys
-import json
 
 import numpy as np
 import pytest

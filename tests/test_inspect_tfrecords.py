@@ -6,11 +6,11 @@ import sys
 
 import numpy as np
 import pytest
+from tfrecord_fixtures import make_instances, write_records, write_vocab
 
 from kbert.data.inspection import inspect_files
 from kbert.data.record_stats import decode
 from kbert.data.validation import InputDataError
-from tfrecord_fixtures import make_instances, write_records, write_vocab
 
 SEQ, PRED = 32, 5
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -8,6 +8,7 @@ import sys
 import pytest
 import tensorflow as tf
 from google.api_core import exceptions
+from training_fixtures import write_config, write_shards
 
 from kbert import experiment
 from kbert.errors import ModelDirInUseError
@@ -15,7 +16,6 @@ from kbert.experiment import load_experiment
 from kbert.runtime import lease
 from kbert.runtime.lease import Lease
 from kbert.runtime.strategy import make_strategy
-from training_fixtures import write_config, write_shards
 
 
 def _dead_pid():

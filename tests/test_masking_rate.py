@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
+from tfrecord_fixtures import make_instances, write_records, write_vocab
 
 from kbert.errors import ConfigError
 from kbert.training.config import PretrainingConfig, load_config
 from kbert.training.loop import dataset_fn
-from tfrecord_fixtures import make_instances, write_records, write_vocab
 
 SEQ, RECORDS = 64, 256
 

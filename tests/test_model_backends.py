@@ -12,11 +12,6 @@ import sys
 import keras
 import numpy as np
 import pytest
-
-from kbert.modeling import BertEncoder, BertPretrainer, google_variable_map
-from kbert.modeling.attention import BertSelfAttention
-from kbert.modeling.packing import attention_mask
-from kbert.optimizers import LAMB
 from model_fixtures import (
     SEQ,
     TINY,
@@ -29,6 +24,11 @@ from model_fixtures import (
     unpacked,
 )
 from numpy_bert import encode, google_weights, pretrain_logits, random_batch
+
+from kbert.modeling import BertEncoder, BertPretrainer, google_variable_map
+from kbert.modeling.attention import BertSelfAttention
+from kbert.modeling.packing import attention_mask
+from kbert.optimizers import LAMB
 
 BACKEND = keras.backend.backend()
 OTHER = "jax" if BACKEND == "tensorflow" else "tensorflow"

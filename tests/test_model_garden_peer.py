@@ -8,11 +8,11 @@ import sys
 
 import numpy as np
 import pytest
+from model_fixtures import TINY, randomize, unpacked
+from training_fixtures import ROOT
 
 from kbert.errors import CheckpointMismatchError
 from kbert.modeling import BertPretrainer, export_google_checkpoint
-from model_fixtures import TINY, randomize, unpacked
-from training_fixtures import ROOT
 
 CONFIG = TINY.__class__(**{**TINY.to_dict(), "hidden_act": "gelu_approximate"})
 

@@ -10,6 +10,8 @@ import shutil
 import keras
 import numpy as np
 import pytest
+from model_fixtures import TINY, randomize, tiny_pretrainer, to_numpy
+from numpy_bert import google_weights, pretrain_logits, random_batch
 
 from kbert.modeling import (
     BertConfig,
@@ -21,8 +23,6 @@ from kbert.modeling import (
     pretraining_loss_terms,
     pretraining_metrics,
 )
-from model_fixtures import TINY, randomize, tiny_pretrainer, to_numpy
-from numpy_bert import google_weights, pretrain_logits, random_batch
 
 BACKEND = keras.backend.backend()
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

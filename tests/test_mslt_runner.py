@@ -6,11 +6,6 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from kbert import experiment
-from kbert.errors import PlanError
-from kbert.experiment import load_experiment
-from kbert.runtime.strategy import make_strategy
 from training_fixtures import (
     checkpoint_weights,
     kill_once_written,
@@ -20,6 +15,11 @@ from training_fixtures import (
     write_config,
     write_train_and_eval,
 )
+
+from kbert import experiment
+from kbert.errors import PlanError
+from kbert.experiment import load_experiment
+from kbert.runtime.strategy import make_strategy
 
 FOUR_LAYERS = {
     "bert": "bert_tiny",
@@ -62,7 +62,7 @@ def test_stages_train_only_their_layers_and_export(tmp_path, data):
         str(tmp_path / "run"),
         make_strategy("one_device"),
         "train_and_eval",
-        print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))),
+        print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))),  # noqa: B023 (called within the iteration)
     )
     assert lines[0].startswith(
         "MSLT plan: mode mslt"
@@ -128,7 +128,7 @@ def test_stages_built_ahead_on_a_thread_train_bit_identically(tmp_path, data):
             config,
             str(tmp_path / str(build_ahead)),
             make_strategy("one_device"),
-            print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))),
+            print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))),  # noqa: B023 (called within the iteration)
         )
         runs[build_ahead] = summary
         ahead = [s["built_ahead_seconds"] > 0 for s in summary["stages"]]
@@ -160,7 +160,7 @@ def test_a_failed_build_ahead_is_reported_and_the_stage_is_built_when_it_starts(
         config,
         str(tmp_path / "run"),
         make_strategy("one_device"),
-        print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))),
+        print_fn=lambda *a, **k: lines.append(" ".join(map(str, a))),  # noqa: B023 (called within the iteration)
     )
     assert "MSLT stage 2/2: building it ahead failed (RuntimeError: out of host memory); building it now." in lines
     assert [(s["global_step"], s["built_ahead_seconds"]) for s in summary["stages"]] == [(3, 0.0), (6, 0.0)]

@@ -8,9 +8,9 @@ import glob
 import keras
 import numpy as np
 import pytest
+from optimizer_steps import traced_step
 
 from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, PolynomialWarmup, TrustRatioCallback
-from optimizer_steps import traced_step
 
 
 def _variables(seed=0):

@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from training_fixtures import cli_env
 
 # Its tests share an expensive module-scoped fixture: one worker runs them all and builds it once
@@ -110,7 +109,10 @@ def _main():
         }
     for name, wrapper in {"kbert": LossScaleOptimizer, "keras": keras.optimizers.LossScaleOptimizer}.items():
         weights, optimizer = _train(
-            mirrored, lambda: wrapper(LAMB(0.05), initial_scale=1024.0), dtype="float16", poison_replica=1
+            mirrored,
+            lambda wrapper=wrapper: wrapper(LAMB(0.05), initial_scale=1024.0),
+            dtype="float16",
+            poison_replica=1,
         )
         result[f"overflow_{name}"] = {
             "finite": bool(np.all(np.isfinite(np.concatenate([np.ravel(w) for w in weights])))),

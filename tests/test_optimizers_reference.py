@@ -6,11 +6,11 @@ the embedding gradients are IndexedSlices with a repeated row, under JAX the sam
 
 import keras
 import numpy as np
-import pytest
-
 import optimizer_reference
-from kbert.optimizers import LAMB, LARS, PolynomialWarmup
+import pytest
 from optimizer_steps import BACKEND, traced_step
+
+from kbert.optimizers import LAMB, LARS, PolynomialWarmup
 
 STEPS = 12
 SHAPES = {

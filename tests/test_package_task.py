@@ -3,8 +3,8 @@
 import random
 
 import pytest
-
 from corpus_fixtures import WORDS
+
 from kbert.finetuning.package_task import TaskSettings, build_package_task
 
 

@@ -7,10 +7,10 @@ loop and dynamic masking are TensorFlow's (tf.distribute, tf.data) and skip else
 import keras
 import numpy as np
 import pytest
+from model_fixtures import CLS, GROUPS, LENGTHS, PER_ROW, PREDICTIONS, SEP, SLOTS, TINY, pack, packed_slots, unpacked
 
 from kbert.modeling import BertPretrainer, pretraining_loss_terms, pretraining_metrics
 from kbert.optimizers import LAMB
-from model_fixtures import CLS, GROUPS, LENGTHS, PER_ROW, PREDICTIONS, SEP, SLOTS, TINY, pack, packed_slots, unpacked
 
 pytestmark = pytest.mark.usefixtures("float32_policy")
 

@@ -10,15 +10,15 @@ import sys
 
 import numpy as np
 import pytest
+from training_fixtures import cli_env, pretrain_command, run_cli, run_here, write_config, write_shards
 
 from kbert import experiment
-from kbert.data.pack_pretraining_data import pack_pretraining_data
 from kbert.data import first_layout
+from kbert.data.pack_pretraining_data import pack_pretraining_data
 from kbert.experiment import load_experiment
 from kbert.modeling import BertPretrainer, export_google_checkpoint
 from kbert.runtime.strategy import make_strategy
 from kbert.training.loop import trained_variables
-from training_fixtures import cli_env, pretrain_command, run_cli, run_here, write_config, write_shards
 
 pytestmark = pytest.mark.usefixtures("float32_policy")
 

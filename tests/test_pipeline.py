@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from tfrecord_fixtures import make_instances, write_records, write_vocab
 
 from kbert.data import pretraining_dataset
 from kbert.data.validation import validate_file
-from tfrecord_fixtures import make_instances, write_records, write_vocab
 
 SEQ, PRED = 32, 5
 

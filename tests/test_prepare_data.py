@@ -6,8 +6,8 @@ import random
 import sysconfig
 
 import pytest
-
 from corpus_fixtures import WORDS
+
 from kbert.data import docstring_corpus
 from kbert.data.corpus_fingerprint import fingerprint
 from kbert.data.prepare_data import DataSettings, prepare_data, write_docstring_corpus

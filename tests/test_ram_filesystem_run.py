@@ -10,12 +10,12 @@ import uuid
 import numpy as np
 import pytest
 import tensorflow as tf
+from training_fixtures import write_config, write_shards, write_train_and_eval
 
 from kbert import experiment
 from kbert.errors import NonFiniteLossError
 from kbert.experiment import load_experiment
 from kbert.runtime.strategy import make_strategy
-from training_fixtures import write_config, write_shards, write_train_and_eval
 
 FOUR_LAYERS = {
     "bert": "bert_tiny",

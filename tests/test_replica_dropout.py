@@ -6,9 +6,9 @@ import sys
 import keras
 import numpy as np
 import tensorflow as tf
+from training_fixtures import cli_env
 
 from kbert.modeling.dropout import ReplicaDropout
-from training_fixtures import cli_env
 
 # Two logical CPUs must be set before TensorFlow starts: a process of its own. Prints both replicas' masks, twice.
 TWO_REPLICAS = """

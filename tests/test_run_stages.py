@@ -7,11 +7,6 @@ import os
 
 import numpy as np
 import pytest
-
-from kbert import experiment
-from kbert.errors import ConfigError, PlanError
-from kbert.experiment import load_experiment
-from kbert.runtime.strategy import make_strategy
 from training_fixtures import (
     checkpoint_weights,
     kill_once_written,
@@ -21,6 +16,11 @@ from training_fixtures import (
     write_shards,
     write_train_and_eval,
 )
+
+from kbert import experiment
+from kbert.errors import ConfigError, PlanError
+from kbert.experiment import load_experiment
+from kbert.runtime.strategy import make_strategy
 
 LONG = 32  # phase 2's sequence length (the fixture model's max_position_embeddings)
 

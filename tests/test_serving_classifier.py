@@ -13,8 +13,10 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from finetuning_fixtures import kbert_model_dir, vocab_file, words, write_config, write_tsv
+from serving_fixtures import run_without_kbert, saved_model_cli_show
+from training_fixtures import cli_env
+
 from kbert.errors import ConfigError, InputDataError, MissingFileError
 from kbert.finetuning import load_finetune_config, run_finetuning
 from kbert.finetuning.exporting import check_output_dir
@@ -22,8 +24,6 @@ from kbert.finetuning.serving.classifier_export import export_classifier
 from kbert.finetuning.serving.finetuned_run import load_run
 from kbert.finetuning.serving.predict import open_predictor, with_overrides, write_predictions
 from kbert.modeling import BertConfig, BertPretrainer
-from serving_fixtures import run_without_kbert, saved_model_cli_show
-from training_fixtures import cli_env
 
 # Its tests share an expensive module-scoped fixture: one worker runs them all and builds it once
 # (tools/test.sh: --dist loadgroup).

@@ -7,15 +7,15 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from finetuning_fixtures import kbert_model_dir
+from serving_fixtures import run_without_kbert, saved_model_cli_show
+from tfrecord_fixtures import write_vocab
+
 from kbert.finetuning.encoding import PairEncoder
 from kbert.finetuning.exporting import checkpoint_pretrainer
 from kbert.finetuning.pretrained import has_masked_lm_head
 from kbert.finetuning.serving.tf_hub_export import export_tf_hub
 from kbert.modeling import BertConfig, BertPretrainer, export_google_checkpoint
-from serving_fixtures import run_without_kbert, saved_model_cli_show
-from tfrecord_fixtures import write_vocab
 
 # Its tests share an expensive module-scoped fixture: one worker runs them all and builds it once
 # (tools/test.sh: --dist loadgroup).

@@ -4,11 +4,11 @@ import re
 
 import pytest
 import tensorflow as tf
+from tfrecord_fixtures import make_instances, write_records
 
 from kbert.data import pretraining_dataset
-from kbert.data.validation import InputDataError, check_framing, match_files, validate_file
 from kbert.data.tfrecord_writer import example_proto
-from tfrecord_fixtures import make_instances, write_records
+from kbert.data.validation import InputDataError, check_framing, match_files, validate_file
 
 SEQ, PRED, VOCAB = 32, 5, 200
 

@@ -5,13 +5,13 @@ import json
 import os
 
 import pytest
+from training_fixtures import write_config, write_train_and_eval
 
 from kbert import experiment
 from kbert.errors import ConfigError
 from kbert.experiment import load_experiment
 from kbert.runtime.strategy import make_strategy
 from kbert.training.eval_schedule import mlperf_interval
-from training_fixtures import write_config, write_train_and_eval
 
 pytestmark = pytest.mark.usefixtures("float32_policy")
 

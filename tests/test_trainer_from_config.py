@@ -4,10 +4,10 @@ and trains."""
 import keras
 import numpy as np
 import tensorflow as tf
+from training_fixtures import write_config, write_train_and_eval
 
 from kbert.experiment import load_experiment
 from kbert.training.trainer_from_config import trainer_from_config
-from training_fixtures import write_config, write_train_and_eval
 
 
 def test_the_seed_fixes_the_weights_the_policy_is_the_configs_and_it_trains(tmp_path, float32_policy):

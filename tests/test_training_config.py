@@ -3,9 +3,9 @@
 import pytest
 import tensorflow as tf
 
+from kbert.config import parse_override
 from kbert.errors import ConfigError, StrategyError
 from kbert.experiment import ExperimentConfig, load_experiment, stages_of
-from kbert.config import parse_override
 from kbert.runtime.strategy import make_strategy
 
 

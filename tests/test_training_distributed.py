@@ -9,8 +9,6 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from kbert.training.localhost_cluster import free_ports, tf_configs
 from training_fixtures import (
     cli_env,
     kill_once_written,
@@ -20,6 +18,8 @@ from training_fixtures import (
     write_config,
     write_train_and_eval,
 )
+
+from kbert.training.localhost_cluster import free_ports, tf_configs
 
 
 def _weights(model_dir, step):
@@ -120,10 +120,10 @@ def test_kill_9_and_restart_gives_the_uninterrupted_weights(tmp_path, data):
 
 
 def test_the_two_workers_read_different_batches(data):
+    import tempfile
+
     from kbert.experiment import load_experiment
     from kbert.training.loop import dataset_fn
-
-    import tempfile
 
     config = load_experiment([write_config(os.path.join(tempfile.mkdtemp(), "c.yaml"), data[0])])
     make = dataset_fn(config, True, vocab_size=64)

@@ -6,6 +6,7 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
+from training_fixtures import pretrain_command, run_cli, write_config, write_train_and_eval
 
 from kbert import experiment
 from kbert.errors import CheckpointMismatchError, CorruptCheckpointError, InputDataError, NonFiniteLossError
@@ -13,7 +14,6 @@ from kbert.experiment import load_experiment
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
-from training_fixtures import pretrain_command, run_cli, write_config, write_train_and_eval
 
 EVERY_STEP = {"steps_per_loop": 1, "checkpoint_interval": 1, "summary_interval": 1, "max_checkpoints": 1}
 

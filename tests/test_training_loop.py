@@ -7,17 +7,17 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from training_fixtures import MAX_PREDICTIONS, SEQ_LENGTH, write_config, write_shards, write_train_and_eval
 
 from kbert import experiment
 from kbert.data import first_layout, schema
 from kbert.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError
 from kbert.experiment import load_experiment
 from kbert.modeling import BertPretrainer, export_google_checkpoint
+from kbert.runtime.strategy import make_strategy
 from kbert.training import loop
 from kbert.training.loop import build_optimizer, dataset_fn
-from kbert.runtime.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
-from training_fixtures import MAX_PREDICTIONS, SEQ_LENGTH, write_config, write_shards, write_train_and_eval
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # H100/H200 JIT-compile TF 2.20's PTX at start-up; a cache too small for it compiles again on every start.
@@ -366,9 +367,9 @@ def phase_numerics(ctx: Context) -> dict[str, Any]:
     if ctx.kind == "GPU":
         runs["fp16"] = ("mixed_float16", False)
     losses = {name: _losses(ctx, *run) for name, run in runs.items()}
-    tail = {name: sum(l[-5:]) / 5 for name, l in losses.items()}
-    checks = {f"{name}_finite": all(math.isfinite(x) for x in l) for name, l in losses.items()}
-    checks.update({f"{name}_falling": tail[name] < sum(l[:5]) / 5 for name, l in losses.items()})
+    tail = {name: sum(run[-5:]) / 5 for name, run in losses.items()}
+    checks = {f"{name}_finite": all(math.isfinite(x) for x in run) for name, run in losses.items()}
+    checks.update({f"{name}_falling": tail[name] < sum(run[:5]) / 5 for name, run in losses.items()})
     gap = abs(tail["bf16_xla"] - tail["bf16"]) / tail["bf16"]
     checks["xla_agrees_2pct"] = gap < 0.02
     return {
@@ -377,7 +378,7 @@ def phase_numerics(ctx: Context) -> dict[str, Any]:
         "checks": checks,
         "xla_relative_gap": gap,
         "fp16": "run" if "fp16" in runs else "skipped (GPU only)",
-        "summary": ", ".join(f"{n} {l[0]:.3f}->{tail[n]:.3f}" for n, l in losses.items()) + f"; XLA gap {gap:.2%}",
+        "summary": ", ".join(f"{n} {run[0]:.3f}->{tail[n]:.3f}" for n, run in losses.items()) + f"; XLA gap {gap:.2%}",
     }
 
 

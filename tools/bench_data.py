@@ -46,8 +46,8 @@ import threading
 import time
 from typing import NamedTuple
 
-import psutil
 import bench_flags
+import psutil
 from absl import app, flags
 
 FLAGS = flags.FLAGS
@@ -392,7 +392,7 @@ def _beam_section(work: str) -> None:
     print(f"{'run':>34} {'instances':>10} {'wall s':>7} {'inst/s':>8} {'peak PSS MB':>11} {'same records':>12}")
     for name, instances, seconds, pss, same in rows:
         print(f"{name:>34} {instances:10,} {seconds:7.1f} {instances / seconds:8,.0f} {pss:11,.0f} {str(same):>12}")
-    for name, instances, seconds, _, _ in rows[1:]:
+    for name, _, seconds, _, _ in rows[1:]:
         print(f"speed ratio {name} / local tool, end to end: {rows[0][2] / seconds:.2f}x")
 
 

@@ -14,7 +14,8 @@ bench_flags.define("seq_length", "max_predictions", "model", batch_size=16, requ
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from absl import flags
 

@@ -17,16 +17,16 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import bench_flags  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-import bench_flags  # noqa: E402
 from absl import app, flags  # noqa: E402
+from model_garden_peer import kbert_train_step  # noqa: E402
 
 from kbert.data import pretraining_dataset  # noqa: E402
 from kbert.data.tfrecord_writer import example_proto  # noqa: E402
 from kbert.data.vocab_file import BERT_SPECIAL_IDS  # noqa: E402
 from kbert.modeling import BertConfig  # noqa: E402
-from model_garden_peer import kbert_train_step  # noqa: E402
 
 bench_flags.define(
     "seq_length",

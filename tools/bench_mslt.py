@@ -34,6 +34,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import bench_flags  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import yaml  # noqa: E402
@@ -60,8 +61,6 @@ from kbert.training import localhost_cluster  # noqa: E402
 from kbert.training.bare_step import bare_train_step  # noqa: E402
 from kbert.training.config import PretrainingConfig  # noqa: E402
 from kbert.training.loop import evaluate  # noqa: E402
-
-import bench_flags  # noqa: E402
 
 bench_flags.define(
     "vocab_file",

@@ -21,9 +21,9 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import bench_flags  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import bench_flags  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from kbert.optimizers import LAMB, LARS  # noqa: E402

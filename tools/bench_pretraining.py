@@ -28,8 +28,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
 import bench_flags  # noqa: E402
+import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 bench_flags.define(
@@ -126,9 +126,8 @@ def checkpointed_loop(config, batch, strategy, async_writes):
 
 def model_garden_loop(config, batch, strategy):
     """Model Garden's `MaskedLMTask.train_step` with its LAMB in a `tf.range` loop; returns `run(steps)`."""
-    from official.modeling.optimization.lamb import LAMB
-
     from model_garden_peer import model_garden_batch, model_garden_task
+    from official.modeling.optimization.lamb import LAMB
 
     with strategy.scope():
         task = model_garden_task(config)
@@ -187,11 +186,12 @@ def timed(run, steps: int) -> float:
 
 def main(argv):
     del argv
-    from kbert.modeling import BertConfig
-    from kbert.runtime.strategy import make_strategy
-    from kbert.runtime.flops import model_flops_utilisation, training_flops_per_sequence
-    from kbert.training.flops import measured_peak_flops
     from model_garden_peer import synthetic_batch
+
+    from kbert.modeling import BertConfig
+    from kbert.runtime.flops import model_flops_utilisation, training_flops_per_sequence
+    from kbert.runtime.strategy import make_strategy
+    from kbert.training.flops import measured_peak_flops
 
     config = BertConfig.load(FLAGS.model)
     batch = synthetic_batch(config, FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions)

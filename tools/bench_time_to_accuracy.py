@@ -79,6 +79,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import bench_flags  # noqa: E402
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 from absl import app, flags  # noqa: E402
@@ -94,8 +95,6 @@ from kbert.errors import KbertError  # noqa: E402
 from kbert.experiment import load_experiment, stages_of  # noqa: E402
 from kbert.training.evaluation_history import final_accuracy, first_reaching, read_summary, time_to_target  # noqa: E402
 from kbert.training.stage import with_layouts  # noqa: E402
-
-import bench_flags  # noqa: E402
 
 # Dynamic masking of 30% to 60% of the tokens (`maskNN`).
 MASKS = tuple(f"mask{percent}" for percent in (30, 40, 50, 60))
@@ -959,7 +958,12 @@ def main(argv: list[str]) -> None:
     run_seeds(results, "model_garden", lambda seed: run_model_garden(data, given, seed))
     target = given if given is not None else default_target(results, plateau)
     for name, levers in contestants:  # kbert's recipe on every seed, each lever alone on the first
-        run_seeds(results, name, lambda seed: run_kbert(name, levers, data, given, seed), every_seed=not levers)
+        run_seeds(
+            results,
+            name,
+            lambda seed, name=name, levers=levers: run_kbert(name, levers, data, given, seed),
+            every_seed=not levers,
+        )
     if FLAGS.fastest:
         levers = FLAGS.fastest_levers or fastest_levers(results, selection_level(results, target))
         fastest = f"fastest ({'+'.join(levers) or 'no lever beat kbert alone'})"

@@ -35,7 +35,6 @@ from kbert.training.eval_schedule import EvalSchedule
 from kbert.training.loop import dataset_fn, evaluator
 from kbert.training.scheduled_training import train_on_schedule
 
-
 # kbert's `hidden_act` names that Model Garden spells otherwise: its "gelu" is the tanh approximation
 # (`official.modeling.activations.gelu`), which kbert calls "gelu_approximate"; kbert's "gelu" is the exact erf form,
 # which Model Garden's recipe replaces with its own.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs kbert's test suite on a fresh machine: makes .venv if absent, installs kbert[test], runs pytest.
+# Runs kbert's test suite on a fresh machine: makes .venv if absent, installs kbert[test], checks the code with
+# `ruff check` and `ruff format --check` (settings in pyproject.toml), runs pytest.
 # Idempotent; extra arguments go to the first pytest run, under TensorFlow (e.g. `bash tools/test.sh -k lamb`); a
 # second run tests what runs on every Keras backend (optimizers, model, model.fit pretraining, the accelerator check)
 # under KERAS_BACKEND=jax on two logical CPU devices, unless the arguments pick tests (files or -k).
@@ -18,6 +19,8 @@ kbert_venv test
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 export TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 status=0
+.venv/bin/ruff check --quiet . || status=$?
+.venv/bin/ruff format --check --quiet . || status=$?
 .venv/bin/python -m pytest -n "${KBERT_TEST_WORKERS:-2}" --dist loadgroup "$@" || status=$?
 picked=0
 for arg in "$@"; do

@@ -10,7 +10,7 @@ processes or on Apache Beam.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from absl import flags
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from absl import app, flags, logging
 
@@ -41,7 +41,7 @@ def report(program: str, error: KbertError) -> None:
     sys.exit(f"{program}: error: {error}")
 
 
-def _io_error(error: Exception) -> Optional[str]:
+def _io_error(error: Exception) -> str | None:
     """One line for a TensorFlow I/O error, or None for anything else."""
     tf = sys.modules.get("tensorflow")
     name = type(error).__name__

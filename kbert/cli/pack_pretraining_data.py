@@ -11,7 +11,7 @@ docs/data_creation.md ("Packing").
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from absl import flags
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 
 def _show(line: str) -> None:

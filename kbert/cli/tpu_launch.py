@@ -15,7 +15,7 @@ set_up_controller("kbert-pretrain", FLAGS.strategy, FLAGS.tpu)   # first thing i
 from __future__ import annotations
 
 import os
-from typing import MutableMapping, Optional
+from collections.abc import MutableMapping
 
 VARIABLE = "TPU_LOAD_LIBRARY"
 # The --tpu flag's help, one text for every entry point that takes the flag.
@@ -30,7 +30,7 @@ def drives_remote_tpu(strategy: str, tpu: str) -> bool:
     return strategy in ("auto", "tpu") and tpu not in ("", "local")
 
 
-def controller_environment(strategy: str, tpu: str, environ: MutableMapping[str, str]) -> Optional[str]:
+def controller_environment(strategy: str, tpu: str, environ: MutableMapping[str, str]) -> str | None:
     """Sets TPU_LOAD_LIBRARY=0 for a run that drives a remote TPU, unless the user set the variable; returns the
     line that says so, or None when nothing was set."""
     if not drives_remote_tpu(strategy, tpu) or VARIABLE in environ:

@@ -15,7 +15,8 @@ import dataclasses
 import difflib
 import re
 import typing
-from typing import Any, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, Union
 
 import tensorflow as tf
 import yaml
@@ -24,7 +25,7 @@ from official.modeling.hyperparams import base_config
 from kbert.errors import ConfigError
 
 
-def _section_class(annotation: Any) -> Optional[type]:
+def _section_class(annotation: Any) -> type | None:
     """The Config class a field holds (through `Optional[...]`), or None for a leaf."""
     for candidate in (annotation, *typing.get_args(annotation)):
         if isinstance(candidate, type) and issubclass(candidate, base_config.Config):
@@ -32,10 +33,10 @@ def _section_class(annotation: Any) -> Optional[type]:
     return None
 
 
-def _list_item_class(annotation: Any) -> Optional[type]:
+def _list_item_class(annotation: Any) -> type | None:
     """For `List[SomeConfig]` (possibly Optional): SomeConfig; else None."""
     for candidate in (annotation, *typing.get_args(annotation)):
-        if typing.get_origin(candidate) in (list, typing.List):
+        if typing.get_origin(candidate) in (list, list):
             return _section_class(typing.get_args(candidate)[0])
     return None
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 from official.modeling.hyperparams import base_config
 
@@ -39,7 +39,7 @@ def need(ok: bool, message: str, error: type[ConfigError] = ConfigError) -> None
         raise error(message)
 
 
-def _subsections(section: base_config.Config) -> Iterator[tuple[str, "Section"]]:
+def _subsections(section: base_config.Config) -> Iterator[tuple[str, Section]]:
     """`(key, section)` for every section directly below `section`, list items (`mslt.stages[0]`) included."""
     for field in dataclasses.fields(section):
         value = getattr(section, field.name)

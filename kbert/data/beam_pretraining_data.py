@@ -23,7 +23,7 @@ summary = run_beam(["gs://b/corpus-*.jsonl"], "gs://b/data/train.tfrecord", 64, 
 from __future__ import annotations
 
 import time
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -38,10 +38,10 @@ from kbert.data import documents as documents_lib
 from kbert.data import instances as instances_lib
 from kbert.data import validation
 from kbert.data.create_pretraining_data import checked_job
-from kbert.data.pack_pretraining_data import checked_packing
-from kbert.data.packer import Chunk, PackSettings, PackSummary, pack_chunk
 from kbert.data.creation_summary import Summary
 from kbert.data.outputs import shard_paths
+from kbert.data.pack_pretraining_data import checked_packing
+from kbert.data.packer import Chunk, PackSettings, PackSummary, pack_chunk
 from kbert.data.tokenization import load_vocabulary
 from kbert.data.unit_processing import Encoder, Job, LeftoverRows, UnitProcessor
 from kbert.errors import ConfigError

@@ -23,7 +23,7 @@ import concurrent.futures
 import contextlib
 import multiprocessing
 import time
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from kbert.data import documents as documents_lib
 from kbert.data import instances as instances_lib

@@ -37,7 +37,7 @@ class Summary:
     seconds: float = 0.0
     objective: str = "nsp"
 
-    def add(self, other: "Summary") -> None:
+    def add(self, other: Summary) -> None:
         for field in dataclasses.fields(self):
             if field.type == "int":
                 setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))

@@ -30,7 +30,8 @@ import sys
 import sysconfig
 import unicodedata
 import warnings
-from typing import AbstractSet, BinaryIO, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Set
+from typing import BinaryIO
 
 from kbert.data import outputs
 from kbert.errors import ConfigError, MissingFileError
@@ -100,7 +101,7 @@ def stdlib_modules() -> frozenset[str]:
     return frozenset(sys.stdlib_module_names) - DISTRIBUTION_SPLIT
 
 
-def iter_source_files(roots: Sequence[str], modules: AbstractSet[str] | None = None) -> Iterator[str]:
+def iter_source_files(roots: Sequence[str], modules: Set[str] | None = None) -> Iterator[str]:
     """Yields every ``.py`` file under `roots` once, in module order (files and packages sorted together by name),
     without following symlinked directories. With `modules`, only the top-level modules (``NAME.py``) and packages
     (``NAME/``) of a root that `modules` names are walked."""
@@ -229,7 +230,7 @@ def build_docstring_corpus(
     max_bytes: int | None = 8 << 20,
     min_words: int = 8,
     progress: Callable[[CorpusStats], None] | None = None,
-    modules: AbstractSet[str] | None = None,
+    modules: Set[str] | None = None,
 ) -> CorpusStats:
     """Writes the docstring corpus of `roots` (default: `default_roots()`) to `output_path`.
 

@@ -18,7 +18,7 @@ sources.packages(stats.documents)  # ['asyncio', 'asyncio', ..., 'email', ...], 
 from __future__ import annotations
 
 import os
-from typing import AbstractSet, Optional, Sequence
+from collections.abc import Sequence, Set
 
 from kbert.data.docstring_corpus import CorpusStats, iter_source_files
 
@@ -40,7 +40,7 @@ class DocumentSources:
     Invariant: `packages(n)` has exactly one package per document written, in corpus order.
     """
 
-    def __init__(self, roots: Sequence[str], modules: Optional[AbstractSet[str]] = None):
+    def __init__(self, roots: Sequence[str], modules: Set[str] | None = None):
         self._roots = list(roots)
         # The same walk as the builder's (given the same `modules`), one step per call.
         self._files = iter_source_files(self._roots, modules)

@@ -19,7 +19,7 @@ for unit in units:
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from kbert.data import sentences, storage
 from kbert.data.files import raw_lines, require_text
@@ -73,7 +73,7 @@ class ReadStats:
     replaced_chars: int = 0
     documents: int = 0
 
-    def add(self, other: "ReadStats") -> None:
+    def add(self, other: ReadStats) -> None:
         for field in dataclasses.fields(self):
             setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
 
@@ -86,7 +86,7 @@ class ScanReport:
     bad: int = 0
     problems: list[str] = dataclasses.field(default_factory=list)
 
-    def add(self, other: "ScanReport") -> None:
+    def add(self, other: ScanReport) -> None:
         self.records += other.records
         self.bad += other.bad
         self.problems = (self.problems + other.problems)[:_SHOWN_PROBLEMS]

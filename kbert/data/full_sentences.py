@@ -24,7 +24,8 @@ features = row_features(rows, config, special_ids, rng)
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 

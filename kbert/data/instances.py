@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Iterator, NamedTuple, Sequence
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 

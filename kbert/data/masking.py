@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class SpecialIds:
     is_continuation: np.ndarray  # bool [vocab_size]: `##` pieces
 
     @classmethod
-    def from_vocabulary(cls, vocab: Sequence[str]) -> "SpecialIds":
+    def from_vocabulary(cls, vocab: Sequence[str]) -> SpecialIds:
         """From the tokens alone, without TensorFlow: the data tool's parent process masks rows too, and may fork
         its workers only while it has run no TensorFlow op."""
         index = {token: i for i, token in enumerate(vocab)}

@@ -18,7 +18,8 @@ import collections
 import concurrent.futures
 import itertools
 import multiprocessing
-from typing import Callable, Iterable, Iterator, Sequence, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
-from typing import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from kbert.data import storage
 from kbert.data.storage import io_errors

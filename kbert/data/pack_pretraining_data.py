@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf

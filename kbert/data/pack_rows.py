@@ -42,12 +42,12 @@ class Rows:
         """Sequences per row, [rows]."""
         return np.diff(self.starts)
 
-    def slice(self, start: int, stop: int) -> "Rows":
+    def slice(self, start: int, stop: int) -> Rows:
         """Rows [start, stop)."""
         first = self.starts[start]
         return Rows(self.members[first : self.starts[stop]], self.starts[start : stop + 1] - first)
 
-    def reordered(self, order: np.ndarray) -> "Rows":
+    def reordered(self, order: np.ndarray) -> Rows:
         """The rows in `order` (a permutation of the row indices), each row's sequences kept in their order."""
         sizes = self.sizes()[order]
         starts = np.concatenate([[0], np.cumsum(sizes)])

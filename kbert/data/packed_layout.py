@@ -62,7 +62,7 @@ class Sequences:
         return np.diff(self.prediction_starts)
 
     @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "Sequences":
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> Sequences:
         """From parsed unpacked records (v1 names, [N, ...]); a record's real tokens are those of input_mask 1."""
         real = arrays["input_mask"] > 0
         predictions, counts = {}, np.zeros(len(real), np.int64)
@@ -80,7 +80,7 @@ class Sequences:
         )
 
     @classmethod
-    def concatenate(cls, parts: Sequence["Sequences"]) -> "Sequences":
+    def concatenate(cls, parts: Sequence[Sequences]) -> Sequences:
         def joined(name: str) -> np.ndarray:
             return np.concatenate([getattr(part, name) for part in parts])
 

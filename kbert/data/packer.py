@@ -65,7 +65,7 @@ class PackSummary:
     def rows(self) -> int:
         return sum(self.rows_by_size)
 
-    def add(self, other: "PackSummary") -> None:
+    def add(self, other: PackSummary) -> None:
         self.chunks += other.chunks
         self.sequences += other.sequences
         self.tokens += other.tokens

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
-from typing import AbstractSet, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence, Set
 
 from kbert.data import docstring_corpus, files, text_documents, vocab
 from kbert.data.create_pretraining_data import create_pretraining_data
@@ -34,7 +34,7 @@ class DataSettings:
 
     text: Sequence[str] = ()
     corpus_bytes: int = 2_000_000
-    source_roots: Optional[Sequence[str]] = None
+    source_roots: Sequence[str] | None = None
     heldout_every: int = 20
     vocab_size: int = 8000
     seq_length: int = 64
@@ -150,7 +150,7 @@ def _source_text(settings: DataSettings, data_dir: str, print_fn, step: str) -> 
     return corpus, sources_file
 
 
-def corpus_roots(settings: DataSettings) -> tuple[list[str], Optional[AbstractSet[str]]]:
+def corpus_roots(settings: DataSettings) -> tuple[list[str], Set[str] | None]:
     """The directories the docstring corpus reads and the top-level modules it reads there: every module of
     `source_roots`, or by default the standard library's own modules (`docstring_corpus.stdlib_modules`), whatever
     site-packages or `sys.path` hold."""

@@ -28,7 +28,8 @@ import io
 import json
 import os
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from kbert.data import storage
 from kbert.data.files import raw_lines

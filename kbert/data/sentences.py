@@ -12,7 +12,7 @@ split(lines("Dr. Smith came at 5 p.m. He left.\\nThe end."), "en")  # ['Dr. Smit
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import sentencex
 

@@ -24,7 +24,8 @@ import glob as local_glob
 import os
 import shutil
 import sys
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO
 
 from kbert.errors import InputDataError, KbertError, MissingFileError
 

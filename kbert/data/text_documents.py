@@ -15,7 +15,7 @@ stats = write_split(documents, "train.txt", "heldout.txt", heldout_every=20)
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from kbert.data.docstring_corpus import split_sentences
 

@@ -18,7 +18,7 @@ with ShardedWriter(["out-0.tfrecord", "out-1.tfrecord"], gzip=False) as writer:
 from __future__ import annotations
 
 import contextlib
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -155,7 +155,7 @@ class ShardedWriter:
         self._next = (self._next + 1) % len(self._writers)
         self.count += 1
 
-    def __enter__(self) -> "ShardedWriter":
+    def __enter__(self) -> ShardedWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -18,7 +18,7 @@ output = processor(unit)  # output.records: serialized tf.train.Examples
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

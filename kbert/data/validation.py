@@ -276,7 +276,8 @@ def validate_file(
 
     A local uncompressed file also gets `check_framing` when only its first records are read.
     """
-    for layout, _ in scan_file(path, seq_length, max_predictions, vocab_size, dynamic_masking, num_records):
+    # The loop reads every record; the last one's layout is the file's.
+    for layout, _ in scan_file(path, seq_length, max_predictions, vocab_size, dynamic_masking, num_records):  # noqa: B007
         pass
     if num_records is not None and not layout.compression and "://" not in path:
         check_framing(path)

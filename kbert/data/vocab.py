@@ -26,7 +26,7 @@ import collections
 import dataclasses
 import functools
 import math
-from typing import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 

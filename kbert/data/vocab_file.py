@@ -19,7 +19,7 @@ tokens = read_vocabulary("vocab.txt", required=MASKING_TOKENS)          # what d
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from kbert.data import storage
 from kbert.data.storage import io_errors

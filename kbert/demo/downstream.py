@@ -23,7 +23,8 @@ import concurrent.futures
 import dataclasses
 import os
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import yaml
 

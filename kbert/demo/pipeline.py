@@ -23,7 +23,8 @@ import os
 import re
 import sys
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import yaml
 
@@ -72,7 +73,7 @@ class DemoResult:
 
     runs: list[report.RunResult]
     downstream: list[report.DownstreamScores]
-    verdict: Optional[Verdict]
+    verdict: Verdict | None
     table: str
     paths: dict[str, str]
 
@@ -120,7 +121,7 @@ STEP = "[{}/7]"
 
 def _downstream(
     settings: DemoSettings, prepared: PreparedData, model: dict[str, Any], paths: dict[str, str], print_fn
-) -> tuple[Optional[TaskFiles], list[report.DownstreamScores]]:
+) -> tuple[TaskFiles | None, list[report.DownstreamScores]]:
     """Step 7: builds the package task and measures the LAMB, MSLT and random-init encoders on it: the probe, then
     fine-tuning when `settings.finetune.seeds` asks for it."""
     if not prepared.sources_file:
@@ -157,9 +158,9 @@ def _write_results(
     out: str,
     prepared: PreparedData,
     runs: list[report.RunResult],
-    task: Optional[TaskFiles],
+    task: TaskFiles | None,
     scores: list[report.DownstreamScores],
-    outcome: Optional[Verdict],
+    outcome: Verdict | None,
     table: str,
 ) -> dict[str, str]:
     """results.md, results.json and the plots (downstream.png only with downstream scores); returns their paths."""

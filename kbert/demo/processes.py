@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 
 def run_logged(command: Sequence[str], log: str, echo: re.Pattern, print_fn: Callable[..., None], what: str) -> None:

@@ -16,7 +16,7 @@ plot_downstream(downstream, "out/downstream.png")
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from kbert.demo.history import LossCurve
 from kbert.finetuning.seed_scores import format_scores, mean_and_spread
@@ -92,7 +92,7 @@ def _measures(downstream: Sequence[DownstreamScores]) -> list[str]:
     return [m for m in MEASURES if any(d.measure == m for d in downstream)]
 
 
-def _seeds_note(scores: Optional[DownstreamScores]) -> str:
+def _seeds_note(scores: DownstreamScores | None) -> str:
     """`, seeds 1-5` for the seeds of a measure's runs (the random-init encoder has them all)."""
     if not scores or not scores.seeds:
         return ""
@@ -100,7 +100,7 @@ def _seeds_note(scores: Optional[DownstreamScores]) -> str:
     return f", seed {seeds[0]}" if len(seeds) == 1 else f", seeds {seeds[0]}-{seeds[-1]}"
 
 
-def _score_cell(scores: Optional[DownstreamScores]) -> str:
+def _score_cell(scores: DownstreamScores | None) -> str:
     return f" {scores} |" if scores else " |"
 
 

@@ -15,7 +15,7 @@ verdict(runs, probe_scores).line
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 from kbert.demo.report import RANDOM_INIT, DownstreamScores, RunResult
 

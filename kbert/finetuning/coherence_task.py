@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 # Farthest a positive's second sentence lies after its first (the nearest is 2).
 WINDOW = 8

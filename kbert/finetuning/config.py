@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 from kbert.choices import PRECISION_POLICIES
 from kbert.config import Section, load_config, need

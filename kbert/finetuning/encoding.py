@@ -21,8 +21,6 @@ encoder.count_truncated(data.train)  # examples that lose word pieces
 
 from __future__ import annotations
 
-from typing import Optional
-
 import tensorflow as tf
 import tensorflow_text as tft
 
@@ -104,10 +102,10 @@ class PairEncoder:
         """Batched strings -> word-piece ids `[batch, (pieces)]`, int64."""
         return self._tokenizer.tokenize(texts)
 
-    def _segments(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> list[tf.RaggedTensor]:
+    def _segments(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> list[tf.RaggedTensor]:
         return [self.tokenize(t) for t in (text_a, text_b) if t is not None]
 
-    def encode(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> dict[str, tf.Tensor]:
+    def encode(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
         """Batched strings -> `{"input_ids", "input_mask", "segment_ids"}`, each int32 [batch, seq_length]."""
         return pack(self._segments(text_a, text_b), self.seq_length, **self.special_ids)
 

@@ -20,7 +20,8 @@ import dataclasses
 import math
 import os
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import keras
 import numpy as np
@@ -86,7 +87,7 @@ class EpochEvaluator(keras.callbacks.Callback):
         save_checkpoint: Callable[[int], None],
         epochs: int,
         examples_per_epoch: int,
-        writers: Optional[dict[str, tf.summary.SummaryWriter]],
+        writers: dict[str, tf.summary.SummaryWriter] | None,
         print_fn=print,
     ):
         super().__init__()
@@ -100,7 +101,7 @@ class EpochEvaluator(keras.callbacks.Callback):
         self.print_fn = print_fn
         self.history: list[dict[str, Any]] = []
         # The eval outputs of the best epoch this process trained (None after a resume with no epoch left).
-        self.best_outputs: Optional[dict[str, np.ndarray]] = None
+        self.best_outputs: dict[str, np.ndarray] | None = None
         self._started = time.perf_counter()
 
     def on_epoch_begin(self, epoch, logs=None):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional
 
 import numpy as np
 
@@ -31,9 +30,9 @@ class Examples:
 
     path: str
     text_a: list[str]
-    text_b: Optional[list[str]]
-    labels: Optional[np.ndarray] = None
-    index: Optional[list[str]] = None
+    text_b: list[str] | None
+    labels: np.ndarray | None = None
+    index: list[str] | None = None
     skipped_rows: int = 0
 
     def __len__(self) -> int:
@@ -43,7 +42,7 @@ class Examples:
 @dataclasses.dataclass
 class TaskData:
     task: Task
-    label_names: Optional[tuple[str, ...]]
+    label_names: tuple[str, ...] | None
     train: Examples
     evals: dict[str, Examples]
     tests: dict[str, Examples]
@@ -116,11 +115,11 @@ def _read(path: str, task: Task, text_a, text_b, extra) -> tuple[Table, Examples
     return table, examples
 
 
-def _labels(table: Table, task: Task, label_names: Optional[tuple[str, ...]]) -> np.ndarray:
+def _labels(table: Table, task: Task, label_names: tuple[str, ...] | None) -> np.ndarray:
     return _targets(table, task) if label_names is None else _class_ids(table, task, label_names, task.train_file)
 
 
-def _labelled(path: str, task: Task, label_names: Optional[tuple[str, ...]]) -> Examples:
+def _labelled(path: str, task: Task, label_names: tuple[str, ...] | None) -> Examples:
     table, examples = _read(path, task, task.text_a, task.text_b, task.label)
     examples.labels = _labels(table, task, label_names)
     return examples

@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-from typing import Iterator, Optional, Sequence, Union
+from collections.abc import Iterator, Sequence
 
 import tensorflow as tf
 
@@ -28,7 +28,7 @@ from kbert.errors import InputDataError, MissingFileError
 FORMATS = ("tsv", "csv", "jsonl")
 
 # A column is a header name, or a position for files without a header (GLUE's CoLA train/dev).
-Column = Union[str, int]
+Column = str | int
 
 
 @dataclasses.dataclass
@@ -91,7 +91,7 @@ def empty_file_error(path: str) -> InputDataError:
 
 
 # A data row: its 1-based line number and its wanted values, or None where it lacks one of them.
-Row = tuple[int, Optional[dict[Column, str]]]
+Row = tuple[int, dict[Column, str] | None]
 
 
 def _delimited_values(path: str, file_format: str, wanted: Sequence[Column], header: bool) -> Iterator[Row]:

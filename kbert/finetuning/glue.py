@@ -19,7 +19,8 @@ from __future__ import annotations
 import copy
 import os
 import statistics
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import tensorflow as tf
 
@@ -52,7 +53,7 @@ def task_score(name: str, summary: dict[str, Any]) -> float:
     return 100.0 * statistics.fmean(summary[split][metric] for split in splits for metric in names)
 
 
-def glue_average(scores: dict[str, list[float]]) -> Optional[float]:
+def glue_average(scores: dict[str, list[float]]) -> float | None:
     """The mean over tasks (WNLI left out) of each task's mean over seeds; None without such a task."""
     averaged = [statistics.fmean(v) for name, v in scores.items() if name not in _LEFT_OUT_OF_AVERAGE]
     return statistics.fmean(averaged) if averaged else None

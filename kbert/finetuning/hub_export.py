@@ -18,8 +18,6 @@ keras_hub.models.BertTextClassifier.from_preset("export/bert_tiny_en", num_class
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from kbert.errors import ConfigError
@@ -127,7 +125,7 @@ def export_preset(
     output_dir: str,
     lower_case: bool = True,
     allow_gelu_approximation: bool = False,
-    masked_lm: Optional[BertPretrainer] = None,
+    masked_lm: BertPretrainer | None = None,
 ):
     """Writes the keras-hub preset (backbone config and weights, tokenizer, vocabulary and a classifier
     preprocessor packing to the model's positions) to `output_dir`, and with `masked_lm` (the pretrainer of

@@ -62,6 +62,6 @@ class BertClassifier(keras.Model):
         }
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "BertClassifier":
+    def from_config(cls, config: dict[str, Any]) -> BertClassifier:
         config = dict(config)
         return cls(keras.saving.deserialize_keras_object(config.pop("encoder")), **config)

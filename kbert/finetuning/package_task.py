@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from kbert.data.text_documents import read_documents
 from kbert.finetuning.config import TaskConfig

@@ -18,20 +18,20 @@ write_submission("run/predictions/SST-2.tsv", ["0", "1"], np.array([[0.2, 1.3], 
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
 
 
-def predicted_values(outputs: np.ndarray, label_names: Optional[Sequence[str]]) -> np.ndarray:
+def predicted_values(outputs: np.ndarray, label_names: Sequence[str] | None) -> np.ndarray:
     """Class ids (argmax of the logits) for classification, the single output for regression; float64 values."""
     if label_names is None:
         return np.asarray(outputs, np.float64)[:, 0]
     return np.argmax(outputs, axis=-1)
 
 
-def shown_predictions(outputs: np.ndarray, label_names: Optional[Sequence[str]]) -> list[str]:
+def shown_predictions(outputs: np.ndarray, label_names: Sequence[str] | None) -> list[str]:
     """Each prediction as a file shows it: the label's name, or the regression value to 6 significant digits."""
     values = predicted_values(outputs, label_names)
     return [f"{v:.6g}" for v in values] if label_names is None else [label_names[int(v)] for v in values]
@@ -45,7 +45,7 @@ def submission_lines(index: Sequence[str], shown: Sequence[str]) -> str:
     return "".join(f"{i}\t{p}\n" for i, p in zip(index, shown))
 
 
-def write_submission(path: str, index: Sequence[str], outputs: np.ndarray, label_names: Optional[Sequence[str]]) -> str:
+def write_submission(path: str, index: Sequence[str], outputs: np.ndarray, label_names: Sequence[str] | None) -> str:
     """Writes `path` (see the module docstring); returns it."""
     tf.io.gfile.makedirs(os.path.dirname(path))
     with tf.io.gfile.GFile(path, "w") as f:

@@ -26,7 +26,7 @@ import dataclasses
 import json
 import os
 import re
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import tensorflow as tf
 
@@ -54,7 +54,7 @@ _MSLT_EXPORT = re.compile(r"stage_(\d+)$")
 _LAYER = re.compile(r"layer_(\d+)")
 
 
-def _last_mslt_export(model_dir: str) -> Optional[str]:
+def _last_mslt_export(model_dir: str) -> str | None:
     stages = [d.rstrip("/") for d in tf.io.gfile.glob(os.path.join(model_dir, "stage_*"))]
     stages = sorted((int(_MSLT_EXPORT.search(d).group(1)), d) for d in stages if _MSLT_EXPORT.search(d))
     for _, stage in reversed(stages):
@@ -109,7 +109,7 @@ def checkpoint_size(prefix: str) -> CheckpointSize:
     return CheckpointSize(vocab_size=tables[0][0], hidden_size=tables[0][1], num_layers=len(layers))
 
 
-def _summary_model(prefix: str, model_config: ModelConfig) -> Optional[BertConfig]:
+def _summary_model(prefix: str, model_config: ModelConfig) -> BertConfig | None:
     """The model section of the pretraining run's summary.json (prefix `model_dir/checkpoints/ckpt-N`), with
     `model_config`'s overrides on top."""
     path = os.path.join(os.path.dirname(os.path.dirname(prefix)), "summary.json")
@@ -125,7 +125,7 @@ def _summary_model(prefix: str, model_config: ModelConfig) -> Optional[BertConfi
     return config.bert_config()
 
 
-def bert_config_for(model_config: ModelConfig, prefix: Optional[str], keys: Keys = FINETUNE_KEYS) -> BertConfig:
+def bert_config_for(model_config: ModelConfig, prefix: str | None, keys: Keys = FINETUNE_KEYS) -> BertConfig:
     """`model.bert` (with `model.overrides`) if set, else what the checkpoint `prefix` comes with; an imported
     checkpoint's own, with the model fields set checked against it (`checkpoint_bert_config`).
 
@@ -189,7 +189,7 @@ def _is_google(prefix: str) -> bool:
     return any(name.startswith("bert/embeddings/") for name, _ in tf.train.list_variables(prefix))
 
 
-def load_encoder(encoder: BertEncoder, prefix: str, print_fn: Optional[Callable[..., None]] = None) -> str:
+def load_encoder(encoder: BertEncoder, prefix: str, print_fn: Callable[..., None] | None = None) -> str:
     """Loads the encoder's weights from a kbert, Google, Hugging Face or keras-hub checkpoint (heads and optimizer
     slots ignored); returns its kind ('kbert', 'google', 'Hugging Face', 'keras-hub'). `print_fn` gets the line
     that says what an imported checkpoint lacks (a BertForMaskedLM's pooler).

@@ -25,7 +25,8 @@ probe_accuracy(random_encoder(model_section, seed=1), tokenizer, train, evaluati
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import keras
 import numpy as np

@@ -22,7 +22,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from kbert.finetuning.config import FinetuneConfig, FinetuneTrainConfig
 
@@ -40,7 +41,7 @@ class Recipe:
 
 
 def finetune_config(
-    recipe: Recipe, init_checkpoint: str, model: Optional[Mapping[str, Any]] = None, seed: Optional[int] = None
+    recipe: Recipe, init_checkpoint: str, model: Mapping[str, Any] | None = None, seed: int | None = None
 ) -> dict:
     """The kbert-finetune config of one run from `init_checkpoint` ("" for random init, which needs `model`, the
     pretraining runs' model section); without `seed`, kbert-finetune's default or the command line's."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Optional
+from typing import Any
 
 import tensorflow as tf
 
@@ -54,7 +54,7 @@ def write_json(path: str, values: dict) -> str:
     return path
 
 
-def read_json(path: str) -> Optional[dict]:
+def read_json(path: str) -> dict | None:
     if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path) as f:

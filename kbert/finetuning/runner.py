@@ -21,15 +21,15 @@ import dataclasses
 import os
 import tempfile
 import time
-from typing import Any, Optional
+from typing import Any
 
 import keras
 import tensorflow as tf
 
 from kbert.errors import ConfigError
 from kbert.finetuning import pretrained, run_dir
-from kbert.finetuning.config import FinetuneConfig
 from kbert.finetuning.batches import eval_batches, training_batches
+from kbert.finetuning.config import FinetuneConfig
 from kbert.finetuning.encoding import PairEncoder
 from kbert.finetuning.epochs import BestWeights, EpochEvaluator, EvalSet
 from kbert.finetuning.examples import TaskData, load_task_data
@@ -49,7 +49,7 @@ class Prepared:
     data: TaskData
     encoder: PairEncoder
     bert: BertConfig
-    init_checkpoint: Optional[str]
+    init_checkpoint: str | None
     steps_per_epoch: int
 
 
@@ -127,7 +127,7 @@ def _write_predictions(
     model: keras.Model,
     prepared: Prepared,
     evals: dict[str, EvalSet],
-    eval_outputs: Optional[dict[str, Any]],
+    eval_outputs: dict[str, Any] | None,
     model_dir: str,
     batch_size: int,
 ) -> list[str]:
@@ -164,7 +164,7 @@ def _build(config: FinetuneConfig, prepared: Prepared, strategy: tf.distribute.S
 
 def _start_weights(
     checkpoints: TrainingCheckpoints, model: BertClassifier, epoch: tf.Variable, prepared: Prepared, print_fn
-) -> Optional[str]:
+) -> str | None:
     """Resumes the run's newest epoch, else loads the init checkpoint's encoder; returns the resumed path."""
     restored = checkpoints.restore_latest()
     if restored:

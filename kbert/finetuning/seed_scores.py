@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -40,7 +41,7 @@ def finetune(config: dict, model_dir: str) -> float:
 
 
 def finetune_seeds(
-    recipe: Recipe, init_checkpoint: str, model: Optional[Mapping[str, Any]], seeds: Sequence[int], directory: str
+    recipe: Recipe, init_checkpoint: str, model: Mapping[str, Any] | None, seeds: Sequence[int], directory: str
 ) -> list[float]:
     """One fine-tuning run per seed, in `directory/seed_S`; their scores in seed order."""
     return [

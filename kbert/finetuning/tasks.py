@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional
 
 import tensorflow as tf
 
@@ -38,29 +37,29 @@ class Task:
     file_format: str
     header: bool
     text_a: Column
-    text_b: Optional[Column]
+    text_b: Column | None
     label: Column
-    labels: Optional[tuple[str, ...]]
+    labels: tuple[str, ...] | None
     metrics: tuple[str, ...]
     train_file: str
     eval_files: dict[str, str]
     # Test files without labels: {submission file name: (path, index column, text_a, text_b)}.
-    test_files: dict[str, tuple[str, Column, Column, Optional[Column]]] = dataclasses.field(default_factory=dict)
+    test_files: dict[str, tuple[str, Column, Column, Column | None]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Glue:
     directory: str
     text_a: Column
-    text_b: Optional[str]
+    text_b: str | None
     label: Column
-    labels: Optional[tuple[str, ...]]
+    labels: tuple[str, ...] | None
     metrics: tuple[str, ...]
     evals: tuple[tuple[str, str], ...] = (("eval", "dev.tsv"),)
     # (submission file, test file, index column); test files always have a header.
     tests: tuple[tuple[str, str, str], ...] = ()
     header: bool = True
-    test_text_a: Optional[str] = None
+    test_text_a: str | None = None
 
 
 _BINARY = ("0", "1")
@@ -172,7 +171,7 @@ class TextColumns:
     file_format: str
     header: bool
     text_a: Column
-    text_b: Optional[Column]
+    text_b: Column | None
 
 
 def text_columns(config) -> TextColumns:

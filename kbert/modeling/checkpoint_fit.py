@@ -15,7 +15,7 @@ if error:
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 from kbert.errors import CheckpointMismatchError
 
@@ -36,7 +36,7 @@ def describe_model(config) -> str:
 
 def mismatch(
     path: str, expected: Mapping[str, Sequence[int]], stored: Mapping[str, Sequence[int]], model: str, fix: str
-) -> Optional[CheckpointMismatchError]:
+) -> CheckpointMismatchError | None:
     """The error naming every missing, unexpected and wrong-shape variable of `stored` against `expected`
     (name -> shape), or None when they agree."""
     missing = sorted(set(expected) - set(stored))

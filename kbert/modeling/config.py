@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Optional
+from typing import Any
 
 from kbert.errors import MissingFileError
 
@@ -62,8 +62,8 @@ class BertConfig:
     # The masked-LM head's transform activation and LayerNorm epsilon where they differ from the encoder's
     # (keras-hub's BertMaskedLM: erf GELU and 1e-5 over a tanh-GELU, 1e-12 backbone); None: the encoder's, as in
     # Google's and Hugging Face's BERT. `to_dict` leaves them out while None, so bert_config.json stays Google's.
-    mlm_hidden_act: Optional[str] = None
-    mlm_layer_norm_eps: Optional[float] = None
+    mlm_hidden_act: str | None = None
+    mlm_layer_norm_eps: float | None = None
 
     def __post_init__(self):
         for name in (
@@ -111,7 +111,7 @@ class BertConfig:
         """The masked-LM head's LayerNorm epsilon."""
         return self.mlm_layer_norm_eps or self.layer_norm_eps
 
-    def replace(self, **changes: Any) -> "BertConfig":
+    def replace(self, **changes: Any) -> BertConfig:
         """A copy with some fields changed (e.g. another depth for MSLT)."""
         return dataclasses.replace(self, **changes)
 
@@ -120,7 +120,7 @@ class BertConfig:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None or not k.startswith("mlm_")}
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], source: str = "config") -> "BertConfig":
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> BertConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -128,7 +128,7 @@ class BertConfig:
         return cls(**values)
 
     @classmethod
-    def from_json_file(cls, path: str) -> "BertConfig":
+    def from_json_file(cls, path: str) -> BertConfig:
         """Reads a Google `bert_config.json` (or one written by `to_json_file`), on any TensorFlow file system."""
         try:
             with _open(path) as f:
@@ -146,7 +146,7 @@ class BertConfig:
             f.write("\n")
 
     @classmethod
-    def preset(cls, name: str) -> "BertConfig":
+    def preset(cls, name: str) -> BertConfig:
         """One of Google's sizes: bert_tiny, bert_mini, bert_small, bert_medium, bert_base, bert_large."""
         if name not in PRESET_SIZES:
             raise ValueError(
@@ -159,7 +159,7 @@ class BertConfig:
         )
 
     @classmethod
-    def load(cls, name_or_path: str) -> "BertConfig":
+    def load(cls, name_or_path: str) -> BertConfig:
         """A preset name (`bert_base`) or the path of a `bert_config.json`."""
         if name_or_path in PRESET_SIZES:
             return cls.preset(name_or_path)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Union
 
 import keras
 import numpy as np
@@ -55,7 +54,7 @@ def _encoder_names(encoder: BertEncoder) -> dict:
     return names
 
 
-def google_variable_map(model: Union[BertPretrainer, BertEncoder]) -> dict[str, tuple[keras.Variable, bool]]:
+def google_variable_map(model: BertPretrainer | BertEncoder) -> dict[str, tuple[keras.Variable, bool]]:
     """Google checkpoint name -> (kbert variable, stored transposed?) for every weight of `model`."""
     if isinstance(model, BertEncoder):
         return _encoder_names(model)
@@ -74,7 +73,7 @@ def _stored_shape(variable: keras.Variable, transposed: bool) -> tuple:
     return shape[::-1] if transposed else shape
 
 
-def load_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str, strict: bool = True) -> dict:
+def load_google_checkpoint(model: BertPretrainer | BertEncoder, path: str, strict: bool = True) -> dict:
     """Loads a google-research/bert checkpoint (no optimizer slots needed) into `model`.
 
     Args:
@@ -141,7 +140,7 @@ def load_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str,
     return {"loaded": loaded, "missing": missing, "unexpected": unexpected}
 
 
-def export_google_checkpoint(model: Union[BertPretrainer, BertEncoder], path: str) -> str:
+def export_google_checkpoint(model: BertPretrainer | BertEncoder, path: str) -> str:
     """Writes `model`'s weights under Google's TF1 names at prefix `path` (on any TensorFlow file system), plus
     `bert_config.json` beside it.
 

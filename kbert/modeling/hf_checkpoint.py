@@ -26,7 +26,6 @@ import json
 import os
 import re
 import struct
-from typing import Union
 
 import keras
 import numpy as np
@@ -84,7 +83,7 @@ def _hf_name(google: str) -> tuple[str, bool]:
     return name.replace("/", ".") + ".weight", False  # the embedding tables
 
 
-def hf_variable_map(model: Union[BertPretrainer, BertEncoder]) -> dict[str, tuple[keras.Variable, bool]]:
+def hf_variable_map(model: BertPretrainer | BertEncoder) -> dict[str, tuple[keras.Variable, bool]]:
     """Hugging Face name (BertForPreTraining's) -> (kbert variable, stored transposed?) for every weight of `model`."""
     names = {}
     for google, (variable, transposed) in google_variable_map(model).items():
@@ -172,7 +171,7 @@ def _tensors(directory: str) -> dict[str, np.ndarray]:
     return tensors
 
 
-def fresh_parts(model: Union[BertPretrainer, BertEncoder], stored: dict[str, tuple[int, ...]]) -> list[str]:
+def fresh_parts(model: BertPretrainer | BertEncoder, stored: dict[str, tuple[int, ...]]) -> list[str]:
     """The optional parts of `model` (`OPTIONAL_PARTS`) of which `stored` holds no weight at all."""
     expected = hf_variable_map(model)
     return [
@@ -182,7 +181,7 @@ def fresh_parts(model: Union[BertPretrainer, BertEncoder], stored: dict[str, tup
     ]
 
 
-def load_hf_checkpoint(model: Union[BertPretrainer, BertEncoder], directory: str) -> list[str]:
+def load_hf_checkpoint(model: BertPretrainer | BertEncoder, directory: str) -> list[str]:
     """Loads a Hugging Face BERT directory's safetensors weights into `model` (a `BertEncoder` ignores the
     `cls.` heads); returns the optional parts that were not there and keep their built weights.
 

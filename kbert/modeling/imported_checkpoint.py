@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Optional, Union
 
 import tensorflow as tf
 
@@ -42,10 +41,10 @@ class ImportedCheckpoint:
     kind: str
     config: BertConfig
     architecture: str
-    vocab_file: Optional[str]
+    vocab_file: str | None
     has_masked_lm_head: bool
 
-    def load(self, model: Union[BertPretrainer, BertEncoder]) -> list[str]:
+    def load(self, model: BertPretrainer | BertEncoder) -> list[str]:
         """Loads the weights into `model` (an encoder takes no heads); returns the parts that keep their built
         weights because the checkpoint has none ('masked-LM head', 'next-sentence head', 'pooler')."""
         if self.kind == HUGGING_FACE:
@@ -67,11 +66,11 @@ def _directory(path: str) -> str:
     return os.path.dirname(path) if os.path.basename(path) == hf_checkpoint.CONFIG else path.rstrip("/")
 
 
-def _existing(path: str) -> Optional[str]:
+def _existing(path: str) -> str | None:
     return path if tf.io.gfile.exists(path) else None
 
 
-def imported_checkpoint(path: str) -> Optional[ImportedCheckpoint]:
+def imported_checkpoint(path: str) -> ImportedCheckpoint | None:
     """The Hugging Face or keras-hub BERT at `path` (its directory or its `config.json`), or None when `path`
     holds no `config.json` (a kbert run, a Google checkpoint, a preset name).
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Union
+from typing import Any
 
 import keras
 import numpy as np
@@ -144,7 +144,7 @@ def has_masked_lm_task(directory: str) -> bool:
         return json.load(f).get("class_name") == MASKED_LM
 
 
-def load_keras_hub_preset(model: Union[BertPretrainer, BertEncoder], directory: str) -> list[str]:
+def load_keras_hub_preset(model: BertPretrainer | BertEncoder, directory: str) -> list[str]:
     """Loads a keras-hub BERT preset into `model` (a `BertEncoder` takes the backbone only); returns the parts
     the preset lacks, which keep their built weights ('masked-LM head', 'next-sentence head').
 

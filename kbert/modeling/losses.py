@@ -7,7 +7,7 @@ loss over the same sequences unpacked; an MLM-only batch has no sentence terms (
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from keras import ops
 

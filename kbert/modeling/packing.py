@@ -14,7 +14,7 @@ TensorShape([1, 4, 4])
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from keras import ops
 

@@ -4,8 +4,8 @@ The plan (`plan.py`), how a model grows from one stage to the next (`grow.py`), 
 pretraining run (`stages.py`), which `kbert.training.engine` trains. No loop lives here.
 """
 
-from kbert.mslt.grow import build_stage_model, carry_over, freeze, grow, load_stage_export
 from kbert.errors import PlanError
+from kbert.mslt.grow import build_stage_model, carry_over, freeze, grow, load_stage_export
 from kbert.mslt.plan import MsltConfig, Stage, StageConfig, StagePlan, build_plan, parameter_counts
 from kbert.mslt.stages import mslt_stages, plan_for
 

@@ -18,8 +18,6 @@ model = grow(plan.bert, plan.stages[1], previous=model)     # stage 2: blocks 0-
 
 from __future__ import annotations
 
-from typing import Optional
-
 import keras
 
 from kbert.modeling import BertConfig, BertPretrainer, load_google_checkpoint
@@ -83,7 +81,7 @@ def carry_over(model: BertPretrainer, previous: BertPretrainer, stage: Stage, ne
 def grow(
     bert: BertConfig,
     stage: Stage,
-    previous: Optional[BertPretrainer] = None,
+    previous: BertPretrainer | None = None,
     new_layer_init: str = "copy",
     frozen_dropout: bool = False,
 ) -> BertPretrainer:

@@ -21,7 +21,7 @@ stage  layers  trains     embeddings heads              steps   peak lr warmup p
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, Optional
+from typing import Any
 
 from kbert.config import Section, need
 from kbert.errors import PlanError
@@ -53,15 +53,15 @@ class StageConfig(Section):
     train_embeddings, train_heads: override `mslt.embeddings` / `mslt.heads` for this stage.
     """
 
-    num_layers: Optional[int] = None
-    steps: Optional[int] = None
-    trainable_layers: Optional[List[int]] = None
-    learning_rate: Optional[float] = None
-    warmup_steps: Optional[int] = None
-    decay_power: Optional[float] = None
-    end_learning_rate: Optional[float] = None
-    train_embeddings: Optional[bool] = None
-    train_heads: Optional[bool] = None
+    num_layers: int | None = None
+    steps: int | None = None
+    trainable_layers: list[int] | None = None
+    learning_rate: float | None = None
+    warmup_steps: int | None = None
+    decay_power: float | None = None
+    end_learning_rate: float | None = None
+    train_embeddings: bool | None = None
+    train_heads: bool | None = None
 
 
 @dataclasses.dataclass
@@ -97,7 +97,7 @@ class MsltConfig(Section):
     build_ahead: bool = True
     init_layers: int = 0
     warmup_fraction: float = 0.1
-    stages: List[StageConfig] = dataclasses.field(default_factory=list)
+    stages: list[StageConfig] = dataclasses.field(default_factory=list)
     final_stage: StageConfig = dataclasses.field(default_factory=StageConfig)
 
 
@@ -336,7 +336,7 @@ class _StageResolver:
             is_final=is_final,
         )
 
-    def policy(self, override: Optional[bool], policy: str, always: bool, where: str, field: str) -> bool:
+    def policy(self, override: bool | None, policy: str, always: bool, where: str, field: str) -> bool:
         if override is not None:
             self.need(isinstance(override, bool), where, field, override, "must be true or false.")
             return override

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import keras
 import numpy as np

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 
@@ -42,7 +42,7 @@ def listed(directory: str) -> list[str]:
     return sorted((p for p in prefixes if step_of(p) >= 0), key=step_of, reverse=True)
 
 
-def missing_files(prefix: str) -> Optional[str]:
+def missing_files(prefix: str) -> str | None:
     """What of checkpoint `prefix` is missing on disk (its index, or data shards), or None."""
     if not tf.io.gfile.exists(prefix + ".index"):
         return "its .index file is missing"

@@ -17,7 +17,7 @@ vocab = checkpoint_vocab_file(source, config.data.vocab_file)
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 

@@ -26,7 +26,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from typing import Callable, Iterable, Optional, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import keras
 import tensorflow as tf
@@ -55,9 +55,9 @@ def variables_by_path(variables: Iterable[keras.Variable]) -> dict[str, tf.Varia
 
 def _model_state(
     model: keras.Model,
-    optimizer: Optional[keras.optimizers.Optimizer],
+    optimizer: keras.optimizers.Optimizer | None,
     global_step: tf.Variable,
-    counters: Optional[dict[str, tf.Variable]] = None,
+    counters: dict[str, tf.Variable] | None = None,
 ) -> dict:
     """The checkpoint items of everything but the input position: weights, seed states, step, the run's other
     counters (a checkpoint without one leaves it at its start value), optimizer."""
@@ -103,7 +103,7 @@ def _key(group: str, path: str) -> str:
     return f"{group}/{path.replace('.', '..').replace('/', '.S')}{_VALUE}"
 
 
-def _scalar_trust_ratios(optimizer, stored: dict[str, tuple]) -> Optional[tuple[str, list[str]]]:
+def _scalar_trust_ratios(optimizer, stored: dict[str, tuple]) -> tuple[str, list[str]] | None:
     """(the trust-ratio vector's name, the scalar names to fill it from) when checkpoint names `stored` keep a
     layer-wise optimizer's trust ratios as one scalar per variable (kbert before 2026-12-04), else None."""
     inner = layerwise_optimizer(optimizer)
@@ -126,7 +126,7 @@ def _describe(model: keras.Model) -> str:
     return describe_model(c) if c else "the model"
 
 
-def latest_checkpoint(model_dir: str) -> Optional[str]:
+def latest_checkpoint(model_dir: str) -> str | None:
     return tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints"))
 
 
@@ -153,7 +153,7 @@ class _Manager(tf.train.CheckpointManager):
         checkpoint: tf.train.Checkpoint,
         directory: str,
         max_to_keep: int,
-        inputs: Optional[tf.train.CheckpointManager],
+        inputs: tf.train.CheckpointManager | None,
     ):
         super().__init__(checkpoint, directory, max_to_keep=max_to_keep)
         self._inputs = inputs
@@ -188,14 +188,14 @@ class TrainingCheckpoints:
         model: keras.Model,
         optimizer: keras.optimizers.Optimizer,
         global_step: tf.Variable,
-        iterator: Optional[Iterable],
+        iterator: Iterable | None,
         model_dir: str,
         strategy: tf.distribute.Strategy,
         *,
         max_to_keep: int,
         interval: int,
         async_writes: bool = False,
-        counters: Optional[dict[str, tf.Variable]] = None,
+        counters: dict[str, tf.Variable] | None = None,
     ):
         self.model_dir = model_dir
         self.directory = os.path.join(model_dir, "checkpoints")
@@ -226,7 +226,7 @@ class TrainingCheckpoints:
         else:  # its copy of each save is thrown away: keep one, on this host's disk (local-only by design)
             self.manager = _Manager(self.checkpoint, _worker_folder(model_dir, self._worker), 1, inputs)
 
-    def restore_latest(self, after_step: int = -1, up_to_step: Optional[int] = None) -> Optional[str]:
+    def restore_latest(self, after_step: int = -1, up_to_step: int | None = None) -> str | None:
         """Restores the newest usable checkpoint of a step in (`after_step`, `up_to_step`] (a stage's own: the
         others are other stages', of other models) (every worker reads the chief's); returns its path, or None
         when there is none.
@@ -264,7 +264,7 @@ class TrainingCheckpoints:
             )
         return None
 
-    def _restore(self, prefix: str) -> Optional[str]:
+    def _restore(self, prefix: str) -> str | None:
         """Restores `prefix`; returns why it cannot be read, or None."""
         expected, stored = _shapes(self._state), _stored_shapes(prefix, (MODEL_KEY, "optimizer"))
         scalar_ratios = _scalar_trust_ratios(self._optimizer, stored)
@@ -294,7 +294,7 @@ class TrainingCheckpoints:
         self.restore_input(prefix)
         return None
 
-    def _missing_inputs(self, prefix: str) -> Optional[str]:
+    def _missing_inputs(self, prefix: str) -> str | None:
         """Why checkpoint `prefix` is an unfinished save (a worker's input position is missing), or None. Every
         worker checks every worker's, so all of them skip or take the same checkpoint."""
         if self._iterator is None:
@@ -379,7 +379,7 @@ def _is_google_checkpoint(path: str) -> bool:
     return any(name.startswith("bert/embeddings/") for name in names)
 
 
-def load_init_checkpoint(model: keras.Model, path: str, print_fn: Optional[Callable[..., None]] = None) -> str:
+def load_init_checkpoint(model: keras.Model, path: str, print_fn: Callable[..., None] | None = None) -> str:
     """Loads weights only (no optimizer slots, step or input position) from a kbert, Google TF1, Hugging Face or
     keras-hub checkpoint.
 

@@ -13,7 +13,6 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 # (feature label, cpuinfo flags that show it), narrowest first.
 _FEATURES = (
@@ -47,13 +46,13 @@ def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
     return _cpuinfo_field(("model name", "Model"), cpuinfo) or "unknown CPU"
 
 
-def onednn_cap() -> Optional[str]:
+def onednn_cap() -> str | None:
     """`ONEDNN_MAX_CPU_ISA` upper-cased, or None where unset."""
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
     return cap.upper() if cap else None
 
 
-def isa_summary(flags: Optional[set[str]] = None, cap: Optional[str] = "") -> str:
+def isa_summary(flags: set[str] | None = None, cap: str | None = "") -> str:
     """E.g. 'AVX2 FMA, AVX-512, AVX-512 BF16, AMX (ONEDNN_MAX_CPU_ISA=AVX2)': the vector features present, widest
     last, and the oneDNN cap if set. `flags` defaults to this CPU's, `cap` ("" for the environment's) to the
     environment's."""
@@ -63,7 +62,7 @@ def isa_summary(flags: Optional[set[str]] = None, cap: Optional[str] = "") -> st
     return ", ".join(present) + (f" (ONEDNN_MAX_CPU_ISA={cap})" if cap else "")
 
 
-def native_bfloat16(flags: Optional[set[str]] = None, cap: Optional[str] = "") -> bool:
+def native_bfloat16(flags: set[str] | None = None, cap: str | None = "") -> bool:
     """Whether oneDNN's kernels can run bfloat16 matmuls on bfloat16 units here (AVX-512 BF16, AMX or aarch64's
     BF16, not capped below them by `ONEDNN_MAX_CPU_ISA`)."""
     flags = cpu_flags() if flags is None else flags
@@ -71,9 +70,7 @@ def native_bfloat16(flags: Optional[set[str]] = None, cap: Optional[str] = "") -
     return bool(flags & _BFLOAT16_FLAGS) and cap not in _CAPS_WITHOUT_BFLOAT16
 
 
-def bfloat16_note(
-    policy: str, device_type: str, flags: Optional[set[str]] = None, cap: Optional[str] = ""
-) -> Optional[str]:
+def bfloat16_note(policy: str, device_type: str, flags: set[str] | None = None, cap: str | None = "") -> str | None:
     """One line for a run that asked for `policy` on `device_type` ("CPU", "GPU", "TPU"): a warning where it is
     mixed_bfloat16 on a CPU whose kernels have no bfloat16 units (there bfloat16 is converted to and from float32
     around every matmul, slower than float32 alone); None otherwise."""

@@ -25,7 +25,7 @@ import os
 import platform
 import shutil
 import subprocess
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 import tensorflow as tf
 
@@ -86,7 +86,7 @@ def _nvidia_smi_models() -> list[str]:
     return [line.split(":", 1)[1].split("(UUID")[0].strip() for line in out.splitlines() if line.startswith("GPU ")]
 
 
-def _nvidia(root: str) -> Optional[Accelerators]:
+def _nvidia(root: str) -> Accelerators | None:
     proc = sorted(glob.glob(os.path.join(root, "proc/driver/nvidia/gpus/*")))
     nodes = glob.glob(os.path.join(root, "dev/nvidia[0-9]*"))
     pci = [p for p in _pci_devices(root) if p[0] == _NVIDIA_VENDOR and p[2].startswith(_DISPLAY_CLASS_PREFIX)]
@@ -102,7 +102,7 @@ def _nvidia(root: str) -> Optional[Accelerators]:
     return Accelerators("GPU", count, models[0] if models else "NVIDIA GPU", driver_loaded=bool(proc or nodes))
 
 
-def _tpu(root: str, env: Mapping[str, str]) -> Optional[Accelerators]:
+def _tpu(root: str, env: Mapping[str, str]) -> Accelerators | None:
     chips = [_TPU_DEVICE_IDS[p[1]] for p in _pci_devices(root) if p[0] == _GOOGLE_VENDOR and p[1] in _TPU_DEVICE_IDS]
     accelerator_type = env.get("TPU_ACCELERATOR_TYPE", "")  # set on GKE TPU nodes, e.g. "v5litepod-8"
     if not chips and not accelerator_type:
@@ -114,7 +114,7 @@ def _tpu(root: str, env: Mapping[str, str]) -> Optional[Accelerators]:
     return Accelerators("TPU", len(chips) or len(nodes) or 1, model)
 
 
-def find_accelerators(root: str = "/", env: Optional[Mapping[str, str]] = None) -> Accelerators:
+def find_accelerators(root: str = "/", env: Mapping[str, str] | None = None) -> Accelerators:
     """The host's NVIDIA GPUs or TPU chips from sysfs, /proc, /dev, `nvidia-smi` and the environment.
 
     `root` and `env` exist for tests (a fake tree); they default to this machine's.
@@ -169,10 +169,10 @@ class Software:
     cuda_build: bool  # this TensorFlow has CUDA kernels (the Linux `tensorflow` wheel does)
     cuda_libraries: bool  # cuDNN & co. are installed (kbert[gpu])
     tpu_build: bool  # the `tensorflow-tpu` wheel is installed
-    cuda_visible_devices: Optional[str]  # the variable's value, None when unset
+    cuda_visible_devices: str | None  # the variable's value, None when unset
 
     @classmethod
-    def of_this_process(cls) -> "Software":
+    def of_this_process(cls) -> Software:
         return cls(
             cuda_build=bool(tf.sysconfig.get_build_info().get("is_cuda_build")),
             cuda_libraries=_cuda_libraries_installed(),
@@ -212,7 +212,7 @@ def _tpu_cause(software: Software) -> str:
     return "pass --strategy=tpu (with --tpu=local on a TPU VM) to train on it"
 
 
-def refusal(host: Accelerators, trains_on: str, device: str, software: Software) -> Optional[str]:
+def refusal(host: Accelerators, trains_on: str, device: str, software: Software) -> str | None:
     """Why the run must not start, or None. Refuses a CPU run on a host with a GPU or TPU unless `device ==
     "cpu"`, and `device == "cpu"` with a strategy that is not on the CPU."""
     if device == "cpu":
@@ -239,7 +239,7 @@ def hide_accelerators() -> None:
 
 
 def check(
-    host: Accelerators, strategy: tf.distribute.Strategy, device: str = "auto", software: Optional[Software] = None
+    host: Accelerators, strategy: tf.distribute.Strategy, device: str = "auto", software: Software | None = None
 ) -> None:
     """Raises StrategyError when `refusal` gives a reason.
 

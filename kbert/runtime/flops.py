@@ -21,7 +21,6 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from kbert.modeling import BertConfig
 
@@ -53,7 +52,7 @@ def training_flops_per_sequence(
     return 3.0 * ((layers - forward_only_layers) * per_layer + head) + forward_only_layers * per_layer
 
 
-def peak_bf16_flops(device_model: str) -> Optional[float]:
+def peak_bf16_flops(device_model: str) -> float | None:
     """Dense bf16 FLOP/s of one device of `device_model` (e.g. "NVIDIA H100 80GB HBM3"), or None when unknown."""
     return next((flops for pattern, flops in PEAK_BF16_FLOPS if re.search(pattern, device_model)), None)
 

@@ -32,7 +32,7 @@ import os
 import socket
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from kbert.errors import MissingFileError, ModelDirInUseError
 
@@ -61,7 +61,7 @@ class LocalStore:
             f.write(data)
         return data
 
-    def read(self) -> Optional[tuple[bytes, bytes]]:
+    def read(self) -> tuple[bytes, bytes] | None:
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
@@ -126,7 +126,7 @@ class GcsStore:
     def create(self, data: bytes) -> int:
         return self._write(data, 0)  # generation 0: only if no such object exists
 
-    def read(self) -> Optional[tuple[bytes, int]]:
+    def read(self) -> tuple[bytes, int] | None:
         try:
             self._blob.reload()
             return self._blob.download_as_bytes(if_generation_match=self._blob.generation), self._blob.generation
@@ -205,7 +205,7 @@ class Lease:
             self._thread.start()
 
     @classmethod
-    def take(cls, model_dir: str, print_fn=print, store=None, on_lost: Optional[Callable[[], None]] = None) -> "Lease":
+    def take(cls, model_dir: str, print_fn=print, store=None, on_lost: Callable[[], None] | None = None) -> Lease:
         """Takes the lease of `model_dir` (a stale one is taken over, saying whose it was).
 
         `on_lost` runs on the refresh thread if another run took the lease over (this one was thought dead): by
@@ -272,7 +272,7 @@ class Lease:
             except Conflict:
                 pass
 
-    def __enter__(self) -> "Lease":
+    def __enter__(self) -> Lease:
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -12,7 +12,7 @@ with strategy.scope():
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import keras
 
@@ -22,7 +22,7 @@ from kbert.optimizers.layerwise import path_matches
 
 
 def make_schedule(
-    section, steps: int, warmup_steps: Optional[int] = None
+    section, steps: int, warmup_steps: int | None = None
 ) -> keras.optimizers.schedules.LearningRateSchedule:
     """The `schedule.shape` of a `schedule` section over `steps` optimizer steps after its `step_offset`
     (`ScheduleConfig.span`); `warmup_steps` replaces `schedule.warmup_steps` (fine-tuning's `warmup_fraction`).

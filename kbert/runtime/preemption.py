@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import tensorflow as tf
 
@@ -71,13 +71,13 @@ class PreemptionWatcher:
     def __init__(
         self,
         strategy: tf.distribute.Strategy,
-        gce: Optional[bool] = None,
+        gce: bool | None = None,
         notice: Callable[[], bool] = _maintenance_notice,
         poll_seconds: float = _POLL_SECONDS,
     ):
         self._strategy = strategy
         self._agree = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-        self.reason: Optional[str] = None
+        self.reason: str | None = None
         self._closed = threading.Event()
         # Python lets only the main thread install handlers; a run from another thread keeps the default.
         self._installed = threading.current_thread() is threading.main_thread()
@@ -97,7 +97,7 @@ class PreemptionWatcher:
                 self.reason = self.reason or "GCE maintenance event"
                 return
 
-    def _preempted(self) -> Optional[str]:
+    def _preempted(self) -> str | None:
         """This worker's reason, or under multi-worker "another worker's notice" when only another has one."""
         mine = self.reason  # read once: a signal during the all-reduce must not make this worker part ways
         if not self._agree:
@@ -121,7 +121,7 @@ class PreemptionWatcher:
             signal.signal(signal.SIGTERM, self._previous)
             self._installed = False
 
-    def __enter__(self) -> "PreemptionWatcher":
+    def __enter__(self) -> PreemptionWatcher:
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from official.modeling.hyperparams import base_config
 
@@ -27,7 +28,7 @@ from kbert.modeling.imported_checkpoint import imported_checkpoint
 # One optional override field per `bert_config.json` key, so typos in `model.overrides` are caught like any other.
 BertOverrides = dataclasses.make_dataclass(
     "BertOverrides",
-    [(f.name, Optional[Any], None) for f in dataclasses.fields(BertConfig)],
+    [(f.name, Any | None, None) for f in dataclasses.fields(BertConfig)],
     bases=(base_config.Config,),
 )
 BertOverrides.__doc__ = "Fields of `bert_config.json` to change; `None` keeps the named config's value."
@@ -68,7 +69,7 @@ class OptimizerConfig(Section):
     eeta: float = 0.001
     nesterov: bool = False
     # NVLAMB pre-normalisation: gradients divided by max(global_norm / clip_norm, 1) after the all-reduce.
-    global_clipnorm: Optional[float] = None
+    global_clipnorm: float | None = None
     exclude_from_weight_decay: Sequence[str] = ("layer_norm", "LayerNorm", "bias")
     exclude_from_layer_adaptation: Sequence[str] = ("layer_norm", "LayerNorm", "bias")
 
@@ -118,7 +119,7 @@ class ScheduleConfig(Section):
 
     peak_learning_rate: float = 1e-4
     warmup_steps: int = 0
-    decay_steps: Optional[int] = None
+    decay_steps: int | None = None
     power: float = 0.5
     end_learning_rate: float = 0.0
     step_offset: int = 0
@@ -153,7 +154,7 @@ class ScheduleConfig(Section):
             "schedule.shape=wsd or remove schedule.decay_share.",
         )
 
-    def span(self, steps: int, warmup_steps: Optional[int] = None) -> int:
+    def span(self, steps: int, warmup_steps: int | None = None) -> int:
         """The optimizer steps the schedule spans from `step_offset` when it trains `steps` of them: the warmup
         (`warmup_steps`, default `schedule.warmup_steps`) and `decay_steps` (unset: the rest of `steps`).
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import urllib.request
-from typing import Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
 
 import tensorflow as tf
 
@@ -39,20 +39,20 @@ _POD_DOCS = "docs/pretraining.md, 'On a TPU pod slice'"
 class SliceHost:
     """Where this process runs in a TPU slice: its worker index and the slice's host count (None: not known)."""
 
-    worker: Optional[int] = None
-    hosts: Optional[int] = None
+    worker: int | None = None
+    hosts: int | None = None
     accelerator_type: str = ""
 
 
-def _count(comma_list: str) -> Optional[int]:
+def _count(comma_list: str) -> int | None:
     return len(comma_list.split(",")) if comma_list else None
 
 
-def _index(text: str) -> Optional[int]:
+def _index(text: str) -> int | None:
     return int(text) if text.strip().isdigit() else None
 
 
-def host_from_env(env: Mapping[str, str]) -> Optional[SliceHost]:
+def host_from_env(env: Mapping[str, str]) -> SliceHost | None:
     """The slice position GKE gives TPU pods (TPU_WORKER_ID, TPU_WORKER_HOSTNAMES), or None where they are unset.
     A plain TPU VM shell has none of them: its position is in the metadata server."""
     if "TPU_WORKER_ID" not in env and "TPU_WORKER_HOSTNAMES" not in env:
@@ -81,7 +81,7 @@ def host_from_metadata(fetch: Callable[[str], str] = _metadata_attribute) -> Sli
     )
 
 
-def this_host(env: Optional[Mapping[str, str]] = None) -> SliceHost:
+def this_host(env: Mapping[str, str] | None = None) -> SliceHost:
     """This process's slice position from GKE's variables, else from the metadata server on a host with TPU chips
     (other hosts are not asked, so a CPU or GPU machine makes no network call); unknown otherwise."""
     env = os.environ if env is None else env
@@ -141,7 +141,7 @@ def needs_explicit_assignment(hardware_feature) -> bool:
 
 def device_assignment(
     hardware_feature, topology: tf.tpu.experimental.Topology
-) -> Optional[tf.tpu.experimental.DeviceAssignment]:
+) -> tf.tpu.experimental.DeviceAssignment | None:
     """Model Garden's v5p work-around: one replica per core over every core of the topology, ordered by
     `DeviceAssignment.build`; None (TPUStrategy's default assignment) on TPUs that do not need it."""
     if not needs_explicit_assignment(hardware_feature):
@@ -150,7 +150,7 @@ def device_assignment(
     return tf.tpu.experimental.DeviceAssignment.build(topology, num_replicas=cores)
 
 
-def tpu_strategy(tpu: str, host: Optional[SliceHost] = None) -> tf.distribute.TPUStrategy:
+def tpu_strategy(tpu: str, host: SliceHost | None = None) -> tf.distribute.TPUStrategy:
     """A TPUStrategy over `tpu` (`local` when empty) after `check_launch`; `host` defaults to `this_host()`.
 
     Raises:

@@ -5,12 +5,12 @@ makes an MSLT plan's, and `kbert.experiment` runs them.
 """
 
 from kbert.config import load_config
+from kbert.runtime.preemption import PREEMPTED_EXIT_CODE, Preempted, PreemptionWatcher
+from kbert.runtime.strategy import make_strategy
 from kbert.training.config import PretrainingConfig
 from kbert.training.engine import PretrainingRun
 from kbert.training.loop import build_model, build_optimizer, evaluate, make_trainer, train
 from kbert.training.stage import TrainingStage
-from kbert.runtime.preemption import PREEMPTED_EXIT_CODE, Preempted, PreemptionWatcher
-from kbert.runtime.strategy import make_strategy
 from kbert.training.trainer import PretrainingTrainer
 
 __all__ = [

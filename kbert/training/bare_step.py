@@ -15,7 +15,7 @@ float(step(batch))  # the loss before this step's update
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import keras
 import tensorflow as tf

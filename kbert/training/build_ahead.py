@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Generic, Optional, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 import tensorflow as tf
 
@@ -27,8 +28,8 @@ class BuildAhead(Generic[Setup]):
     def __init__(self, key: int, label: str, build: Callable[[], Setup]):
         self.key, self.label = key, label
         self.seconds = 0.0
-        self._setup: Optional[Setup] = None
-        self._error: Optional[BaseException] = None
+        self._setup: Setup | None = None
+        self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(build,), daemon=True, name=f"kbert-build-{key}")
         self._thread.start()
 
@@ -40,7 +41,7 @@ class BuildAhead(Generic[Setup]):
         except Exception as error:  # reported, then the stage is built the usual way
             self._error = error
 
-    def result(self, print_fn) -> Optional[Setup]:
+    def result(self, print_fn) -> Setup | None:
         """What the build made, or None (after a line saying why) when it failed."""
         self._thread.join()
         if self._error is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import List, Optional, Union
 
 from kbert.choices import JIT_COMPILE, PRECISION_POLICIES, is_jit_compile_choice
 from kbert.config import MAX_STEPS, Section, load_config, need
@@ -125,7 +124,7 @@ class TrainConfig(Section):
     summary_interval: int = 100
     mixed_precision: str = "float32"
     # false, true (XLA-compile the forward and backward pass) or step (the whole replica step, update included).
-    jit_compile: Union[bool, str] = False
+    jit_compile: bool | str = False
     # Weights only, no optimizer slots: a kbert checkpoint (directory or prefix), a Google TF1 BERT checkpoint, a
     # Hugging Face BERT directory (config.json, model.safetensors, vocab.txt) or a keras-hub BERT preset; the last
     # two bring the model section and the vocabulary.
@@ -175,7 +174,7 @@ class TrainConfig(Section):
             f"{', '.join(RATE_SCALINGS)}.",
         )
 
-    def batch_ramp(self) -> Optional[BatchRamp]:
+    def batch_ramp(self) -> BatchRamp | None:
         """The batch-size ramp these keys ask for, or None."""
         if not self.batch_ramp_start:
             return None
@@ -211,7 +210,7 @@ class TrainConfig(Section):
             "it ramps (the run's, or its first phase's or MSLT stage's).",
         )
 
-    def without_batch_ramp(self) -> "TrainConfig":
+    def without_batch_ramp(self) -> TrainConfig:
         """This section at the full batch from its first step (a phase or MSLT stage after the first)."""
         return self.replace(batch_ramp_start=0, batch_ramp_steps=0)
 
@@ -227,7 +226,7 @@ class EvalConfig(Section):
     # 0: none in training.
     interval_samples: int = 0
     # Stop (after a checkpoint) once held-out masked-LM accuracy reaches this; summary.json records when.
-    target_mlm_accuracy: Optional[float] = None
+    target_mlm_accuracy: float | None = None
     # "mlperf": MLPerf BERT's protocol: its interval formula, target 0.720 unless set, :::MLLOG result lines.
     protocol: str = ""
 
@@ -253,7 +252,7 @@ class EvalConfig(Section):
         """Training samples between held-out evaluations (MLPerf's formula under its protocol); 0: none."""
         return mlperf_interval(global_batch_size) if self.protocol == "mlperf" else self.interval_samples
 
-    def target(self) -> Optional[float]:
+    def target(self) -> float | None:
         """The held-out MLM accuracy that stops the run: MLPerf's 0.720 under its protocol unless set."""
         if self.target_mlm_accuracy is None and self.protocol == "mlperf":
             return MLPERF_TARGET
@@ -264,17 +263,17 @@ class EvalConfig(Section):
 class PhaseConfig(Section):
     """One phase: its steps, and what it changes of the experiment's data, batch and schedule (unset: the same)."""
 
-    steps: Optional[int] = None
-    train_files: Optional[str] = None
-    eval_files: Optional[str] = None
-    seq_length: Optional[int] = None
-    max_predictions: Optional[int] = None
-    global_batch_size: Optional[int] = None
-    gradient_accumulation_steps: Optional[int] = None
-    peak_learning_rate: Optional[float] = None
-    warmup_steps: Optional[int] = None
-    power: Optional[float] = None
-    end_learning_rate: Optional[float] = None
+    steps: int | None = None
+    train_files: str | None = None
+    eval_files: str | None = None
+    seq_length: int | None = None
+    max_predictions: int | None = None
+    global_batch_size: int | None = None
+    gradient_accumulation_steps: int | None = None
+    peak_learning_rate: float | None = None
+    warmup_steps: int | None = None
+    power: float | None = None
+    end_learning_rate: float | None = None
 
 
 @dataclasses.dataclass
@@ -288,7 +287,7 @@ class PretrainingConfig(Section):
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
     # Pretraining phases (kbert.training.phases): BERT's seq 128 then seq 512 in one run; empty: one phase.
-    phases: List[PhaseConfig] = dataclasses.field(default_factory=list)
+    phases: list[PhaseConfig] = dataclasses.field(default_factory=list)
 
     def grows_init_checkpoint(self) -> bool:
         """Whether the run deepens `train.init_checkpoint`'s model (an MSLT plan does: `ExperimentConfig`), so the

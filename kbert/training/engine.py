@@ -28,7 +28,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import keras
 import tensorflow as tf
@@ -57,7 +58,7 @@ class _Begun(NamedTuple):
     model: BertPretrainer
     trainer: PretrainingTrainer
     checkpoints: TrainingCheckpoints
-    resumed: Optional[str]  # the checkpoint it resumed from
+    resumed: str | None  # the checkpoint it resumed from
     build_seconds: float
     started: float
 
@@ -113,12 +114,12 @@ class PretrainingRun:
         self.directory = os.path.join(model_dir, "checkpoints")
         self.chief = strategy.extended.should_checkpoint
         self.build_ahead = build_ahead and len(self.stages) > 1 and can_build_ahead(strategy)
-        self.model: Optional[BertPretrainer] = None  # the model of `self.stage`, trained in this process
-        self.stage: Optional[TrainingStage] = None
+        self.model: BertPretrainer | None = None  # the model of `self.stage`, trained in this process
+        self.stage: TrainingStage | None = None
         self.samples = 0  # sequences trained by the stages before the one training
-        self.schedule: Optional[EvalSchedule] = None  # held-out evaluations, carried over the stages
+        self.schedule: EvalSchedule | None = None  # held-out evaluations, carried over the stages
         self._evaluate = None  # the evaluator of the stage training now
-        self._ahead: Optional[BuildAhead[_Setup]] = None
+        self._ahead: BuildAhead[_Setup] | None = None
         self._resume_step = 0  # the newest whole checkpoint's step when `train` began
         self._check_old_layout()
 

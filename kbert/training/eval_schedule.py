@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from kbert.training.reporting import eval_line
 
@@ -60,7 +61,7 @@ class EvalSchedule:
     def __init__(
         self,
         interval: int,
-        target: Optional[float],
+        target: float | None,
         evaluate: Callable[[], dict[str, float]],
         print_fn=print,
         mlperf: bool = False,
@@ -69,7 +70,7 @@ class EvalSchedule:
         self.interval, self.target, self.evaluate = interval, target, evaluate
         self.print_fn, self.mlperf = print_fn, mlperf
         self.history: list[dict[str, float]] = []
-        self.reached: Optional[dict[str, float]] = None
+        self.reached: dict[str, float] | None = None
         self.started = time.perf_counter()  # seconds to target count from here, the schedule's start
         self._samples_done = samples_done
         self._next = (samples_done // interval + 1) * interval

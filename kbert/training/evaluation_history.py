@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import tensorflow as tf
 
 METRIC = "masked_lm_accuracy"
 
 
-def first_reaching(evaluations: Sequence[dict[str, Any]], target: float) -> Optional[dict[str, Any]]:
+def first_reaching(evaluations: Sequence[dict[str, Any]], target: float) -> dict[str, Any] | None:
     """The first evaluation whose held-out masked-LM accuracy is at least `target`, as summary.json's
     `time_to_target` records one (`target`, `step`, `samples`, `seconds`, the accuracy); None if none reached it."""
     for evaluation in evaluations:
@@ -48,7 +49,7 @@ def final_accuracy(evaluations: Sequence[dict[str, Any]]) -> float:
     return float(evaluations[-1][METRIC]) if evaluations else float("nan")
 
 
-def time_to_target(summary: dict[str, Any], target: float) -> Optional[dict[str, Any]]:
+def time_to_target(summary: dict[str, Any], target: float) -> dict[str, Any] | None:
     """Where a run's held-out masked-LM accuracy first reached `target`: the run's own record when it ran with this
     target, else read from its evaluations (a target set after the run, e.g. a peer's final accuracy)."""
     if summary.get("target_mlm_accuracy") == target:

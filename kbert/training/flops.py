@@ -40,7 +40,7 @@ def measured_peak_flops(size: int = 2048, repeats: int = 10, dtype: str = "float
     return 2.0 * size**3 / fastest
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _host_peak_flops(dtype: str) -> float:
     """This host's matmul peak in `dtype`, timed once a process: every stage of a run shares one denominator."""
     return measured_peak_flops(size=1024, repeats=20, dtype=dtype)

@@ -23,7 +23,7 @@ strategy.run(step_fn, (feed.next_batch(),))  # inside a tf.function
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import tensorflow as tf
 
@@ -45,7 +45,7 @@ class WorkerInput:
             num_input_pipelines=workers, input_pipeline_id=index, num_replicas_in_sync=workers
         )
         self.iterator = iter(dataset_fn(context))
-        self.checkpointable: Optional[tf.data.Iterator] = self.iterator
+        self.checkpointable: tf.data.Iterator | None = self.iterator
 
     def next_batch(self):
         batch = next(self.iterator)

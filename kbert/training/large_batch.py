@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 # A warmup longer than half the run would leave the decay too few steps; the paper's largest share is 1/5.
 MAX_WARMUP_SHARE = 0.5
@@ -47,9 +47,7 @@ def scaled_recipe(base_batch: int, base_learning_rate: float, base_warmup_share:
     )
 
 
-def largest_flat_batch(
-    samples_to_target: Mapping[int, Optional[int]], tolerance: float = FLAT_TOLERANCE
-) -> Optional[int]:
+def largest_flat_batch(samples_to_target: Mapping[int, int | None], tolerance: float = FLAT_TOLERANCE) -> int | None:
     """The largest batch such that it and every smaller one reached the target within (1 + tolerance) x the
     smallest batch's samples (None: not reached); None when the smallest batch itself did not reach it."""
     batches = sorted(samples_to_target)

@@ -21,7 +21,7 @@ import json
 import socket
 import subprocess
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def free_ports(count: int) -> list[int]:

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import keras
 import numpy as np
@@ -40,11 +41,11 @@ from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.devices import find_accelerators
 from kbert.runtime.flops import training_flops_per_sequence
 from kbert.runtime.optimizer_factory import make_optimizer, make_schedule
+from kbert.runtime.preemption import PreemptionWatcher
 from kbert.training.batch_ramp import RampedSchedule
 from kbert.training.config import PretrainingConfig
 from kbert.training.eval_schedule import EvalSchedule
 from kbert.training.flops import peak_flops_of
-from kbert.runtime.preemption import PreemptionWatcher
 from kbert.training.reporting import ProgressReporter, check_finite_weights
 from kbert.training.trainer import PretrainingTrainer
 
@@ -75,7 +76,7 @@ def build_model(config: PretrainingConfig) -> BertPretrainer:
     return BertPretrainer(config.model.bert_config())
 
 
-def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: Optional[int], seed_offset: int = 0):
+def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: int | None, seed_offset: int = 0):
     """`input_context -> tf.data.Dataset` of micro-batches (train) or eval batches; shuffled with
     `train.seed + seed_offset`. Eval records are read as they were written: at their own seq_length, and, where
     they are masked, on their own masks and max_predictions even under dynamic masking. So a phase at seq 64 is
@@ -258,7 +259,7 @@ def schedule_for(
     evaluate: Callable[[], dict[str, float]],
     samples_done: int = 0,
     print_fn=print,
-) -> Optional[EvalSchedule]:
+) -> EvalSchedule | None:
     """The held-out evaluation schedule of `eval.interval_samples` / `eval.protocol`, calling `evaluate` (counting
     on from `samples_done`, the samples trained so far), or None without one."""
     interval = config.eval.interval(config.train.global_batch_size)
@@ -283,7 +284,7 @@ def train(
     until_step: int,
     preemption: PreemptionWatcher,
     print_fn=print,
-    schedule: Optional[EvalSchedule] = None,
+    schedule: EvalSchedule | None = None,
     sentences: bool = True,
 ) -> dict[str, Any]:
     """Trains from the trainer's step (restored by the caller) up to `until_step` optimizer steps, or until the

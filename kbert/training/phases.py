@@ -15,14 +15,11 @@ Example:
 
 from __future__ import annotations
 
-from typing import Optional
-
 from kbert.config import need
 from kbert.errors import ConfigError
 from kbert.modeling import BertPretrainer
 from kbert.training.config import PhaseConfig, PretrainingConfig
 from kbert.training.stage import TrainingStage
-
 
 _DATA_KEYS = ("train_files", "eval_files", "seq_length", "max_predictions")
 _TRAIN_KEYS = ("global_batch_size", "gradient_accumulation_steps")
@@ -48,7 +45,7 @@ def phase_config(config: PretrainingConfig, index: int, steps: int) -> Pretraini
     )
 
 
-def check_phases(config: PretrainingConfig, first_steps: Optional[int] = None) -> None:
+def check_phases(config: PretrainingConfig, first_steps: int | None = None) -> None:
     """Each phase's steps, schedule, batch and data make sense, before anything is built; `first_steps`: phase
     1 is an MSLT plan of that many steps (the plan's stages have their own schedules)."""
     positions = config.model.bert_config().max_position_embeddings

@@ -17,7 +17,7 @@ import json
 import math
 import os
 import time
-from typing import Any, Optional
+from typing import Any
 
 import tensorflow as tf
 
@@ -67,7 +67,7 @@ class ProgressReporter:
     def __init__(
         self,
         total_steps: int,
-        writer: Optional[tf.summary.SummaryWriter],
+        writer: tf.summary.SummaryWriter | None,
         summary_interval: int,
         optimizer=None,
         print_fn=print,
@@ -85,7 +85,7 @@ class ProgressReporter:
         self.print_fn = print_fn
         self.history: list[dict[str, Any]] = []
         self._start = time.perf_counter()
-        self._start_step: Optional[int] = None
+        self._start_step: int | None = None
 
     def __call__(self, step: int, metrics: dict[str, float], steps_run: int) -> None:
         if self._start_step is None:

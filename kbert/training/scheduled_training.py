@@ -19,7 +19,8 @@ result["evaluations"][-1]["masked_lm_accuracy"]
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kbert.training.eval_schedule import EvalSchedule
 

@@ -23,7 +23,7 @@ stages[0].start_step, stages[0].end_step, stages[0].layout.describe()
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from kbert.data import RecordLayout, first_layout
 from kbert.errors import InputDataError
@@ -44,12 +44,12 @@ class TrainingStage:
     build: Callable[[], BertPretrainer]  # the stage's model with its built weights (call in strategy.scope())
     num_layers: int
     previous_layers: int = 0  # depth of the model it grows from (0: none; `grow` is None then)
-    grow: Optional[Callable[[BertPretrainer, BertPretrainer], None]] = None  # sets model from previous model
+    grow: Callable[[BertPretrainer, BertPretrainer], None] | None = None  # sets model from previous model
     seed: int = 0  # Keras seed set before the stage is built (weights of new layers, dropout)
     init_checkpoint: str = ""  # stage 1: start from this checkpoint's weights (grown from it with `grow`)
     description: str = ""  # what trains, for the stage's first line: "2 layers, training blocks [1]"
     facts: dict = dataclasses.field(default_factory=dict)  # what stages.json and the summary record of it
-    layout: Optional[RecordLayout] = None  # of `config.data.train_files` (`with_layouts`)
+    layout: RecordLayout | None = None  # of `config.data.train_files` (`with_layouts`)
 
     @property
     def steps(self) -> int:
@@ -75,7 +75,7 @@ class TrainingStage:
             **self.facts,
         }
 
-    def same_data(self, other: "TrainingStage") -> bool:
+    def same_data(self, other: TrainingStage) -> bool:
         """Whether this stage reads `other`'s training input, so it continues where `other` stopped."""
         keys = ("train_files", "seq_length", "max_predictions", "dynamic_masking", "whole_word_masking")
         return (

@@ -17,7 +17,7 @@ trainer.train(100)  # {'loss': 7.1, 'masked_lm_accuracy': 0.02, ...}
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import keras
 import numpy as np
@@ -89,8 +89,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
     Per optimizer step each replica runs `accumulation_steps` micro-batches. Every micro-batch's loss is the
     replica's share of the global-batch loss `mlm_loss_sum / (W + 1e-5) + nsp_loss_sum / N` with W (the masked
     weight sum) and N (the sentence labels: the rows, or a packed batch's sequences) all-reduced from the inputs,
-    so one device and N replicas with the same global batch compute the same gradient. Local gradients are summed in replica-local variables; the
-    optimizer's `apply_gradients` does the step's single gradient all-reduce.
+    so one device and N replicas with the same global batch compute the same gradient. Local gradients are summed
+    in replica-local variables; the optimizer's `apply_gradients` does the step's single gradient all-reduce.
 
     Under fp16 pass a `kbert.optimizers.LossScaleOptimizer`: its finiteness check is agreed across replicas (a
     non-finite gradient on any replica skips the step everywhere; Keras's own only looks at replica 0).
@@ -127,8 +127,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         global_step: tf.Variable,
         global_batch_size: int,
         accumulation_steps: int = 1,
-        batch_ramp: Optional[BatchRamp] = None,
-        trainable_variables: Optional[Sequence[keras.Variable]] = None,
+        batch_ramp: BatchRamp | None = None,
+        trainable_variables: Sequence[keras.Variable] | None = None,
         jit_compile: bool | str = False,
         checkpointable_input: bool = True,
     ):

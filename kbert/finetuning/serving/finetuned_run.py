@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional
 
 import tensorflow as tf
 
@@ -38,7 +37,7 @@ class FinetunedRun:
     config: FinetuneConfig
     model: BertClassifier
     encoder: PairEncoder
-    label_names: Optional[tuple[str, ...]]  # None: regression
+    label_names: tuple[str, ...] | None  # None: regression
     columns: TextColumns
 
 

@@ -21,8 +21,6 @@ tf.saved_model.save(hub_encoder, "export/encoder", signatures={"serving_default"
 
 from __future__ import annotations
 
-from typing import Optional
-
 import tensorflow as tf
 
 from kbert.finetuning.serving.hub_preprocess import HUB_NAMES
@@ -55,7 +53,7 @@ class _Reusable(tf.train.Checkpoint):
 class HubEncoder(_Reusable):
     """The encoder SavedModel's root (see the module docstring); `mlm_head` None leaves `mlm` out."""
 
-    def __init__(self, encoder: BertEncoder, mlm_head: Optional[MaskedLMHead], vocab_file: str, lower_case: bool):
+    def __init__(self, encoder: BertEncoder, mlm_head: MaskedLMHead | None, vocab_file: str, lower_case: bool):
 
         def call(inputs, training=False):
             outputs = _encode(encoder, inputs, training)

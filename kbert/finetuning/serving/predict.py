@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import tensorflow as tf
 

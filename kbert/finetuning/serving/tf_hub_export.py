@@ -16,7 +16,6 @@ export_tf_hub(pretrainer, has_mlm, "vocab.txt", "export/bert_tiny_hub")  # ~1e-7
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import tensorflow as tf
 
@@ -39,7 +38,7 @@ GELU = {
 GELU["gelu_new"] = GELU["gelu_approximate"]
 
 
-def _seq_length(requested: Optional[int], max_positions: int) -> int:
+def _seq_length(requested: int | None, max_positions: int) -> int:
     if requested is None:
         return min(DEFAULT_SEQ_LENGTH, max_positions)
     if not 3 <= requested <= max_positions:
@@ -105,7 +104,7 @@ def export_tf_hub(
     vocab_file: str,
     output_dir: str,
     lower_case: bool = True,
-    seq_length: Optional[int] = None,
+    seq_length: int | None = None,
 ) -> float:
     """Writes `output_dir/preprocess`, `output_dir/encoder` (with `mlm` if `has_mlm`) and `README.md`; returns
     the round trip's largest difference. `seq_length` None: 128, or the model's max positions if fewer.
