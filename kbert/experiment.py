@@ -135,7 +135,8 @@ def run(
     config: ExperimentConfig, model_dir: str, strategy: tf.distribute.Strategy, mode: str = "train", print_fn=print
 ) -> dict[str, Any]:
     """Trains the stages not finished yet and/or evaluates the newest checkpoint, as `mode` says; writes
-    `model_dir/summary.json` (chief only) and returns it."""
+    `model_dir/summary.json` (chief only; `eval_summary.json` with `mode="eval"`, which leaves the trainer's
+    summary alone and takes no lease, so a model can be evaluated while it trains) and returns it."""
     if mode not in MODES:
         raise ConfigError(f"--mode={mode}: choose one of {', '.join(MODES)}.")
     stages = stages_of(config)
@@ -176,5 +177,5 @@ def run(
         print_fn(eval_line(summary["eval"]), flush=True)
     summary["wall_seconds"] = time.time() - started
     if strategy.extended.should_checkpoint:
-        write_summary_json(model_dir, summary)
+        write_summary_json(model_dir, summary, "eval_summary.json" if mode == "eval" else "summary.json")
     return summary

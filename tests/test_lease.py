@@ -2,13 +2,17 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 import tensorflow as tf
 from google.api_core import exceptions
-from training_fixtures import write_config, write_shards
+from lease_fixtures import dead_pid, take_at_once
+from training_fixtures import LAUNCHER, cli_env, write_config, write_shards
 
 from kbert import experiment
 from kbert.errors import ModelDirInUseError
@@ -16,12 +20,6 @@ from kbert.experiment import load_experiment
 from kbert.runtime import lease
 from kbert.runtime.lease import Lease
 from kbert.runtime.strategy import make_strategy
-
-
-def _dead_pid():
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return process.pid
 
 
 def test_a_second_run_on_a_model_dir_is_refused_naming_the_first(tmp_path):
@@ -45,7 +43,7 @@ def test_a_dead_runs_lease_is_taken_over_and_said(tmp_path):
     first = Lease.take(str(tmp_path), on_lost=lambda: None)
     first._stop.set()  # the first run dies without releasing: its lease names a pid that is gone
     record = json.loads((tmp_path / "lease.json").read_text())
-    (tmp_path / "lease.json").write_text(json.dumps(dict(record, pid=_dead_pid())))
+    (tmp_path / "lease.json").write_text(json.dumps(dict(record, pid=dead_pid())))
     lines = []
     second = Lease.take(str(tmp_path), print_fn=lambda *a, **k: lines.append(a[0]), on_lost=lambda: None)
     assert lines and lines[0].startswith(f"Took over the lease of --model_dir={tmp_path} from a run on")
@@ -149,3 +147,232 @@ def test_a_file_url_model_dir_is_leased_on_its_disk(tmp_path):
         with pytest.raises(ModelDirInUseError, match=rf"--model_dir={tmp_path} is in use by a run on"):
             Lease.take(str(tmp_path), on_lost=lambda: None)  # the same folder, spelled as a path
     assert not (tmp_path / "lease.json").exists()
+
+
+def _into(lines: list):
+    return lambda *a, **k: lines.append(a[0])
+
+
+def _tiny_run(tmp_path, **train):
+    data = write_shards(str(tmp_path / "data"), "train", shards=1, records_per_shard=16)
+    return write_config(str(tmp_path / "c.yaml"), data, train={"total_steps": 2, **train})
+
+
+def _write_lease(path, **fields):
+    now = time.time()
+    record = dict(lease.Holder.this_process().__dict__, started=now - 60, refreshed=now - 10)
+    path.write_text(json.dumps(dict(record, **fields)))
+
+
+def test_a_lease_with_this_processs_pid_and_another_start_is_this_runs_earlier_life_taken_over_at_once(tmp_path):
+    # A container restarted after kill -9 keeps its hostname and often its PID (PID 1): the lease its earlier life
+    # left, refreshed 10 s ago, names this very PID with another process start.
+    run = tmp_path / "run"
+    run.mkdir()
+    mine = lease.process_start(os.getpid())
+    _write_lease(run / "lease.json", process_start=mine - 1)
+    lines = []
+    summary = experiment.run(
+        load_experiment([_tiny_run(tmp_path)]),
+        str(run),
+        make_strategy("one_device"),
+        print_fn=lambda *a, **k: lines.append(a[0]),
+    )
+    assert summary["global_step"] == 2
+    took = [line for line in lines if "lease" in str(line)]
+    assert len(took) == 1 and took[0].startswith(f"Took over the lease of --model_dir={run} from a run on ")
+    assert took[0].endswith("it is this run's earlier life (the same pid, another process start).")
+    # A lease written before the process start was recorded names no start: with this PID it is an earlier life too.
+    _write_lease(run / "lease.json", process_start=None)
+    Lease.take(str(run), print_fn=_into(lines), on_lost=lambda: None).release()
+    assert lines[-1].endswith("it is this run's earlier life (the same pid, another process start).")
+
+
+def test_the_process_start_and_boot_tell_a_live_holder_from_a_reused_pid(tmp_path, monkeypatch):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = lease.process_start(child.pid)
+        assert started is not None and started >= lease.process_start(os.getpid())
+        _write_lease(tmp_path / "lease.json", pid=child.pid, process_start=started)
+        with pytest.raises(ModelDirInUseError, match=rf"is in use by a run on .* \(pid {child.pid}, "):
+            Lease.take(str(tmp_path), on_lost=lambda: None)
+        for stale, why in [
+            ({"process_start": started + 1}, "its process is gone (another process has its pid now)"),
+            ({"boot_id": "another-boot"}, "the host has restarted since"),
+        ]:
+            _write_lease(tmp_path / "lease.json", **{"pid": child.pid, "process_start": started, **stale})
+            lines = []
+            Lease.take(str(tmp_path), print_fn=_into(lines), on_lost=lambda: None).release()
+            assert len(lines) == 1 and lines[0].startswith(
+                f"Took over the lease of --model_dir={tmp_path} from a run on {socket.gethostname()} (pid {child.pid}, "
+            )
+            assert lines[0].endswith(f" s ago): {why}.")
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_holder_whose_pid_is_another_users_is_stale_once_unrefreshed_for_stale_after(tmp_path, monkeypatch):
+    def kill(pid, signal):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "kill", kill)
+    monkeypatch.setattr(lease, "process_start", lambda pid: None)  # /proc says nothing of it either
+    _write_lease(tmp_path / "lease.json", pid=4242, process_start=None, boot_id=None)
+    with pytest.raises(ModelDirInUseError, match=r"\(pid 4242, .*last seen 10 s ago\)"):
+        Lease.take(str(tmp_path), on_lost=lambda: None)  # refreshed 10 s ago: alive as far as anyone can tell
+    _write_lease(tmp_path / "lease.json", pid=4242, process_start=None, boot_id=None, refreshed=time.time() - 3600)
+    lines = []
+    Lease.take(str(tmp_path), print_fn=_into(lines), on_lost=lambda: None).release()
+    assert len(lines) == 1 and lines[0].endswith("last seen 3600 s ago): it went unrefreshed for 3600 s.")
+
+
+@pytest.mark.parametrize("content", [b"", b'{"host": "x", "pi', b"[]", b'{"host": "x"}'])
+def test_an_unreadable_lease_file_is_taken_over_in_one_line(tmp_path, content):
+    (tmp_path / "lease.json").write_bytes(content)
+    lines = []
+    with Lease.take(str(tmp_path), print_fn=_into(lines), on_lost=lambda: None):
+        assert json.loads((tmp_path / "lease.json").read_text())["pid"] == os.getpid()
+    why = "empty" if not content else "not a kbert lease: "
+    assert len(lines) == 1
+    assert lines[0].startswith(
+        f"Took over the lease of --model_dir={tmp_path}: {tmp_path / 'lease.json'} could not be read ({why}"
+    )
+
+
+def test_an_empty_lease_file_does_not_stop_kbert_pretrain(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "lease.json").write_bytes(b"")  # what an older kbert left when it crashed while creating the lease
+    result = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, "1", f"--config_file={_tiny_run(tmp_path)}", f"--model_dir={run}"],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"Took over the lease of --model_dir={run}: {run / 'lease.json'} could not be read (empty)" in result.stdout
+    assert "Traceback" not in result.stderr and not (run / "lease.json").exists()
+
+
+def test_the_lease_is_created_whole_and_one_of_many_local_takers_holds_it(tmp_path, monkeypatch):
+    held, refused = take_at_once(str(tmp_path))
+    assert len(held) == 1 and len(refused) == 7 and os.listdir(tmp_path) == ["lease.json"]
+    held[0].release()
+
+    def no_links(src, dst):
+        raise PermissionError(1, "Operation not permitted")  # gcsfuse has no hard links
+
+    monkeypatch.setattr(os, "link", no_links)
+    with Lease.take(str(tmp_path), on_lost=lambda: None):
+        assert os.listdir(tmp_path) == ["lease.json"]
+        with pytest.raises(ModelDirInUseError):
+            Lease.take(str(tmp_path), on_lost=lambda: None)
+    assert os.listdir(tmp_path) == []
+
+
+def test_another_hosts_lease_is_judged_by_its_version_on_this_hosts_clock(tmp_path, monkeypatch):
+    monkeypatch.setattr(lease, "REFRESH_EVERY", 0.3)
+    monkeypatch.setattr(lease, "STALE_AFTER", 1.5)
+    # Its clock is an hour behind ours: "refreshed an hour ago" says nothing about whether it is alive.
+    _write_lease(tmp_path / "lease.json", host="elsewhere", pid=7, refreshed=time.time() - 3600)
+    store = lease.LocalStore(str(tmp_path / "lease.json"))
+    version = store.read()[1]
+    refreshed = version.replace(b'"pid": 7', b'"pid": 7 ')  # its refresh thread rewrites it
+    refreshing = threading.Timer(0.5, lambda: store.replace(refreshed, version))
+    refreshing.start()
+    lines = []
+    with pytest.raises(ModelDirInUseError, match=r"is in use by a run on elsewhere \(pid 7, "):
+        Lease.take(str(tmp_path), print_fn=_into(lines), on_lost=lambda: None)
+    refreshing.join()
+    assert len(lines) == 1 and lines[0].startswith(f"--model_dir={tmp_path} is leased by a run on elsewhere (pid 7, ")
+    assert lines[0].endswith(
+        " s ago); watching it for up to 2 s to tell whether that run is alive (a live one refreshes it every 0 s)."
+    )
+    lines.clear()
+    Lease.take(str(tmp_path), print_fn=_into(lines), on_lost=lambda: None).release()  # now nobody refreshes it
+    assert len(lines) == 2 and lines[1].endswith("it went unchanged for 2 s, watched from here.")
+
+
+class _FailingStore(lease.LocalStore):
+    """A disk whose writes start failing (a full or unmounted volume)."""
+
+    failing = False
+
+    def replace(self, data, version):
+        if self.failing:
+            raise OSError(28, "No space left on device")
+        return super().replace(data, version)
+
+
+def test_refreshes_that_keep_failing_are_said_once_then_stop_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(lease, "REFRESH_EVERY", 0.05)
+    monkeypatch.setattr(lease, "GIVE_UP_AFTER", 0.5)
+    store, lines, expired = _FailingStore(str(tmp_path / "lease.json")), [], []
+    held = Lease.take(str(tmp_path), print_fn=_into(lines), store=store, on_expired=expired.append)
+    time.sleep(0.2)
+    assert lines == [] and expired == []
+    store.failing = True
+    held._thread.join(timeout=10)
+    assert lines == [
+        f"Could not refresh the lease {tmp_path / 'lease.json'} (OSError: [Errno 28] No space left on device); "
+        "retrying every 0 s, and stopping if none succeeds for 0 s."
+    ]
+    assert len(expired) == 1 and expired[0].startswith(f"the lease {tmp_path / 'lease.json'} could not be refreshed")
+    assert "(last error: OSError: [Errno 28] No space left on device); stopping now, writing nothing more" in expired[0]
+    held.release()
+
+
+_FAILING_RUN = r"""
+import glob, os, sys
+from kbert.runtime import lease
+lease.REFRESH_EVERY, lease.GIVE_UP_AFTER = 0.1, 1.0
+replace = lease.LocalStore.replace
+def failing_once_checkpointed(self, data, version):
+    if glob.glob(os.path.join(os.path.dirname(self.path), "checkpoints", "ckpt-*.index")):
+        raise OSError(5, "Input/output error")
+    return replace(self, data, version)
+lease.LocalStore.replace = failing_once_checkpointed
+sys.argv = ["kbert-pretrain", "--config_file=" + sys.argv[1], "--model_dir=" + sys.argv[2], "--device=cpu"]
+from kbert.run_pretraining import run
+run()
+"""
+
+
+def test_a_run_whose_lease_cannot_be_refreshed_stops_with_its_checkpoints_intact(tmp_path):
+    config, run = _tiny_run(tmp_path, total_steps=100000, steps_per_loop=2, checkpoint_interval=2), tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-c", _FAILING_RUN, config, str(run)],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == lease.EXPIRED_EXIT_CODE, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"kbert: error: the lease {run / 'lease.json'} could not be refreshed for ")
+    assert "(last error: OSError: [Errno 5] Input/output error)" in last and "Traceback" not in result.stderr
+    assert "Could not refresh the lease" in result.stdout
+    saved = tf.train.latest_checkpoint(str(run / "checkpoints"))
+    assert saved is not None
+    reader = tf.train.load_checkpoint(saved)  # the newest checkpoint reads whole
+    assert reader.get_variable_to_shape_map()
+    # The same command, once the disk answers, resumes from it.
+    step = int(saved.rsplit("-", 1)[1])
+    config = _tiny_run(tmp_path, total_steps=step + 2, steps_per_loop=2, checkpoint_interval=2)
+    summary = experiment.run(
+        load_experiment([config]), str(run), make_strategy("one_device"), print_fn=lambda *a, **k: 0
+    )
+    assert summary["global_step"] == step + 2 and summary["restored_from"].endswith(f"ckpt-{step}")
+
+
+def test_eval_mode_takes_no_lease_and_leaves_the_trainers_summary(tmp_path):
+    config, run = load_experiment([_tiny_run(tmp_path)]), tmp_path / "run"
+    experiment.run(config, str(run), make_strategy("one_device"), print_fn=lambda *a, **k: 0)
+    trained = (run / "summary.json").read_text()
+    config.override({"data": {"eval_files": config.data.train_files}})
+    with Lease.take(str(run), on_lost=lambda: None):  # a run still training there
+        experiment.run(config, str(run), make_strategy("one_device"), mode="eval", print_fn=lambda *a, **k: 0)
+    assert (run / "summary.json").read_text() == trained
+    assert json.loads((run / "eval_summary.json").read_text())["mode"] == "eval"

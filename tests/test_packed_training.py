@@ -41,8 +41,8 @@ def records(tmp_path_factory):
     }
 
 
-def _summary(model_dir) -> dict:
-    with open(os.path.join(model_dir, "summary.json")) as f:
+def _summary(model_dir, name: str = "summary.json") -> dict:
+    with open(os.path.join(model_dir, name)) as f:
         return json.load(f)
 
 
@@ -57,7 +57,7 @@ def test_eval_over_packed_records_equals_eval_over_the_same_instances_unpacked(t
             str(tmp_path / f"{name}.yaml"), records["train"], records[name], train={"init_checkpoint": checkpoint}
         )
         run_here(path, tmp_path / name, mode="eval")
-        evals[name] = _summary(tmp_path / name)["eval"]
+        evals[name] = _summary(tmp_path / name, "eval_summary.json")["eval"]
     assert evals["eval_packed"]["sequences"] == evals["eval"]["sequences"] == 32
     for key, value in evals["eval"].items():
         np.testing.assert_allclose(evals["eval_packed"][key], value, rtol=1e-5, atol=1e-6, err_msg=key)

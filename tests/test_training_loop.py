@@ -72,9 +72,10 @@ def test_eval_matches_a_direct_float64_computation(tmp_path, data):
     for name, value in expected.items():
         assert summary["eval"][name] == pytest.approx(value, rel=1e-5, abs=1e-6), name
     assert summary["eval"]["sequences"] == 16
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["eval"]["loss"] == pytest.approx(
+    assert json.loads((tmp_path / "run" / "eval_summary.json").read_text())["eval"]["loss"] == pytest.approx(
         expected["loss"], rel=1e-5
     )
+    assert not (tmp_path / "run" / "summary.json").exists()  # a trainer's summary is never overwritten
 
 
 def _model_weights(model_dir):

@@ -136,9 +136,9 @@ def eval_line(metrics: dict[str, float]) -> str:
     )
 
 
-def write_summary_json(model_dir: str, summary: dict[str, Any]) -> str:
-    """Writes `model_dir/summary.json` (atomically, so a reader never sees half a file)."""
-    path = os.path.join(model_dir, "summary.json")
+def write_summary_json(model_dir: str, summary: dict[str, Any], name: str = "summary.json") -> str:
+    """Writes `model_dir/<name>` (atomically, so a reader never sees half a file)."""
+    path = os.path.join(model_dir, name)
     tmp = path + ".tmp"
     with tf.io.gfile.GFile(tmp, "w") as f:
         f.write(json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n")
