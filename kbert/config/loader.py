@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import types
 import typing
 from collections.abc import Sequence
 from typing import Any, Union
@@ -36,7 +37,7 @@ def _section_class(annotation: Any) -> type | None:
 def _list_item_class(annotation: Any) -> type | None:
     """For `List[SomeConfig]` (possibly Optional): SomeConfig; else None."""
     for candidate in (annotation, *typing.get_args(annotation)):
-        if typing.get_origin(candidate) in (list, list):
+        if typing.get_origin(candidate) is list:
             return _section_class(typing.get_args(candidate)[0])
     return None
 
@@ -46,7 +47,7 @@ def _leaf_kind(annotation: Any) -> str:
     any other annotation: a union of several kinds (`Union[bool, str]`) is checked by its section's `check`."""
     kinds = (
         [a for a in typing.get_args(annotation) if a is not type(None)]
-        if typing.get_origin(annotation) is Union
+        if typing.get_origin(annotation) in (Union, types.UnionType)  # Optional[float] or float | None
         else [annotation]
     )
     return kinds[0].__name__ if len(kinds) == 1 and kinds[0] in (float, int, bool, str) else ""
