@@ -33,6 +33,7 @@ from kbert.mslt.stages import mslt_stages, plan_for
 from kbert.runtime.cpu_isa import bfloat16_note
 from kbert.runtime.lease import Lease
 from kbert.runtime.preemption import PreemptionWatcher
+from kbert.tasks.bert import BertPretrainingTask
 from kbert.training.config import PretrainingConfig, check_batch_sizes
 from kbert.training.engine import PretrainingRun
 from kbert.training.loop import evaluate
@@ -64,27 +65,19 @@ class ExperimentConfig(PretrainingConfig):
             lambda stage: stage.config.schedule.span(
                 stage.config.train.total_steps - stage.config.schedule.step_offset
             ),
-            hint=lambda stage: (
-                " (an MSLT stage warms up for its mslt.stages[].warmup_steps, default "
-                "mslt.warmup_fraction of its steps)"
-                if stage.label.startswith("MSLT")
-                else ""
-            ),
+            hinted=True,
         )
 
 
-def check_each_stage(
-    stages: Sequence[TrainingStage],
-    check: Callable[[TrainingStage], Any],
-    hint: Callable[[TrainingStage], str] = lambda stage: "",
-) -> None:
-    """`check(stage)` for every stage; its ConfigError is named by the stage (with `hint(stage)` after it) where
-    the run has more than one."""
+def check_each_stage(stages: Sequence[TrainingStage], check: Callable[[TrainingStage], Any], hinted=False) -> None:
+    """`check(stage)` for every stage; its ConfigError is named by the stage (with the stage's `hint` after it,
+    when `hinted`) where the run has more than one."""
     for stage in stages:
         try:
             check(stage)
         except ConfigError as error:
-            raise ConfigError(f"{stage.label}: {error}{hint(stage)}" if len(stages) > 1 else str(error)) from None
+            hint = stage.hint if hinted else ""
+            raise ConfigError(f"{stage.label}: {error}{hint}" if len(stages) > 1 else str(error)) from None
 
 
 def load_experiment(config_files: Sequence[str] = (), params_override: str = "") -> ExperimentConfig:
@@ -112,13 +105,16 @@ def _lease(model_dir: str, strategy: tf.distribute.Strategy, mode: str, print_fn
     return Lease.take(model_dir, print_fn)
 
 
+def task_of(config: PretrainingConfig) -> BertPretrainingTask:
+    """What `config` pretrains: its model section's BERT, on masked LM and next-sentence prediction."""
+    return BertPretrainingTask(config.model.bert_config())
+
+
 def stages_of(config: ExperimentConfig) -> list[TrainingStage]:
-    """The run's stages: the MSLT plan's (phase 1) and the later phases', or one per phase (one in all for a run
-    without phases)."""
-    if config.mslt is None:
-        return phase_stages(config)
-    growth = mslt_stages(config, plan_for(config))
-    return growth + phase_stages(config, first=1, number=len(growth) + 1, start_step=growth[-1].end_step)
+    """The run's stages, composed from each kind's builder: an MSLT plan's growth stages (phase 1) and the later
+    phases', or one per phase (one in all for a run without phases)."""
+    growth = mslt_stages(config, plan_for(config)) if config.mslt is not None else []
+    return growth + phase_stages(config, task_of(config), growth)
 
 
 def _say_if_bfloat16_is_slow(
@@ -166,15 +162,14 @@ def run(
             strategy,
             preemption,
             print_fn,
-            build_ahead=config.mslt is not None and config.mslt.build_ahead,
         )
         if mode != "eval":
             summary.update(engine.train())
             summary["train_data"] = summary["stages"][-1]["train_data"]
     if mode in ("eval", "train_and_eval"):
         model, stage, summary["evaluated_checkpoint"] = engine.evaluated_model()
-        summary["eval"] = evaluate(stage.config, strategy, model)
-        print_fn(eval_line(summary["eval"]), flush=True)
+        summary["eval"] = evaluate(stage.config, strategy, stage.task, model)
+        print_fn(eval_line(summary["eval"], stage.task.eval_labels), flush=True)
     summary["wall_seconds"] = time.time() - started
     if strategy.extended.should_checkpoint:
         write_summary_json(model_dir, summary, "eval_summary.json" if mode == "eval" else "summary.json")

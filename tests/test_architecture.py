@@ -14,7 +14,8 @@ ALLOWED = {
     "data": set(),
     "runtime": {"config", "optimizers", "modeling"},
     "training": {"config", "optimizers", "modeling", "data", "runtime"},
-    "mslt": {"config", "optimizers", "modeling", "data", "runtime", "training"},
+    "tasks": {"config", "optimizers", "modeling", "data", "runtime", "training"},
+    "mslt": {"config", "optimizers", "modeling", "data", "runtime", "training", "tasks"},
     "finetuning": {"config", "optimizers", "modeling", "data", "runtime"},
     "fit": {"optimizers", "modeling", "data"},
 }
@@ -83,6 +84,21 @@ def _kbert_modules(path: pathlib.Path) -> set[str]:
         for alias in node.names
         if alias.name.startswith("kbert.")
     }
+
+
+def test_the_engine_names_no_model_and_no_objective():
+    """kbert/training runs a task's model (kbert.training.task); BERT and its losses are a task's (kbert.tasks)."""
+    for path in sorted((KBERT / "training").rglob("*.py")):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+        where = path.relative_to(KBERT.parent)
+        assert not {n for n in names if n.endswith(".BertPretrainer")}, f"{where} imports BertPretrainer"
+        assert not {n for n in names if n.startswith("kbert.modeling.losses")}, f"{where} imports the BERT losses"
+        assert not {n for n in names if n.split(".")[0] == "orbit"}, f"{where} imports orbit"
 
 
 def test_mslt_holds_the_plan_and_growth_and_no_loop():

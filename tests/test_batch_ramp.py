@@ -13,8 +13,9 @@ from kbert.experiment import load_experiment, stages_of
 from kbert.optimizers import LAMB
 from kbert.optimizers.schedules import PolynomialWarmup
 from kbert.runtime.strategy import make_strategy
+from kbert.tasks.bert import BertPretrainingTask
 from kbert.training.batch_ramp import BatchRamp, RampedSchedule
-from kbert.training.loop import build_model, build_optimizer, dataset_fn, learning_rate_schedule
+from kbert.training.loop import build_optimizer, learning_rate_schedule
 from kbert.training.trainer import PretrainingTrainer
 
 pytestmark = pytest.mark.usefixtures("float32_policy")
@@ -63,12 +64,14 @@ def test_the_rate_is_the_schedules_scaled_to_the_batch_and_round_trips(scaling, 
 
 def _trainer(config, model, optimizer, skip=0, **overrides):
     t = config.train.replace(**overrides)
-    make = dataset_fn(config, True, None)
+    task = BertPretrainingTask(config.model.bert_config())
+    make = task.dataset_fn(config, True)
     return PretrainingTrainer(
         tf.distribute.get_strategy(),
         model,
         optimizer,
         lambda context: make(context).skip(skip),
+        task=task,
         global_step=tf.Variable(0, dtype=tf.int64),
         global_batch_size=t.global_batch_size,
         accumulation_steps=t.gradient_accumulation_steps,
@@ -80,11 +83,11 @@ def test_each_step_trains_its_ramped_batch_at_its_scaled_rate_and_normalises_by_
     """Step 0 of a ramp from 2 to 8 sequences equals a step at batch 2 at a quarter's sqrt of the rate; step 1's
     gradient (4 sequences in 2 micro-batches) is that of a batch-4 step from the same weights on the same records."""
     config = _experiment(tmp_path, data, f"{NO_DROPOUT},{RAMP},schedule.warmup_steps=0")
-    ramped = build_model(config)
+    ramped = BertPretrainingTask(config.model.bert_config()).build_model()
     optimizer = build_optimizer(config, ramped.trainable_variables)
     assert isinstance(learning_rate_schedule(config), RampedSchedule)
     trainer = _trainer(config, ramped, optimizer)
-    reference = build_model(config)
+    reference = BertPretrainingTask(config.model.bert_config()).build_model()
     reference.set_weights(ramped.get_weights())
     rate = float(optimizer.learning_rate)  # at step 0
     np.testing.assert_allclose(rate, 1e-2 * 0.5, rtol=1e-6)  # the schedule's peak x sqrt(1 / 4)

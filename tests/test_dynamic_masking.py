@@ -180,8 +180,8 @@ def test_masked_records_with_dynamic_masking_is_an_error(tmp_path):
 def test_a_dynamically_masked_run_scores_masked_held_out_records_on_their_own_masks(tmp_path):
     """A run masking 30% anew each pass (38 predictions a sequence) evaluates held-out records written with BERT's
     15% (20 predictions) as they are, so its accuracy is comparable with a 15% run's; unmasked ones are masked."""
+    from kbert.tasks.bert import dataset_fn
     from kbert.training.config import PretrainingConfig
-    from kbert.training.loop import dataset_fn
 
     vocab = write_vocab(str(tmp_path / "vocab.txt"))
     write_records(tmp_path / "unmasked.tfrecord", make_instances(16, SEQ, None, len(vocab), seed=3))

@@ -9,8 +9,8 @@ import tensorflow as tf
 from tfrecord_fixtures import make_instances, write_records, write_vocab
 
 from kbert.errors import ConfigError
+from kbert.tasks.bert import dataset_fn
 from kbert.training.config import PretrainingConfig, load_config
-from kbert.training.loop import dataset_fn
 
 SEQ, RECORDS = 64, 256
 
@@ -42,7 +42,7 @@ def _config(records: str, vocab_file: str, override: str = "") -> PretrainingCon
 
 
 def _one_pass(config: PretrainingConfig, vocab_size: int) -> dict[str, np.ndarray]:
-    """The eval input of `config` (one pass over the records), through `kbert.training.loop.dataset_fn`."""
+    """The eval input of `config` (one pass over the records), through `kbert.tasks.bert.dataset_fn`."""
     batches = list(dataset_fn(config, False, vocab_size)(tf.distribute.InputContext()).as_numpy_iterator())
     return {k: np.concatenate([b[k] for b in batches]) for k in ("input_mask", "masked_lm_weights")}
 

@@ -52,6 +52,7 @@ def test_packed_loss_terms_and_metrics_equal_the_unpacked_ones():
 def _one_step(batch, rows):
     import tensorflow as tf
 
+    from kbert.tasks.bert import BertPretrainingTask
     from kbert.training.trainer import PretrainingTrainer
 
     model = _model()
@@ -60,6 +61,7 @@ def _one_step(batch, rows):
         model,
         LAMB(1e-2),
         lambda context: tf.data.Dataset.from_tensors(batch).repeat(),
+        task=BertPretrainingTask(model.config),
         global_step=tf.Variable(0, dtype=tf.int64),
         global_batch_size=rows,
     )

@@ -18,7 +18,7 @@ from kbert.data.pack_pretraining_data import pack_pretraining_data
 from kbert.experiment import load_experiment
 from kbert.modeling import BertPretrainer, export_google_checkpoint
 from kbert.runtime.strategy import make_strategy
-from kbert.training.loop import trained_variables
+from kbert.tasks.bert import BertPretrainingTask
 
 pytestmark = pytest.mark.usefixtures("float32_policy")
 
@@ -130,8 +130,9 @@ def test_mlm_only_records_train_without_the_sentence_head(tmp_path):
         capture_output=True,
     )
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), records, records)])
-    model = BertPretrainer(config.model.bert_config())
-    trained = {id(v) for v in trained_variables(model, first_layout(records))}
+    task = BertPretrainingTask(config.model.bert_config())
+    model = task.build_model()
+    trained = {id(v) for v in task.trained_variables(model, first_layout(records))}
     head = model.sentence_head_variables()
     assert head and not trained & {id(v) for v in head}  # no gradient reaches them: they are not updated
     assert len(trained) == len(model.trainable_variables) - len(head)

@@ -9,6 +9,7 @@ import tensorflow as tf
 from kbert.errors import ConfigError
 from kbert.modeling import BertConfig, BertPretrainer
 from kbert.optimizers import LAMB
+from kbert.tasks.bert import BertPretrainingTask
 from kbert.training.trainer import PretrainingTrainer, whole_step_compiles
 
 BATCH, SEQ, PREDICTIONS = 4, 16, 3
@@ -48,6 +49,7 @@ def _trainer(strategy, jit_compile):
             model,
             optimizer,
             _batches,
+            task=BertPretrainingTask(CONFIG),
             global_step=tf.Variable(0, dtype=tf.int64),
             global_batch_size=BATCH,
             accumulation_steps=2,

@@ -123,7 +123,7 @@ def test_the_two_workers_read_different_batches(data):
     import tempfile
 
     from kbert.experiment import load_experiment
-    from kbert.training.loop import dataset_fn
+    from kbert.tasks.bert import dataset_fn
 
     config = load_experiment([write_config(os.path.join(tempfile.mkdtemp(), "c.yaml"), data[0])])
     make = dataset_fn(config, True, vocab_size=64)

@@ -15,8 +15,9 @@ from kbert.errors import CheckpointMismatchError, ConfigError, NonFiniteLossErro
 from kbert.experiment import load_experiment
 from kbert.modeling import BertPretrainer, export_google_checkpoint
 from kbert.runtime.strategy import make_strategy
+from kbert.tasks.bert import BertPretrainingTask
 from kbert.training import loop
-from kbert.training.loop import build_optimizer, dataset_fn
+from kbert.training.loop import build_optimizer
 from kbert.training.trainer import PretrainingTrainer
 
 
@@ -99,13 +100,14 @@ def test_an_evaluator_reads_the_same_records_at_every_call(tmp_path, data):
     # With one replica the evaluator keeps one iterator over its records repeated: each call takes one pass.
     config = _experiment(tmp_path, data, "eval.global_batch_size=6,eval.steps=2")
     strategy = make_strategy("one_device")
+    task = BertPretrainingTask(config.model.bert_config())
     with strategy.scope():
-        model = loop.build_model(config)
-    evaluate = loop.evaluator(config, strategy, model)
+        model = task.build_model()
+    evaluate = loop.evaluator(config, strategy, task, model)
     first = evaluate()
     assert first["sequences"] == 12 and [evaluate(), evaluate()] == [first, first]
     config.override({"eval": {"steps": -1}})
-    every = loop.evaluator(config, strategy, model)
+    every = loop.evaluator(config, strategy, task, model)
     assert [every()["sequences"], every()["sequences"]] == [16, 16]
 
 
@@ -248,10 +250,8 @@ def test_outputs_console_tensorboard_and_summary_json(tmp_path, data):
 
 
 def test_adamw_exclusions_match_variable_paths(tmp_path, data):
-    from kbert.training.loop import build_model, build_optimizer
-
     config = _experiment(tmp_path, data, "optimizer.type=adamw")
-    model = build_model(config)
+    model = BertPretrainingTask(config.model.bert_config()).build_model()
     optimizer = build_optimizer(config, model.trainable_variables)
     decayed = {v.path: optimizer._use_weight_decay(v) for v in model.trainable_variables}
     assert not any(decayed[p] for p in decayed if "layer_norm" in p or p.endswith("bias"))
@@ -277,12 +277,11 @@ def test_fp16_uses_the_loss_scaler_whose_check_spans_replicas(tmp_path, data):
 
 
 def test_optimizer_and_masking_settings_that_cannot_work_are_refused(tmp_path, data):
-    from kbert.training.loop import build_optimizer, dataset_fn
-
     with pytest.raises(ConfigError, match="global_clipnorm is not supported with optimizer.type=adamw"):
         build_optimizer(_experiment(tmp_path, data, "optimizer.type=adamw,optimizer.global_clipnorm=1.0"))
     with pytest.raises(ConfigError, match="data.dynamic_masking needs data.vocab_file"):
-        dataset_fn(_experiment(tmp_path, data, "data.dynamic_masking=true"), True, 100)
+        config = _experiment(tmp_path, data, "data.dynamic_masking=true")
+        BertPretrainingTask(config.model.bert_config()).dataset_fn(config, True)
 
 
 @pytest.mark.parametrize("accumulation_steps, passes", [(1, 1), (3, 2)])
@@ -294,12 +293,14 @@ def test_the_step_graph_holds_one_forward_backward_pass_per_distinct_micro_step(
         tmp_path, data, train={"global_batch_size": 6, "gradient_accumulation_steps": accumulation_steps}
     )
     strategy = tf.distribute.get_strategy()
-    model = BertPretrainer(config.model.bert_config())
+    task = BertPretrainingTask(config.model.bert_config())
+    model = task.build_model()
     trainer = PretrainingTrainer(
         strategy,
         model,
         build_optimizer(config),
-        dataset_fn(config, True, None),
+        task.dataset_fn(config, True),
+        task=task,
         global_step=tf.Variable(0, dtype=tf.int64),
         global_batch_size=6,
         accumulation_steps=accumulation_steps,
@@ -317,15 +318,17 @@ def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_
     devices) cannot restore the input position: a run that starts at step N (a restart, an MSLT stage) shuffles
     with seed + N rather than replaying the first batches again."""
     from kbert.training.inputs import DistributedInput, WorkerInput
-    from kbert.training.loop import InputStart, build_model, input_start, make_trainer
+    from kbert.training.loop import InputStart, input_start, make_trainer
 
     def first_batch(override, initial_step):
         config = _experiment(tmp_path, data, override)
         strategy = make_strategy("one_device")
+        task = BertPretrainingTask(config.model.bert_config())
         with strategy.scope():
-            model = build_model(config)
+            model = task.build_model()
             optimizer = build_optimizer(config, model.trainable_variables)
-        trainer = make_trainer(config, strategy, model, optimizer, first_layout(data[0]), initial_step=initial_step)
+        layout = first_layout(data[0])
+        trainer = make_trainer(config, strategy, task, model, optimizer, layout, initial_step=initial_step)
         feed = DistributedInput if "checkpoint_input=false" in override else WorkerInput
         assert type(trainer.input) is feed
         return next(trainer.input.iterator)["input_ids"].numpy()

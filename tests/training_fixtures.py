@@ -174,12 +174,13 @@ def run_here(config: str, model_dir, mode: str = "train") -> str:
     return "\n".join(lines)
 
 
-def kill_once_written(command: list[str], path, timeout: float = 600) -> None:
-    """Starts `command` and kills it with SIGKILL as soon as `path` exists (a checkpoint it writes)."""
+def kill_once_written(command: list[str], path, timeout: float = 600, env: dict | None = None) -> None:
+    """Starts `command` (in `env`, default `cli_env()`) and kills it with SIGKILL as soon as `path` exists (a
+    checkpoint it writes)."""
     import signal
     import time
 
-    process = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, env=env or cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + timeout
     while not os.path.exists(path):
         assert process.poll() is None, f"{command} ended before writing {path}"

@@ -281,6 +281,7 @@ def _release() -> None:
 def _largest_micro_batch(ctx: Context, role: str, long: bool, search: tuple[int, int], budget_s: float) -> int:
     """The largest power-of-two multiple of `search[0]` up to `search[1]` sequences per replica that trains two
     steps without running out of device memory (XLA off); 0 if even the first does not fit."""
+    from kbert.experiment import task_of
     from kbert.training.trainer_from_config import trainer_from_config
 
     replicas = ctx.strategy.num_replicas_in_sync
@@ -290,7 +291,7 @@ def _largest_micro_batch(ctx: Context, role: str, long: bool, search: tuple[int,
             config = _config(
                 role, long, train__global_batch_size=micro * replicas, train__mixed_precision="mixed_bfloat16"
             )
-            trainer_from_config(config, ctx.strategy).train(2)
+            trainer_from_config(config, ctx.strategy, task_of(config)).train(2)
         except Exception as error:  # noqa: BLE001 - only running out of memory ends the search quietly
             if not _is_out_of_memory(error):
                 raise
@@ -341,6 +342,7 @@ def _losses(ctx: Context, precision: str, jit: bool) -> list[float]:
     """Per-step losses of the mini model (LAMB, accumulation 2, global_clipnorm 1.0); NaN at the first non-finite
     step."""
     from kbert.errors import NonFiniteLossError
+    from kbert.experiment import task_of
     from kbert.training.trainer_from_config import trainer_from_config
 
     config = _config(
@@ -351,7 +353,7 @@ def _losses(ctx: Context, precision: str, jit: bool) -> list[float]:
         train__jit_compile=jit,
         optimizer__global_clipnorm=1.0,
     )
-    trainer = trainer_from_config(config, ctx.strategy)
+    trainer = trainer_from_config(config, ctx.strategy, task_of(config))
     losses = []
     try:
         for _ in range(_sizes().numerics_steps):
@@ -383,9 +385,10 @@ def phase_numerics(ctx: Context) -> dict[str, Any]:
 
 
 def _weights_after(config, strategy, steps: int):
+    from kbert.experiment import task_of
     from kbert.training.trainer_from_config import trainer_from_config
 
-    trainer = trainer_from_config(config, strategy)
+    trainer = trainer_from_config(config, strategy, task_of(config))
     loss = float(trainer.train(steps)["loss"])
     weights = [w.numpy() for w in trainer.model.weights]
     _release()
@@ -580,6 +583,7 @@ def _input_rate(dynamic: bool, batch: int, batches: int) -> float:
 
 
 def phase_throughput(ctx: Context) -> dict[str, Any]:
+    from kbert.experiment import task_of
     from kbert.runtime.flops import model_flops_utilisation, peak_bf16_flops, training_flops_per_sequence
     from kbert.training.trainer_from_config import trainer_from_config
 
@@ -595,7 +599,7 @@ def phase_throughput(ctx: Context) -> dict[str, Any]:
             train__mixed_precision="mixed_bfloat16",
             train__jit_compile=jit,
         )
-        trainer = trainer_from_config(config, ctx.strategy)
+        trainer = trainer_from_config(config, ctx.strategy, task_of(config))
         rates["xla" if jit else "no_xla"] = rate = _step_rate(trainer, micro, replicas, s.timed_steps)
         if not jit:  # the update is not compiled either way (train.jit_compile covers forward and backward)
             lamb_share = _update_seconds(trainer, s.timed_steps) * rate / (micro * replicas)

@@ -206,6 +206,7 @@ def train_run(data, optimizer: str, batch_size: int, learning_rate: float, warmu
     import tensorflow as tf
 
     from kbert.errors import NonFiniteLossError
+    from kbert.experiment import task_of
     from kbert.training.loop import evaluator, schedule_for
     from kbert.training.scheduled_training import train_on_schedule
     from kbert.training.trainer_from_config import trainer_from_config
@@ -215,8 +216,10 @@ def train_run(data, optimizer: str, batch_size: int, learning_rate: float, warmu
     accumulation = max(1, batch_size // FLAGS.max_micro_batch)
     config = _experiment(data, optimizer, batch_size, learning_rate, steps, warmup, accumulation, target)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    trainer = trainer_from_config(config, strategy)
-    schedule = schedule_for(config, strategy, evaluator(config, strategy, trainer.model), print_fn=lambda *a, **k: None)
+    task = task_of(config)
+    trainer = trainer_from_config(config, strategy, task)
+    evaluate = evaluator(config, strategy, task, trainer.model)
+    schedule = schedule_for(config, strategy, evaluate, print_fn=lambda *a, **k: None)
 
     def train_steps(n: int) -> int:
         trainer.train(n)  # raises NonFiniteLossError on a NaN/Inf loss

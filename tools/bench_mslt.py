@@ -57,6 +57,7 @@ from kbert.mslt.stages import plan_for  # noqa: E402
 from kbert.optimizers import LAMB  # noqa: E402
 from kbert.runtime.checkpointing import load_init_checkpoint  # noqa: E402
 from kbert.runtime.strategy import make_strategy  # noqa: E402
+from kbert.tasks.bert import BertPretrainingTask  # noqa: E402
 from kbert.training import localhost_cluster  # noqa: E402
 from kbert.training.bare_step import bare_train_step  # noqa: E402
 from kbert.training.config import PretrainingConfig  # noqa: E402
@@ -311,7 +312,7 @@ def curve(
         with strategy.scope():
             model = BertPretrainer(bert.replace(num_hidden_layers=layers))
         load_init_checkpoint(model, prefix)
-        metrics = evaluate(held_out, strategy, model)
+        metrics = evaluate(held_out, strategy, BertPretrainingTask(bert), model)
         points.append(
             {
                 "step": step,
@@ -362,7 +363,8 @@ def step_costs(work_dir: str, train_records: str) -> dict[str, float]:
     )
     models = {"full": BertPretrainer(plan.bert)}
     models.update({f"stage_{s.number}": grow(plan.bert, s, frozen_dropout=plan.frozen_dropout) for s in plan.stages})
-    steps = {name: bare_train_step(model, LAMB(1e-3)) for name, model in models.items()}
+    task = BertPretrainingTask(plan.bert)
+    steps = {name: bare_train_step(model, LAMB(1e-3), task) for name, model in models.items()}
     for step in steps.values():
         float(step(batch))  # builds the graph
     seconds = {name: [] for name in steps}

@@ -56,6 +56,7 @@ def kbert_trainer(config, batch, strategy, jit_compile=False):
     """A `PretrainingTrainer` (with `jit_compile`) fed `batch` forever."""
     from kbert.modeling import BertPretrainer
     from kbert.optimizers import LAMB
+    from kbert.tasks.bert import BertPretrainingTask
     from kbert.training.trainer import PretrainingTrainer
 
     with strategy.scope():
@@ -72,6 +73,7 @@ def kbert_trainer(config, batch, strategy, jit_compile=False):
                 .batch(context.get_per_replica_batch_size(FLAGS.batch_size), drop_remainder=True)
                 .repeat()
             ),
+            task=BertPretrainingTask(config),
             global_step=step,
             global_batch_size=FLAGS.batch_size,
             jit_compile=jit_compile,

@@ -29,10 +29,11 @@ from kbert.errors import CheckpointMismatchError
 from kbert.experiment import load_experiment
 from kbert.modeling import BertConfig, BertPretrainer
 from kbert.runtime.strategy import make_strategy
+from kbert.tasks.bert import BertPretrainingTask, dataset_fn
 from kbert.training.bare_step import bare_train_step
 from kbert.training.config import PretrainingConfig
 from kbert.training.eval_schedule import EvalSchedule
-from kbert.training.loop import dataset_fn, evaluator
+from kbert.training.loop import evaluator
 from kbert.training.scheduled_training import train_on_schedule
 
 # kbert's `hidden_act` names that Model Garden spells otherwise: its "gelu" is the tanh approximation
@@ -235,7 +236,7 @@ class ModelGardenPretraining:
                 strategy.run(lambda batch: task.train_step(batch, model, optimizer, metrics), (next(batches),))
 
         self._loop = loop
-        self.evaluate = evaluator(config, strategy, KbertOutputs(model, bert))
+        self.evaluate = evaluator(config, strategy, BertPretrainingTask(bert), KbertOutputs(model, bert))
 
     def train(self, steps: int) -> int:
         """Trains `steps` optimizer steps; returns the samples trained so far."""
@@ -257,7 +258,8 @@ def train_model_garden(config: PretrainingConfig, strategy: tf.distribute.Strate
 
 def kbert_train_step(config: BertConfig, jit_compile: bool = False, policy: str = "float32"):
     """kbert's `BertPretrainer` trained with Keras Adam in one tf.function: forward, backward, update."""
-    return bare_train_step(BertPretrainer(config, dtype=policy), keras.optimizers.Adam(1e-4), jit_compile)
+    model = BertPretrainer(config, dtype=policy)
+    return bare_train_step(model, keras.optimizers.Adam(1e-4), BertPretrainingTask(config), jit_compile)
 
 
 def synthetic_batch(config: BertConfig, batch_size: int, seq_length: int, max_predictions: int, seed: int = 0):

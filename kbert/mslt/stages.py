@@ -1,5 +1,5 @@
-"""An MSLT plan as the stages of a pretraining run: each growth stage a `TrainingStage` whose model is built at
-the stage's depth, frozen as the stage says, and grown from the stage before (`kbert.mslt.grow`).
+"""An MSLT plan as the stages of a pretraining run: each growth stage a `TrainingStage` whose task is BERT's at the
+stage's depth, frozen as the stage says, and grown from the stage before (`GrowingBertTask`, `kbert.mslt.grow`).
 
 The plan trains on the experiment's first phase (`phase_config(config, 0, ...)`): its records, batch and model;
 each stage has its own schedule, and the plan's steps replace phase 1's. Stage 1 grows from `train.init_checkpoint`
@@ -10,20 +10,57 @@ Example:
 
 ```python
 plan = plan_for(config)
-stages = mslt_stages(config, plan)         # then the later phases, if any: phase_stages(config, first=1, ...)
+stages = mslt_stages(config, plan)         # then the later phases, if any: phase_stages(config, task, first=1, ...)
 [(s.label, s.num_layers, s.start_step, s.end_step) for s in stages]
 ```
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import keras
+
 from kbert.errors import PlanError
+from kbert.modeling import BertPretrainer
 from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.mslt.grow import build_stage_model, carry_over
 from kbert.mslt.plan import Stage, StagePlan, build_plan
+from kbert.runtime.checkpointing import load_init_checkpoint
+from kbert.tasks.bert import BertPretrainingTask
 from kbert.training.config import PretrainingConfig
 from kbert.training.phases import phase_config
 from kbert.training.stage import TrainingStage
+
+# Said after a config error of an MSLT stage's schedule.
+_HINT = " (an MSLT stage warms up for its mslt.stages[].warmup_steps, default mslt.warmup_fraction of its steps)"
+
+
+class GrowingBertTask(BertPretrainingTask):
+    """BERT at an MSLT stage's depth, frozen as the stage says, grown from the model of the stage before: in
+    memory (`carry_over`) or from its checkpoint (`load`, through a model of that depth). Stage 1 of a plan that
+    starts fresh grows from nothing: it loads a checkpoint whole."""
+
+    def __init__(self, plan: StagePlan, stage: Stage):
+        super().__init__(plan.bert)
+        self.plan, self.stage = plan, stage
+
+    def build_model(self) -> BertPretrainer:
+        return build_stage_model(self.plan.bert, self.stage, self.plan.frozen_dropout)
+
+    def carry_over(self, model: keras.Model, previous: keras.Model) -> None:
+        if not self.stage.previous_layers:
+            return super().carry_over(model, previous)
+        carry_over(model, previous, self.stage, self.plan.new_layer_init)
+
+    def load(self, model: keras.Model, path: str, print_fn: Callable[..., None], scope: Callable[[], object]) -> str:
+        if not self.stage.previous_layers:
+            return super().load(model, path, print_fn, scope)
+        with scope():
+            previous = BertPretrainer(model.config.replace(num_hidden_layers=self.stage.previous_layers))
+        kind = load_init_checkpoint(previous, path, print_fn)
+        carry_over(model, previous, self.stage, self.plan.new_layer_init)
+        return kind
 
 
 def _init_layers(config: PretrainingConfig) -> int:
@@ -86,19 +123,14 @@ def _stage_config(config: PretrainingConfig, stage: Stage) -> PretrainingConfig:
 
 
 def _training_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage) -> TrainingStage:
-    def grow(model, previous) -> None:
-        carry_over(model, previous, stage, plan.new_layer_init)
-
     return TrainingStage(
         number=stage.number,
         label=f"MSLT stage {stage.number}/{len(plan.stages)}",
         config=_stage_config(config, stage),
         start_step=stage.start_step,
         end_step=stage.end_step,
-        build=lambda: build_stage_model(plan.bert, stage, plan.frozen_dropout),
+        task=GrowingBertTask(plan, stage),
         num_layers=stage.num_layers,
-        previous_layers=stage.previous_layers,
-        grow=grow if stage.previous_layers else None,
         seed=config.train.seed + stage.number,
         init_checkpoint=config.train.init_checkpoint if stage.number == 1 else "",
         description=f"{stage.num_layers} layers, training blocks {list(stage.trainable_layers)} "
@@ -107,9 +139,12 @@ def _training_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage) ->
             "trainable_layers": list(stage.trainable_layers),
             "trainable_parameters": stage.trainable_parameters(plan.bert),
         },
+        hint=_HINT,
+        build_ahead=config.mslt.build_ahead,
     )
 
 
 def mslt_stages(config: PretrainingConfig, plan: StagePlan) -> list[TrainingStage]:
-    """The run's stages of `plan`, numbered from 1 at global step 0."""
+    """The run's stages of `plan`, numbered from 1 at global step 0; with `mslt.build_ahead` each is built on a
+    thread while the one before trains."""
     return [_training_stage(config, plan, stage) for stage in plan.stages]

@@ -1,7 +1,8 @@
-"""Distributed BERT pretraining: its config sections, input, replica step, loop and reporting.
+"""Distributed pretraining: its config sections, the task seam, input, replica step, loop and reporting.
 
-Knows no MSLT stage: the engine (`engine.py`) runs any list of stages (`stage.py`, `phases.py`); `kbert.mslt`
-makes an MSLT plan's, and `kbert.experiment` runs them.
+Knows no model and no MSLT stage: the engine (`engine.py`) runs any list of stages (`stage.py`, `phases.py`), each
+with its task (`task.py`: the model and its objective; `kbert.tasks` has BERT's); `kbert.mslt` makes an MSLT plan's
+stages, and `kbert.experiment` composes and runs them.
 """
 
 from kbert.config import load_config
@@ -9,8 +10,9 @@ from kbert.runtime.preemption import PREEMPTED_EXIT_CODE, Preempted, PreemptionW
 from kbert.runtime.strategy import make_strategy
 from kbert.training.config import PretrainingConfig
 from kbert.training.engine import PretrainingRun
-from kbert.training.loop import build_model, build_optimizer, evaluate, make_trainer, train
+from kbert.training.loop import build_optimizer, evaluate, make_trainer, train
 from kbert.training.stage import TrainingStage
+from kbert.training.task import PretrainingTask
 from kbert.training.trainer import PretrainingTrainer
 
 __all__ = [
@@ -19,9 +21,9 @@ __all__ = [
     "PreemptionWatcher",
     "PretrainingConfig",
     "PretrainingRun",
+    "PretrainingTask",
     "PretrainingTrainer",
     "TrainingStage",
-    "build_model",
     "build_optimizer",
     "evaluate",
     "load_config",

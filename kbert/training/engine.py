@@ -5,19 +5,21 @@ Layout of `model_dir`:
     checkpoints/ckpt-STEP            every stage's training checkpoints, by global step (and input/worker_I/)
     train/                           TensorBoard scalars
     stages.json                      a run of several stages: their boundaries (a resumed run must have the same)
-    stage_N/export/bert_model.ckpt   a run of several stages: stage N's model in Google's format, when it ends
+    stage_N/export/                  a run of several stages: stage N's model as its task exports it (BERT: Google's
+                                     format, bert_model.ckpt), when it ends
     stage_N/summary.json             ... and what it trained
     summary.json                     the whole run (written by `kbert.experiment.run`)
 
 Resume is one rule: the global step N of the newest checkpoint says where the run is. The stage that trains
 step N next resumes from its own newest checkpoint when it has one; else it starts at its first step, from the
-checkpoint the stage before it saved last (grown or taken over as when the run goes straight on). Evaluation
-scores the newest checkpoint, on a model of the stage that saved it (`evaluated_model`).
+checkpoint the stage before it saved last (grown or taken over as when the run goes straight on: the stage's task
+says how). Evaluation scores the newest checkpoint, on a model of the stage that saved it (`evaluated_model`). The
+engine knows no model and no stage kind: it calls the stages' tasks (`kbert.training.task`).
 
 Example:
 
 ```python
-run = PretrainingRun(with_layouts(phase_stages(config)), "/tmp/run", strategy, preemption)
+run = PretrainingRun(with_layouts(phase_stages(config, task)), "/tmp/run", strategy, preemption)
 results = run.train()           # {"stages": [...], "global_step", "train", "sequences_trained", ...}
 model, stage, path = run.evaluated_model()
 ```
@@ -35,7 +37,6 @@ import keras
 import tensorflow as tf
 
 from kbert.errors import ConfigError, MissingFileError, PlanError
-from kbert.modeling import BertPretrainer, export_google_checkpoint
 from kbert.runtime import checkpoint_files, checkpointing
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.preemption import PreemptionWatcher
@@ -49,13 +50,12 @@ from kbert.training.stage import TrainingStage, stage_at
 from kbert.training.trainer import PretrainingTrainer
 
 STAGES_FILE = "stages.json"
-EXPORT = os.path.join("export", "bert_model.ckpt")
 
 
 class _Begun(NamedTuple):
     """A stage ready for the loop (`PretrainingRun._begin`)."""
 
-    model: BertPretrainer
+    model: keras.Model
     trainer: PretrainingTrainer
     checkpoints: TrainingCheckpoints
     resumed: str | None  # the checkpoint it resumed from
@@ -64,7 +64,7 @@ class _Begun(NamedTuple):
 
 
 class _Setup(NamedTuple):
-    model: BertPretrainer
+    model: keras.Model
     trainer: PretrainingTrainer
     build_seconds: float = 0.0  # spent building it ahead, while the stage before trained
 
@@ -77,13 +77,6 @@ def _start_session(stage: TrainingStage, fresh_thread: bool = False) -> None:
         keras.backend.clear_session()
     keras.mixed_precision.set_global_policy(stage.config.train.mixed_precision)
     keras.utils.set_random_seed(stage.seed)
-
-
-def _copy_by_path(model: BertPretrainer, previous: BertPretrainer) -> None:
-    """Every weight of `model` from `previous` (the same architecture; trainable flags may differ)."""
-    source = {w.path: w for w in previous.weights}
-    for weight in model.weights:
-        weight.assign(source[weight.path])
 
 
 def _title(label: str) -> str:
@@ -107,14 +100,13 @@ class PretrainingRun:
         strategy: tf.distribute.Strategy,
         preemption: PreemptionWatcher,
         print_fn=print,
-        build_ahead: bool = False,
     ):
         self.stages, self.model_dir, self.strategy = list(stages), model_dir, strategy
         self.preemption, self.print_fn = preemption, print_fn
         self.directory = os.path.join(model_dir, "checkpoints")
         self.chief = strategy.extended.should_checkpoint
-        self.build_ahead = build_ahead and len(self.stages) > 1 and can_build_ahead(strategy)
-        self.model: BertPretrainer | None = None  # the model of `self.stage`, trained in this process
+        self.build_ahead = any(s.build_ahead for s in self.stages[1:]) and can_build_ahead(strategy)
+        self.model: keras.Model | None = None  # the model of `self.stage`, trained in this process
         self.stage: TrainingStage | None = None
         self.samples = 0  # sequences trained by the stages before the one training
         self.schedule: EvalSchedule | None = None  # held-out evaluations, carried over the stages
@@ -145,7 +137,7 @@ class PretrainingRun:
                 preemption=self.preemption,
                 print_fn=self.print_fn,
                 schedule=self.schedule,
-                sentences=stage.layout.sentence_labels,
+                labels=stage.task.progress_labels(stage.layout),
             )
             results.append(self._end(stage, begun, result))
             restored_from = restored_from or results[-1]["restored_from"]
@@ -166,7 +158,7 @@ class PretrainingRun:
             summary.update(self.schedule.summary())
         return summary
 
-    def evaluated_model(self) -> tuple[BertPretrainer, TrainingStage, str]:
+    def evaluated_model(self) -> tuple[keras.Model, TrainingStage, str]:
         """The model that evaluation scores: the newest checkpoint's, on the stage that saved it (the one trained
         here, if it is that stage's); a run with no checkpoint scores its `init_checkpoint`. Returns the model,
         its stage (whose `config` says the eval data) and the checkpoint."""
@@ -181,7 +173,7 @@ class PretrainingRun:
         if self.model is not None and self.stage is stage:
             return self.model, stage, path
         with self.strategy.scope():
-            model = stage.build()
+            model = stage.task.build_model()
         if newest:
             checkpointing.load_init_checkpoint(model, path)
         else:  # the init checkpoint, as the first stage starts from it (grown, for an MSLT plan that deepens it)
@@ -212,9 +204,15 @@ class PretrainingRun:
             )
         if self.schedule is None:
             self.schedule = schedule_for(
-                stage.config, self.strategy, self._evaluate_now, int(trainer.sequences_trained.numpy()), self.print_fn
+                stage.config,
+                self.strategy,
+                self._evaluate_now,
+                int(trainer.sequences_trained.numpy()),
+                self.print_fn,
+                labels=stage.task.eval_labels,
             )
-        self._evaluate = evaluator(stage.config, self.strategy, model) if self.schedule is not None else None
+        evaluates = self.schedule is not None
+        self._evaluate = evaluator(stage.config, self.strategy, stage.task, model) if evaluates else None
         if self.build_ahead and int(trainer.global_step.numpy()) < stage.end_step:
             trainer.build_graph()  # traced before the next stage's build competes for the cores
             self._build_next(stage)
@@ -239,12 +237,12 @@ class PretrainingRun:
             **result,
             "train_data": {
                 "layout": layout.describe(),
-                "objective": "masked LM + sentence head" if layout.sentence_labels else "masked LM only",
+                "objective": stage.task.objective(layout),
             },
         }
         if self.chief and len(self.stages) > 1 and result["global_step"] >= stage.end_step:
             stage_dir = os.path.join(self.model_dir, stage.name)
-            result["export"] = export_google_checkpoint(begun.model, os.path.join(stage_dir, EXPORT))
+            result["export"] = stage.task.export(begun.model, stage_dir)
             write_summary_json(stage_dir, result)
         return result
 
@@ -258,14 +256,15 @@ class PretrainingRun:
                 return built._replace(build_seconds=pending.seconds)
         _start_session(stage, fresh_thread)  # resets the default graph: outside any strategy scope
         with self.strategy.scope():
-            model = stage.build()
+            model = stage.task.build_model()
             optimizer = build_optimizer(stage.config, model.trainable_variables)
         start = max(stage.start_step, min(self._resume_step, stage.end_step))  # later stages: their first step
-        return _Setup(model, make_trainer(stage.config, self.strategy, model, optimizer, stage.layout, start))
+        trainer = make_trainer(stage.config, self.strategy, stage.task, model, optimizer, stage.layout, start)
+        return _Setup(model, trainer)
 
     def _build_next(self, stage: TrainingStage) -> None:
         following = next((s for s in self.stages if s.number == stage.number + 1), None)
-        if following is not None:
+        if following is not None and following.build_ahead:
 
             def build() -> _Setup:
                 setup = self._set_up(following, fresh_thread=True)
@@ -275,7 +274,7 @@ class PretrainingRun:
             self._ahead = BuildAhead(following.number, _title(following.label), build)
 
     def _start(
-        self, stage: TrainingStage, model: BertPretrainer, trainer: PretrainingTrainer, checkpoints: TrainingCheckpoints
+        self, stage: TrainingStage, model: keras.Model, trainer: PretrainingTrainer, checkpoints: TrainingCheckpoints
     ) -> None:
         """A stage at its first step: from the stage before (trained here, else its last checkpoint, which this
         run's stages cannot lose: checkpoints are kept by step), from `init_checkpoint`, or fresh."""
@@ -283,10 +282,7 @@ class PretrainingRun:
         previous = self.stages[index - 1] if index else None
         boundary = os.path.join(self.directory, f"ckpt-{stage.start_step}")
         if previous is not None and self.stage is previous:
-            if stage.grow is None:
-                _copy_by_path(model, self.model)
-            else:
-                stage.grow(model, self.model)
+            stage.task.carry_over(model, self.model)
             trainer.sequences_trained.assign(self.samples)
         elif previous is not None:
             if checkpoint_files.missing_files(boundary):
@@ -303,15 +299,9 @@ class PretrainingRun:
         if previous is not None and stage.same_data(previous):
             checkpoints.restore_input(boundary)
 
-    def _load(self, stage: TrainingStage, model: BertPretrainer, path: str) -> str:
-        """Sets `model` from checkpoint `path`: whole, or grown from a model of `stage.previous_layers` layers."""
-        if stage.grow is None:
-            return checkpointing.load_init_checkpoint(model, path, self.print_fn)
-        with self.strategy.scope():
-            previous = BertPretrainer(model.config.replace(num_hidden_layers=stage.previous_layers))
-        kind = checkpointing.load_init_checkpoint(previous, path, self.print_fn)
-        stage.grow(model, previous)
-        return kind
+    def _load(self, stage: TrainingStage, model: keras.Model, path: str) -> str:
+        """Sets `model` from checkpoint `path` as the stage's task says (whole, or grown); returns its kind."""
+        return stage.task.load(model, path, self.print_fn, self.strategy.scope)
 
     def _finished(self, stage: TrainingStage) -> dict[str, Any]:
         """What a stage finished by an earlier process recorded (its summary, if the process got to write it)."""

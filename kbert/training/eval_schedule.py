@@ -10,7 +10,7 @@ Example:
 
 >>> mlperf_interval(global_batch_size=768)
 150000
->>> schedule = EvalSchedule(interval=100, target=0.72, evaluate=lambda: evaluator(config, strategy, model)())
+>>> schedule = EvalSchedule(interval=100, target=0.72, evaluate=lambda: evaluator(config, strategy, task, model)())
 >>> schedule.due(99), schedule.due(130)
 (False, True)
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kbert.training.reporting import eval_line
@@ -66,8 +66,9 @@ class EvalSchedule:
         print_fn=print,
         mlperf: bool = False,
         samples_done: int = 0,
+        labels: Mapping[str, str] | None = None,
     ):
-        self.interval, self.target, self.evaluate = interval, target, evaluate
+        self.interval, self.target, self.evaluate, self.labels = interval, target, evaluate, labels
         self.print_fn, self.mlperf = print_fn, mlperf
         self.history: list[dict[str, float]] = []
         self.reached: dict[str, float] | None = None
@@ -88,7 +89,7 @@ class EvalSchedule:
         accuracy = metrics["masked_lm_accuracy"]
         self.history.append({"step": step, "samples": samples, "seconds": seconds, **metrics})
         self._next = (samples // self.interval + 1) * self.interval
-        self.print_fn(f"{eval_line(metrics)} | after {samples:,} samples, {seconds:.1f} s", flush=True)
+        self.print_fn(f"{eval_line(metrics, self.labels)} | after {samples:,} samples, {seconds:.1f} s", flush=True)
         if self.mlperf:
             self.print_fn(mlperf_line("eval_accuracy", accuracy, samples), flush=True)
         if self.target is not None and accuracy >= self.target and self.reached is None:

@@ -1,22 +1,23 @@
 """The pretraining loop: train one stage in loops of `steps_per_loop`, checkpoint, evaluate, report.
 
 `train` is the loop itself and knows no stages: it takes a trainer its caller built and restored
-(`kbert.training.engine` does, once per stage of a run). The builders here (model, optimizer, trainer,
-checkpoints, evaluator) are what the engine and the benchmarks assemble a run from.
+(`kbert.training.engine` does, once per stage of a run). The builders here (optimizer, trainer, checkpoints,
+evaluator) are what the engine and the benchmarks assemble a run from; the model, its input and its loss come from
+a task (`kbert.training.task`).
 
 Example:
 
 ```python
 with strategy.scope():
-    model = build_model(config)
+    model = task.build_model()
     optimizer = build_optimizer(config, model.trainable_variables)
 layout = first_layout(config.data.train_files)
-trainer = make_trainer(config, strategy, model, optimizer, layout)  # the input, built once
+trainer = make_trainer(config, strategy, task, model, optimizer, layout)  # the input, built once
 checkpoints = open_checkpoints(config, strategy, trainer, "/tmp/run")
 checkpoints.restore_latest()
 with PreemptionWatcher(strategy) as preemption:
     result = train(config, strategy, trainer, checkpoints, until_step=1000, preemption=preemption)
-result["train"]["loss"], evaluate(config, strategy, model)["masked_lm_accuracy"]
+result["train"]["loss"], evaluate(config, strategy, task, model)["masked_lm_accuracy"]
 ```
 """
 
@@ -24,22 +25,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from kbert.data import RecordLayout, first_layout, pretraining_dataset
+from kbert.data import RecordLayout
 from kbert.data.pipeline import distribute_options
-from kbert.errors import ConfigError, InputDataError, NonFiniteLossError
-from kbert.modeling import BertPretrainer
-from kbert.modeling.losses import LOSS_TERMS, pretraining_loss_terms, pretraining_metrics
+from kbert.errors import InputDataError, NonFiniteLossError
 from kbert.optimizers.layerwise import layerwise_optimizer
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.devices import find_accelerators
-from kbert.runtime.flops import training_flops_per_sequence
 from kbert.runtime.optimizer_factory import make_optimizer, make_schedule
 from kbert.runtime.preemption import PreemptionWatcher
 from kbert.training.batch_ramp import RampedSchedule
@@ -47,6 +45,7 @@ from kbert.training.config import PretrainingConfig
 from kbert.training.eval_schedule import EvalSchedule
 from kbert.training.flops import peak_flops_of
 from kbert.training.reporting import ProgressReporter, check_finite_weights
+from kbert.training.task import PretrainingTask
 from kbert.training.trainer import PretrainingTrainer
 
 
@@ -71,61 +70,6 @@ def build_optimizer(
     )
 
 
-def build_model(config: PretrainingConfig) -> BertPretrainer:
-    """The `BertPretrainer` of `config.model` (call in `strategy.scope()` after setting the precision policy)."""
-    return BertPretrainer(config.model.bert_config())
-
-
-def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: int | None, seed_offset: int = 0):
-    """`input_context -> tf.data.Dataset` of micro-batches (train) or eval batches; shuffled with
-    `train.seed + seed_offset`. Eval records are read as they were written: at their own seq_length, and, where
-    they are masked, on their own masks and max_predictions even under dynamic masking. So a phase at seq 64 is
-    scored on the seq-128 held-out records of the phase after it, and a run masking 30% on the same held-out
-    masks as one masking 15%."""
-    d = config.data
-    files = d.train_files if is_training else d.eval_files
-    if not files:
-        raise ConfigError(
-            f"data.{'train' if is_training else 'eval'}_files is empty: set it in the config file "
-            f"or with --params_override=data.{'train' if is_training else 'eval'}_files=PATTERN."
-        )
-    if d.dynamic_masking and not d.vocab_file:
-        raise ConfigError(
-            "data.dynamic_masking needs data.vocab_file: the [CLS]/[SEP]/[MASK] ids and the ## pieces "
-            "come from the vocabulary the records were written with. Set "
-            "--params_override=data.vocab_file=PATH."
-        )
-    batch = (
-        config.train.global_batch_size // config.train.gradient_accumulation_steps
-        if is_training
-        else config.eval.global_batch_size
-    )
-    seq_length, dynamic, predictions = d.seq_length, d.dynamic_masking, d.max_predictions
-    if not is_training:
-        layout = first_layout(files, "data.eval_files")
-        seq_length = layout.seq_length
-        if layout.masked:
-            dynamic, predictions = False, layout.max_predictions
-
-    def make(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-        return pretraining_dataset(
-            files,
-            seq_length,
-            predictions,
-            batch,
-            input_context,
-            is_training=is_training,
-            dynamic_masking=dynamic,
-            vocab_size=vocab_size if d.check_vocab_size or d.dynamic_masking else None,
-            vocab_file=d.vocab_file or None,
-            whole_word_masking=d.whole_word_masking,
-            masked_lm_prob=d.masked_lm_prob,
-            seed=config.train.seed + seed_offset,
-        )
-
-    return make
-
-
 @dataclasses.dataclass(frozen=True)
 class InputStart:
     """Where a run's training input starts, decided once before it is built (`input_start`)."""
@@ -148,14 +92,15 @@ def input_start(config: PretrainingConfig, strategy: tf.distribute.Strategy, sta
 def make_trainer(
     config: PretrainingConfig,
     strategy: tf.distribute.Strategy,
-    model: BertPretrainer,
+    task: PretrainingTask,
+    model: keras.Model,
     optimizer: keras.optimizers.Optimizer,
     layout: RecordLayout,
     initial_step: int = 0,
 ) -> PretrainingTrainer:
-    """The `PretrainingTrainer` of `config.train` and `config.data` for the variables that train on records of
-    `layout` (builds the optimizer's slots and the input, once, where `input_start` says it starts); its step
-    counter starts at `initial_step` (a restore moves it on)."""
+    """The `PretrainingTrainer` of `config.train` and `task`'s input of `config.data` for the variables that
+    train on records of `layout` (builds the optimizer's slots and the input, once, where `input_start` says it
+    starts); its step counter starts at `initial_step` (a restore moves it on)."""
     t = config.train
     start = input_start(config, strategy, initial_step)
     with strategy.scope():
@@ -170,24 +115,16 @@ def make_trainer(
             strategy,
             model,
             optimizer,
-            dataset_fn(config, True, model.config.vocab_size, start.seed_offset),
+            task.dataset_fn(config, True, start.seed_offset),
+            task=task,
             global_step=global_step,
             global_batch_size=t.global_batch_size,
             accumulation_steps=t.gradient_accumulation_steps,
             batch_ramp=t.batch_ramp(),
-            trainable_variables=trained_variables(model, layout),
+            trainable_variables=task.trained_variables(model, layout),
             jit_compile=t.jit_compile,
             checkpointable_input=start.restores_position,
         )
-
-
-def trained_variables(model: BertPretrainer, layout: RecordLayout) -> list[keras.Variable]:
-    """The model's trainable variables, less the sentence head's on MLM-only records: it does not run on them,
-    so it has no gradient (and must not decay)."""
-    if layout.sentence_labels:
-        return list(model.trainable_variables)
-    head = {id(v) for v in model.sentence_head_variables()}
-    return [v for v in model.trainable_variables if id(v) not in head]
 
 
 def open_checkpoints(
@@ -222,7 +159,7 @@ def _reporter(
     trainer: PretrainingTrainer,
     checkpoints: TrainingCheckpoints,
     until_step: int,
-    sentences: bool,
+    labels: Mapping[str, str] | None,
     print_fn,
 ) -> ProgressReporter:
     """The progress lines (chief), TensorBoard scalars and MFU of `train`."""
@@ -231,12 +168,7 @@ def _reporter(
     layerwise = layerwise_optimizer(trainer.optimizer) is not None
     compute_dtype = keras.mixed_precision.Policy(config.train.mixed_precision).compute_dtype
     peak, _ = peak_flops_of(strategy, find_accelerators().model, compute_dtype)
-    flops = training_flops_per_sequence(
-        trainer.model.config,
-        config.data.seq_length,
-        config.data.max_predictions,
-        forward_only_layers=trainer.model.encoder.stop_gradient_below,
-    )
+    flops = trainer.task.flops_per_sequence(trainer.model, config)
     return ProgressReporter(
         until_step,
         writer,
@@ -245,7 +177,7 @@ def _reporter(
         print_fn=print_fn if chief else _silent,
         flops_per_row=flops,
         peak_flops=peak,
-        sentences=sentences,
+        labels=labels,
     )
 
 
@@ -259,9 +191,11 @@ def schedule_for(
     evaluate: Callable[[], dict[str, float]],
     samples_done: int = 0,
     print_fn=print,
+    labels: Mapping[str, str] | None = None,
 ) -> EvalSchedule | None:
     """The held-out evaluation schedule of `eval.interval_samples` / `eval.protocol`, calling `evaluate` (counting
-    on from `samples_done`, the samples trained so far), or None without one."""
+    on from `samples_done`, the samples trained so far; its lines show the metrics `labels` names), or None
+    without one."""
     interval = config.eval.interval(config.train.global_batch_size)
     if not interval:
         return None
@@ -272,6 +206,7 @@ def schedule_for(
         print_fn if strategy.extended.should_checkpoint else _silent,
         mlperf=config.eval.protocol == "mlperf",
         samples_done=samples_done,
+        labels=labels,
     )
 
 
@@ -285,16 +220,16 @@ def train(
     preemption: PreemptionWatcher,
     print_fn=print,
     schedule: EvalSchedule | None = None,
-    sentences: bool = True,
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Trains from the trainer's step (restored by the caller) up to `until_step` optimizer steps, or until the
     `schedule`'s held-out evaluation reaches its target.
 
     Loops end on multiples of `train.steps_per_loop`; after each loop: a progress line, a checkpoint every
     `train.checkpoint_interval` steps (written in the background with `train.async_checkpoint`), a held-out
-    evaluation when the schedule says, and a preemption check. `sentences`: the records have sentence labels
-    (the progress line shows nsp_acc). The last step is always saved, and every save is
-    on disk when it returns. A non-finite loss or non-finite weights stop it with NonFiniteLossError before they
+    evaluation when the schedule says, and a preemption check. `labels`: the metrics the progress line shows
+    after the loss (metric -> short label; the task's `progress_labels`). The last step is always saved, and every
+    save is on disk when it returns. A non-finite loss or non-finite weights stop it with NonFiniteLossError before they
     are saved; the checkpoints they make suspect are set aside, so a rerun resumes from the last good one. On
     preemption it saves and raises `Preempted`.
 
@@ -303,7 +238,7 @@ def train(
       schedule's evaluations and time to target.
     """
     t = config.train
-    reporter = _reporter(config, strategy, trainer, checkpoints, until_step, sentences, print_fn)
+    reporter = _reporter(config, strategy, trainer, checkpoints, until_step, labels, print_fn)
     metrics: dict[str, float] = {}
     step = int(trainer.global_step.numpy())
     try:
@@ -333,12 +268,13 @@ def train(
 
 
 def evaluator(
-    config: PretrainingConfig, strategy: tf.distribute.Strategy, model: keras.Model
+    config: PretrainingConfig, strategy: tf.distribute.Strategy, task: PretrainingTask, model: keras.Model
 ) -> Callable[[], dict[str, float]]:
-    """A function that evaluates `model` as it is when called: MLM/NSP loss and accuracy over `data.eval_files`
-    (every record, or `eval.steps` batches), summed globally. Its dataset and graph are built once, so a run that
-    evaluates on a schedule pays for them once; with one replica, its iterator too (`_passes_of_one_iterator`)."""
-    make = dataset_fn(config, False, model.config.vocab_size)
+    """A function that evaluates `model` as it is when called: `task`'s metrics (BERT: MLM/NSP loss and
+    accuracy) over `data.eval_files` (every record, or `eval.steps` batches), summed globally. Its dataset and
+    graph are built once, so a run that evaluates on a schedule pays for them once; with one replica, its
+    iterator too (`_passes_of_one_iterator`)."""
+    make = task.dataset_fn(config, False)
     steps = config.eval.steps
 
     def records(context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -347,23 +283,23 @@ def evaluator(
     # Only the loop over the batches needs autograph; converting the model's every function would double tracing.
     @tf.autograph.experimental.do_not_convert
     def replica_terms(batch):
-        return pretraining_loss_terms(batch, model(batch, training=False))
+        return task.terms(batch, model(batch, training=False))
 
     def add(totals: dict[str, tf.Tensor], batch) -> dict[str, tf.Tensor]:
         terms = strategy.run(replica_terms, (batch,))
         return {
             name: totals[name] + tf.cast(strategy.reduce("SUM", terms[name], axis=None), tf.float64)
-            for name in LOSS_TERMS
+            for name in task.loss_terms
         }
 
     if strategy.num_replicas_in_sync == 1:
-        totals_of = _passes_of_one_iterator(strategy, records, add)
+        totals_of = _passes_of_one_iterator(strategy, records, add, task.loss_terms)
     else:
         dataset = strategy.distribute_datasets_from_function(records, distribute_options(strategy))
 
         @tf.function
         def totals_of():
-            totals = _no_totals()
+            totals = _no_totals(task.loss_terms)
             for batch in dataset:  # the distributed iterator splits the last batches among the replicas
                 totals = add(totals, batch)
             return totals
@@ -375,19 +311,22 @@ def evaluator(
                 f"data.eval_files={config.data.eval_files!r}: no record was evaluated; check that "
                 "the files hold records (kbert-inspect-tfrecords)."
             )
-        metrics = {k: float(v) for k, v in pretraining_metrics(totals).items()}
+        metrics = {k: float(v) for k, v in task.metrics(totals).items()}
         metrics["sequences"] = float(totals["sequence_count"])
         return metrics
 
     return evaluate_now
 
 
-def _no_totals() -> dict[str, tf.Tensor]:
-    return {name: tf.constant(0.0, tf.float64) for name in LOSS_TERMS}
+def _no_totals(names: Sequence[str]) -> dict[str, tf.Tensor]:
+    return {name: tf.constant(0.0, tf.float64) for name in names}
 
 
 def _passes_of_one_iterator(
-    strategy: tf.distribute.Strategy, records: Callable[[tf.distribute.InputContext], tf.data.Dataset], add: Callable
+    strategy: tf.distribute.Strategy,
+    records: Callable[[tf.distribute.InputContext], tf.data.Dataset],
+    add: Callable,
+    names: Sequence[str],
 ) -> Callable[[], dict[str, tf.Tensor]]:
     """One replica's evaluation totals: the batches of one pass over `records` are counted once, and one iterator
     reads the records over and over, each call taking exactly one pass through `add`.
@@ -405,7 +344,7 @@ def _passes_of_one_iterator(
 
     @tf.function
     def totals_of():
-        totals = _no_totals()
+        totals = _no_totals(names)
         for _ in tf.range(batches):
             totals = add(totals, next(iterator))
         return totals
@@ -413,6 +352,8 @@ def _passes_of_one_iterator(
     return totals_of
 
 
-def evaluate(config: PretrainingConfig, strategy: tf.distribute.Strategy, model: keras.Model) -> dict[str, float]:
-    """`evaluator(config, strategy, model)()`: one evaluation of the model as it is."""
-    return evaluator(config, strategy, model)()
+def evaluate(
+    config: PretrainingConfig, strategy: tf.distribute.Strategy, task: PretrainingTask, model: keras.Model
+) -> dict[str, float]:
+    """`evaluator(config, strategy, task, model)()`: one evaluation of the model as it is."""
+    return evaluator(config, strategy, task, model)()

@@ -9,17 +9,20 @@ Example:
 
 >>> config = PretrainingConfig({"phases": [{"steps": 90}, {"steps": 10, "seq_length": 512,
 ...     "train_files": "seq512/*", "global_batch_size": 64, "peak_learning_rate": 2e-4, "warmup_steps": 2}]})
->>> [(s.label, s.start_step, s.end_step, s.config.data.seq_length) for s in phase_stages(config)]
+>>> task = object()  # the stages' task: kbert.tasks.bert.BertPretrainingTask(config.model.bert_config()), say
+>>> [(s.label, s.start_step, s.end_step, s.config.data.seq_length) for s in phase_stages(config, task)]
 [('phase 1/2', 0, 90, 128), ('phase 2/2', 90, 100, 512)]
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kbert.config import need
 from kbert.errors import ConfigError
-from kbert.modeling import BertPretrainer
 from kbert.training.config import PhaseConfig, PretrainingConfig
 from kbert.training.stage import TrainingStage
+from kbert.training.task import PretrainingTask
 
 _DATA_KEYS = ("train_files", "eval_files", "seq_length", "max_predictions")
 _TRAIN_KEYS = ("global_batch_size", "gradient_accumulation_steps")
@@ -93,12 +96,18 @@ def check_phases(config: PretrainingConfig, first_steps: int | None = None) -> N
 
 
 def phase_stages(
-    config: PretrainingConfig, first: int = 0, number: int = 1, start_step: int = 0
+    config: PretrainingConfig, task: PretrainingTask, first_phase: Sequence[TrainingStage] = ()
 ) -> list[TrainingStage]:
-    """The stages of `config.phases[first:]` (of the whole run when there are no phases), numbered from
-    `number` and starting at global step `start_step`; each takes its weights over from the stage before."""
+    """The stages of `config.phases` (one for the whole run when there are no phases), each training `task`'s
+    model, which it carries over from the stage before. Given `first_phase` (the stages that train phase 1
+    instead, an MSLT plan's), the phases after it, numbered and stepped on from its last stage and built ahead
+    as that one is."""
     count = max(len(config.phases), 1)
     bert = config.model.bert_config()
+    first, number, start_step, build_ahead = 0, 1, 0, False
+    if first_phase:
+        last = first_phase[-1]
+        first, number, start_step, build_ahead = 1, last.number + 1, last.end_step, last.build_ahead
     stages = []
     for index in range(first, count):
         steps = config.phases[index].steps if config.phases else config.train.total_steps
@@ -111,12 +120,13 @@ def phase_stages(
                 config=resolved,
                 start_step=start_step,
                 end_step=start_step + steps,
-                build=lambda: BertPretrainer(bert),
+                task=task,
                 num_layers=bert.num_hidden_layers,
                 seed=config.train.seed + index,
                 init_checkpoint=config.train.init_checkpoint if number == 1 else "",
                 description=f"seq {d.seq_length}, batch {t.global_batch_size}, {bert.num_hidden_layers} layers, "
                 "every block trains",
+                build_ahead=build_ahead,
             )
         )
         number, start_step = number + 1, start_step + steps

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import tensorflow as tf
@@ -73,10 +74,10 @@ class ProgressReporter:
         print_fn=print,
         flops_per_row: float = 0.0,
         peak_flops: float = 0.0,
-        sentences: bool = True,
+        labels: Mapping[str, str] | None = None,
     ):
         self.total_steps = total_steps
-        self.sentences = sentences  # False on MLM-only records: no sentence head runs, so no nsp_acc is shown
+        self.labels = dict(labels or {})  # the metrics a line shows after the loss, by their short labels
         # MFU, as nanoGPT prints it: the model's matmul FLOPs per second over the devices' peak (0: not shown).
         self.flops_per_row, self.peak_flops = flops_per_row, peak_flops
         self.writer = writer
@@ -103,8 +104,7 @@ class ProgressReporter:
         eta = elapsed / done * (self.total_steps - step) if done > 0 else 0.0
         return (
             f"step {step}/{self.total_steps} | loss {metrics['loss']:.4f} | "
-            f"mlm_acc {metrics['masked_lm_accuracy']:.4f} | "
-            + (f"nsp_acc {metrics['next_sentence_accuracy']:.4f} | " if self.sentences else "")
+            + "".join(f"{label} {metrics[name]:.4f} | " for name, label in self.labels.items())
             + f"lr {metrics['learning_rate']:.2e} | {metrics['sequences_per_second']:.1f} seq/s | "
             + (f"MFU {100 * metrics['mfu']:.1f}% | " if "mfu" in metrics else "")
             + f"ETA {datetime.timedelta(seconds=round(eta))}"
@@ -127,13 +127,13 @@ class ProgressReporter:
         return sum(values) / len(values) if values else 0.0
 
 
-def eval_line(metrics: dict[str, float]) -> str:
-    """The console line of an evaluation."""
-    return (
-        f"eval | loss {metrics['loss']:.4f} | mlm_loss {metrics['masked_lm_loss']:.4f} | "
-        f"mlm_acc {metrics['masked_lm_accuracy']:.4f} | nsp_loss {metrics['next_sentence_loss']:.4f} | "
-        f"nsp_acc {metrics['next_sentence_accuracy']:.4f} | {int(metrics['sequences'])} sequences"
-    )
+def eval_line(metrics: dict[str, float], labels: Mapping[str, str] | None = None) -> str:
+    """The console line of an evaluation: the loss, the metrics `labels` names (metric -> short label; all of
+    them by their own names when None) and the sequences."""
+    if labels is None:
+        labels = {name: name for name in metrics if name not in ("loss", "sequences")}
+    shown = "".join(f"{label} {metrics[name]:.4f} | " for name, label in labels.items())
+    return f"eval | loss {metrics['loss']:.4f} | {shown}{int(metrics['sequences'])} sequences"
 
 
 def write_summary_json(model_dir: str, summary: dict[str, Any], name: str = "summary.json") -> str:

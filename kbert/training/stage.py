@@ -1,20 +1,20 @@
-"""One stage of a pretraining run: its global steps, its own config (data, batch, schedule), its model and how
-that model starts. A plain run is one stage; BERT's two phases are two; an MSLT plan makes one per growth stage.
+"""One stage of a pretraining run: its global steps, its own config (data, batch, schedule) and its task (the
+model, how it starts, its input and loss: `kbert.training.task`). A plain run is one stage; BERT's two phases are
+two; an MSLT plan makes one per growth stage. Each kind of stage has its builder (`kbert.training.phases`,
+`kbert.mslt.stages`); `kbert.experiment` composes them.
 
-A stage's model starts in one of four ways, decided by the engine (`kbert.training.engine`) from the stage and
-the run directory, never by the stage's maker:
+Which way a stage's model starts is decided by the engine (`kbert.training.engine`) from the stage and the run
+directory, never by the stage's maker; how it starts that way is its task's:
 
 - fresh: the built weights (stage 1 without `init_checkpoint`);
-- from a checkpoint: stage 1 with `init_checkpoint`, or any stage at its first step from the checkpoint that the
-  stage before it saved last (a run resumed at a stage boundary);
-- carried over: the weights of the stage before, trained in this process;
-- grown: as the last two, through `grow(model, previous)` from a model of `previous_layers` layers (MSLT,
-  progressive stacking). Stages without `grow` take every weight over by its path.
+- from a checkpoint (`task.load`): stage 1 with `init_checkpoint`, or any stage at its first step from the
+  checkpoint that the stage before it saved last (a run resumed at a stage boundary);
+- carried over (`task.carry_over`): from the model of the stage before, trained in this process.
 
 Example:
 
 ```python
-stages = phase_stages(config)                # kbert.training.phases: one stage, or one per phase
+stages = phase_stages(config, BertPretrainingTask(config.model.bert_config()))  # one stage, or one per phase
 stages = with_layouts(stages)                # each stage's record layout, read once
 stages[0].start_step, stages[0].end_step, stages[0].layout.describe()
 ```
@@ -23,12 +23,12 @@ stages[0].start_step, stages[0].end_step, stages[0].layout.describe()
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from kbert.data import RecordLayout, first_layout
 from kbert.errors import InputDataError
-from kbert.modeling import BertPretrainer
 from kbert.training.config import PretrainingConfig
+from kbert.training.task import PretrainingTask
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,15 +41,15 @@ class TrainingStage:
     config: PretrainingConfig
     start_step: int
     end_step: int
-    build: Callable[[], BertPretrainer]  # the stage's model with its built weights (call in strategy.scope())
+    task: PretrainingTask  # the stage's model, how it starts, its input, loss and metrics
     num_layers: int
-    previous_layers: int = 0  # depth of the model it grows from (0: none; `grow` is None then)
-    grow: Callable[[BertPretrainer, BertPretrainer], None] | None = None  # sets model from previous model
     seed: int = 0  # Keras seed set before the stage is built (weights of new layers, dropout)
     init_checkpoint: str = ""  # stage 1: start from this checkpoint's weights (grown from it with `grow`)
     description: str = ""  # what trains, for the stage's first line: "2 layers, training blocks [1]"
     facts: dict = dataclasses.field(default_factory=dict)  # what stages.json and the summary record of it
     layout: RecordLayout | None = None  # of `config.data.train_files` (`with_layouts`)
+    hint: str = ""  # said after a config error of this stage: where its values come from
+    build_ahead: bool = False  # may be built on a thread while the stage before trains (`kbert.training.build_ahead`)
 
     @property
     def steps(self) -> int:

@@ -1,15 +1,18 @@
 """The distributed pretraining step: gradient accumulation, global loss normalisation, cross-replica loss scaling.
 
-`PretrainingTrainer` is an `orbit.AbstractTrainer`: `train(n)` runs `n` optimizer steps inside one `tf.function`
-(a `tf.while_loop` around `strategy.run`) and returns the metrics of those steps.
+`PretrainingTrainer.train(n)` runs `n` optimizer steps inside one `tf.function` (a `tf.while_loop` around
+`strategy.run`) and returns the metrics of those steps. The model's loss and metrics are its task's
+(`kbert.training.task`).
 
 Example:
 
 ```python
+task = BertPretrainingTask(BertConfig.load("bert_tiny"))
 with strategy.scope():
-    model = BertPretrainer(BertConfig.load("bert_tiny"))
+    model = task.build_model()
     optimizer = kbert.optimizers.LAMB(1e-3)
-    trainer = PretrainingTrainer(strategy, model, optimizer, dataset_fn, global_batch_size=256)
+    trainer = PretrainingTrainer(strategy, model, optimizer, task.dataset_fn(config, True), task=task,
+                                 global_step=tf.Variable(0, dtype=tf.int64), global_batch_size=256)
 trainer.train(100)  # {'loss': 7.1, 'masked_lm_accuracy': 0.02, ...}
 ```
 """
@@ -21,15 +24,14 @@ from collections.abc import Callable, Sequence
 
 import keras
 import numpy as np
-import orbit
 import tensorflow as tf
 
 from kbert.choices import JIT_COMPILE, WHOLE_STEP, is_jit_compile_choice
 from kbert.errors import ConfigError
-from kbert.modeling.losses import LOSS_TERMS, MLM_EPSILON, pretraining_loss_terms, pretraining_metrics, sentence_count
 from kbert.training.batch_ramp import BatchRamp
 from kbert.training.inputs import make_input
 from kbert.training.reporting import check_finite
+from kbert.training.task import PretrainingTask
 
 
 def _replica_local_scalar(name: str) -> tf.Variable:
@@ -83,23 +85,24 @@ def _whole_step(jit_compile: bool | str, strategy: tf.distribute.Strategy) -> bo
     return not isinstance(strategy, tf.distribute.TPUStrategy)  # a TPU compiles every step whole anyway
 
 
-class PretrainingTrainer(orbit.AbstractTrainer):
-    """Runs optimizer steps of BERT pretraining under any `tf.distribute` strategy.
+class PretrainingTrainer:
+    """Runs optimizer steps of a pretraining task under any `tf.distribute` strategy.
 
     Per optimizer step each replica runs `accumulation_steps` micro-batches. Every micro-batch's loss is the
-    replica's share of the global-batch loss `mlm_loss_sum / (W + 1e-5) + nsp_loss_sum / N` with W (the masked
-    weight sum) and N (the sentence labels: the rows, or a packed batch's sequences) all-reduced from the inputs,
-    so one device and N replicas with the same global batch compute the same gradient. Local gradients are summed
-    in replica-local variables; the optimizer's `apply_gradients` does the step's single gradient all-reduce.
+    replica's share of the global-batch loss: the task's loss terms scaled by counts all-reduced from the inputs
+    (for BERT `mlm_loss_sum / (W + 1e-5) + nsp_loss_sum / N`, W the masked weight sum, N the sentence labels), so
+    one device and N replicas with the same global batch compute the same gradient. Local gradients are summed in
+    replica-local variables; the optimizer's `apply_gradients` does the step's single gradient all-reduce.
 
     Under fp16 pass a `kbert.optimizers.LossScaleOptimizer`: its finiteness check is agreed across replicas (a
     non-finite gradient on any replica skips the step everywhere; Keras's own only looks at replica 0).
 
     Args:
       strategy: the distribution strategy; model and optimizer must have been created in its scope.
-      model: returns `{"mlm_logits", "nsp_logits"}` for a batch dict (e.g. `BertPretrainer`).
+      model: the task's model, called on a batch dict.
       optimizer: a Keras optimizer (LAMB, LARS, AdamW, or one wrapped in `LossScaleOptimizer`).
       dataset_fn: `input_context -> tf.data.Dataset` of micro-batches (see `kbert.training.inputs`).
+      task: the model's objective: its loss terms, their scales and metrics (`kbert.training.task`).
       global_step: counts optimizer steps; incremented here, checkpointed by the caller (as is
         `sequences_trained`, the sequences the steps trained on).
       global_batch_size: sequences per optimizer step over all replicas.
@@ -124,6 +127,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         optimizer: keras.optimizers.Optimizer,
         dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset],
         *,
+        task: PretrainingTask,
         global_step: tf.Variable,
         global_batch_size: int,
         accumulation_steps: int = 1,
@@ -138,6 +142,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
                 f"({accumulation_steps}) x replicas ({strategy.num_replicas_in_sync})."
             )
         self.strategy = strategy
+        self.task = task
         self.model = model
         self.optimizer = optimizer
         self.global_step = global_step
@@ -155,7 +160,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         with strategy.scope():
             optimizer.build(self.train_variables)
             self.input = make_input(strategy, dataset_fn, checkpointable_input)
-            self._sums = {name: _replica_local_scalar(name) for name in LOSS_TERMS + ("grad_sq_sum", "nonfinite")}
+            self._sums = {name: _replica_local_scalar(name) for name in task.loss_terms + ("grad_sq_sum", "nonfinite")}
             # The sequences trained on so far (a packed row holds several): the run's sample count, checkpointed.
             self.sequences_trained = tf.Variable(
                 0,
@@ -196,30 +201,28 @@ class PretrainingTrainer(orbit.AbstractTrainer):
             return self.accumulation_steps
         return self.batch_ramp.micro_batches(self.optimizer.iterations)
 
-    def _gradients_fn(self, batch, mlm_scale, nsp_scale, micro_batches):
+    def _gradients_fn(self, batch, scales, micro_batches):
         with tf.GradientTape() as tape:
             outputs = self.model(batch, training=True)
-            terms = pretraining_loss_terms(batch, outputs)
-            loss = (terms["mlm_loss_sum"] * mlm_scale + terms["nsp_loss_sum"] * nsp_scale) / micro_batches
+            terms = self.task.terms(batch, outputs)
+            loss = self.task.loss(terms, scales) / micro_batches
             scaled_loss = self.optimizer.scale_loss(loss)
         return tape.gradient(scaled_loss, self.train_variables), terms
 
     def _micro_step(self, batch):
         """Local gradients of this replica's share of the global loss, and the metric sums."""
         context = tf.distribute.get_replica_context()
-        # W and N are known from the inputs before the forward pass: one all-reduce makes the loss global.
-        counts = tf.stack([tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)), sentence_count(batch)])
-        global_weight, global_sentences = tf.unstack(context.all_reduce(tf.distribute.ReduceOp.SUM, counts))
+        # The counts are known from the inputs before the forward pass: one all-reduce makes the loss global.
+        counts = tf.unstack(context.all_reduce(tf.distribute.ReduceOp.SUM, self.task.loss_counts(batch)))
         micro_batches = self._micro_batches()
         grads, terms = self._gradients(
             batch,
-            1.0 / (global_weight + MLM_EPSILON),
-            tf.math.divide_no_nan(1.0, global_sentences),
+            self.task.loss_scales(counts),
             micro_batches if isinstance(micro_batches, int) else tf.cast(micro_batches, tf.float32),
         )
-        for name in LOSS_TERMS:
+        for name in self.task.loss_terms:
             self._sums[name].assign_add(terms[name])
-        finite = _all_finite([terms["mlm_loss_sum"], terms["nsp_loss_sum"]])
+        finite = _all_finite(list(terms.values()))
         self._sums["nonfinite"].assign_add(1.0 - tf.cast(finite, tf.float32))
         mark = tf.logical_and(tf.logical_not(finite), self._first_nonfinite_step < 0)
         self._first_nonfinite_step.assign(tf.where(mark, self.global_step.read_value(), self._first_nonfinite_step))
@@ -258,8 +261,7 @@ class PretrainingTrainer(orbit.AbstractTrainer):
                 micro_batches = self._micro_batches()
                 tf.while_loop(lambda j: j < micro_batches - 1, accumulate, [tf.constant(0)])
             self.strategy.run(self._apply_step, (self.input.next_batch(),))
-            # orbit.Controller waits for the trainer to advance the step (Keras 3 optimizers do not).
-            self.global_step.assign_add(1)
+            self.global_step.assign_add(1)  # the run's step (a Keras 3 optimizer counts only its own)
             return i + 1
 
         self.strategy.run(self._reset)
@@ -281,7 +283,8 @@ class PretrainingTrainer(orbit.AbstractTrainer):
         sums = {name: float(variable.read_value()) for name, variable in self._sums.items()}
         now = time.perf_counter()
         steps = int(num_steps)
-        metrics = {k: float(v) for k, v in pretraining_metrics({k: np.float64(sums[k]) for k in LOSS_TERMS}).items()}
+        totals = {k: np.float64(sums[k]) for k in self.task.loss_terms}
+        metrics = {k: float(v) for k, v in self.task.metrics(totals).items()}
         metrics["gradient_norm"] = float(np.sqrt(sums["grad_sq_sum"] / steps))
         metrics["learning_rate"] = float(np.asarray(self.optimizer.learning_rate))
         # Sequences, not rows: a packed row holds several.
