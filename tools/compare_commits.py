@@ -1,0 +1,155 @@
+"""Trains the same tiny runs with kbert at two commits and compares their weights, variable by variable.
+
+Each case is a `kbert-pretrain` run on the same records (random, written here with TensorFlow alone), in a
+process of its own whose `PYTHONPATH` is that commit's tree: TF on one device in float32 and mixed_bfloat16, on two
+logical CPUs (mirrored), a two-phase run and an MSLT run. The final checkpoint's model variables are compared
+through `PATH_MAP` (old variable path -> new; a variable that is in neither side's map under the same name is a
+mismatch), so a rename has to be declared to pass. Prints one line per case and exits 1 if any differs.
+
+    python tools/compare_commits.py --base=00ccd6e            # against this working tree
+    python tools/compare_commits.py --base=00ccd6e --cases=f32,mslt
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+import yaml
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("base", None, "The commit to compare against (a git revision).", required=True)
+flags.DEFINE_string("head", ".", "The tree to compare (default: this working tree).")
+flags.DEFINE_list("cases", ["f32", "bf16", "mirrored2", "phases", "mslt"], "Which runs to compare.")
+flags.DEFINE_string("work_dir", "", "Where the runs go (default: a new temporary folder).")
+
+# Old checkpoint key -> new, for every variable that a change renamed (none yet).
+PATH_MAP: dict[str, str] = {}
+
+SEQ, PREDICTIONS, VOCAB = 16, 4, 64
+LAUNCHER = """
+import os, sys
+import kbert
+assert os.path.dirname(os.path.dirname(kbert.__file__)) == os.environ["KBERT_TREE"], kbert.__file__
+import tensorflow as tf
+cpus = int(sys.argv[1])
+if cpus > 1:
+    tf.config.set_logical_device_configuration(
+        tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * cpus)
+sys.argv = ["kbert-pretrain"] + sys.argv[2:]
+from kbert.run_pretraining import run
+run()
+"""
+
+
+def _feature(values: np.ndarray) -> tf.train.Feature:
+    if values.dtype == np.float32:
+        return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+
+def write_records(path: str, count: int, seed: int) -> str:
+    rng = np.random.default_rng(seed)
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(count):
+            length = int(rng.integers(6, SEQ + 1))
+            ids = np.zeros(SEQ, np.int64)
+            ids[:length] = rng.integers(5, VOCAB, length)
+            mask = (np.arange(SEQ) < length).astype(np.int64)
+            predicted = int(rng.integers(1, PREDICTIONS + 1))
+            positions = np.zeros(PREDICTIONS, np.int64)
+            positions[:predicted] = np.sort(rng.choice(np.arange(1, length), predicted, replace=False))
+            labels = np.zeros(PREDICTIONS, np.int64)
+            labels[:predicted] = rng.integers(5, VOCAB, predicted)
+            weights = np.zeros(PREDICTIONS, np.float32)
+            weights[:predicted] = 1.0
+            values = {
+                "input_ids": ids,
+                "input_mask": mask,
+                "segment_ids": ((np.arange(SEQ) >= length // 2) & (mask > 0)).astype(np.int64),
+                "masked_lm_positions": positions,
+                "masked_lm_ids": labels,
+                "masked_lm_weights": weights,
+                "next_sentence_labels": np.array([rng.integers(0, 2)], np.int64),
+            }
+            features = tf.train.Features(feature={k: _feature(v) for k, v in values.items()})
+            writer.write(tf.train.Example(features=features).SerializeToString())
+    return path
+
+
+def case_config(case: str, train: str) -> tuple[dict, int, str]:
+    """The experiment of `case` on `train`, the logical CPUs it runs on and its strategy."""
+    model = {"vocab_size": VOCAB, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
+    config = {
+        "model": {"bert": "bert_tiny", "overrides": {**model, "num_hidden_layers": 2, "max_position_embeddings": 32}},
+        "data": {"train_files": train, "seq_length": SEQ, "max_predictions": PREDICTIONS},
+        "optimizer": {"type": "lamb", "weight_decay": 0.01},
+        "schedule": {"peak_learning_rate": 1e-2, "warmup_steps": 2, "power": 0.5},
+        "train": {"global_batch_size": 8, "total_steps": 8, "steps_per_loop": 2, "checkpoint_interval": 4},
+    }
+    cpus, strategy = 1, "one_device"
+    if case == "bf16":
+        config["train"]["mixed_precision"] = "mixed_bfloat16"
+    elif case == "mirrored2":
+        cpus, strategy = 2, "mirrored"
+    elif case == "phases":
+        config["phases"] = [{"steps": 4}, {"steps": 4, "global_batch_size": 4, "warmup_steps": 1}]
+    elif case == "mslt":
+        config["model"]["overrides"]["num_hidden_layers"] = 3
+        config["mslt"] = {"stages": [{"num_layers": 1, "steps": 3}, {"num_layers": 3, "steps": 3}]}
+        config["mslt"]["final_stage"] = {"steps": 2}
+    elif case != "f32":
+        raise app.UsageError(f"--cases: no case {case!r}")
+    return config, cpus, strategy
+
+
+def final_weights(tree: str, config_file: str, model_dir: str, cpus: int, strategy: str) -> dict[str, np.ndarray]:
+    # Run from the tree: `python -c` puts the working folder first on sys.path, before PYTHONPATH.
+    tree = os.path.abspath(tree)
+    env = dict(os.environ, PYTHONPATH=tree, KBERT_TREE=tree, TF_CPP_MIN_LOG_LEVEL="2")
+    command = [sys.executable, "-c", LAUNCHER, str(cpus), f"--config_file={config_file}", f"--model_dir={model_dir}"]
+    command += [f"--strategy={strategy}", "--device=cpu"]
+    subprocess.run(command, env=env, cwd=tree, check=True, capture_output=True)
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints")))
+    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map() if k.startswith("model/")}
+
+
+def compare(old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> tuple[int, list[str]]:
+    mapped = {PATH_MAP.get(k, k): v for k, v in old.items()}
+    differing = sorted(set(mapped) ^ set(new))
+    differing += [k for k in sorted(set(mapped) & set(new)) if not np.array_equal(mapped[k], new[k])]
+    return len(set(mapped) & set(new)), differing
+
+
+def main(argv):
+    del argv
+    work = FLAGS.work_dir or tempfile.mkdtemp(prefix="kbert-compare-")
+    base_tree = os.path.join(work, "base")
+    subprocess.run(["git", "worktree", "add", "--detach", base_tree, FLAGS.base], check=True, capture_output=True)
+    try:
+        train = write_records(os.path.join(work, "train.tfrecord"), 64, seed=0)
+        failed = False
+        for case in FLAGS.cases:
+            config, cpus, strategy = case_config(case, train)
+            config_file = os.path.join(work, f"{case}.yaml")
+            with open(config_file, "w") as f:
+                yaml.safe_dump(config, f)
+            weights = [
+                final_weights(tree, config_file, os.path.join(work, f"{case}-{side}"), cpus, strategy)
+                for side, tree in (("base", base_tree), ("head", FLAGS.head))
+            ]
+            same, differing = compare(*weights)
+            failed |= bool(differing)
+            verdict = "bit-identical" if not differing else f"DIFFER: {', '.join(differing[:5])}"
+            print(json.dumps({"case": case, "variables": same, "verdict": verdict}), flush=True)
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", base_tree], check=False, capture_output=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    app.run(main)
