@@ -1,11 +1,35 @@
-"""Suite-wide pytest hooks."""
+"""Suite-wide pytest hooks, and the guard of the fast tier: a test that starts a process must be marked `spawns`
+(`tools/test.sh --fast` runs the others); an unmarked one fails, naming the marker. With KBERT_SPAWN_LOG=PATH the
+guard appends the test's id to PATH instead (to find the tests to mark)."""
 
 import os
+import subprocess
 import sys
 
 import pytest
 
 _exit_status = 0
+
+
+@pytest.fixture(autouse=True)
+def _spawns_only_when_marked(request, monkeypatch):
+    if request.node.get_closest_marker("spawns") is not None:
+        yield
+        return
+    log, start = os.environ.get("KBERT_SPAWN_LOG"), subprocess.Popen._execute_child
+    test = request.node.nodeid
+
+    def refuse(self, *args, **kwargs):
+        if log:
+            with open(log, "a") as f:
+                f.write(test + "\n")
+            return start(self, *args, **kwargs)
+        raise AssertionError(
+            f"{test} starts a process: mark it @pytest.mark.spawns (tools/test.sh --fast leaves such tests out)"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    yield
 
 
 @pytest.fixture

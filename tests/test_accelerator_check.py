@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 
+import pytest
 from training_fixtures import ROOT, cli_env
 
 PHASES = ["report", "numerics", "replicas", "resume", "throughput", "memory"]
 
 
+@pytest.mark.spawns
 def test_smoke_run_reports_every_phase_ok_with_its_figures(tmp_path):
     # What an earlier check left in the same --work_dir: a finished run's log would signal the new run at once.
     (tmp_path / "resume").mkdir()

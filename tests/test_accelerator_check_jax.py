@@ -44,6 +44,7 @@ def tool():
     return module
 
 
+@pytest.mark.spawns
 def test_smoke_run_without_tensorflow_reports_every_phase_ok(tmp_path):
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
     result = subprocess.run(

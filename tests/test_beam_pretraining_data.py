@@ -39,6 +39,7 @@ def local_and_beam(tmp_path, vocab_file, source, input_format, config, **kwargs)
     return (sum(records_of(local), []), local_summary), (sum(records_of(beam_files), []), beam_summary)
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("objective,input_format", [("nsp", "text"), ("mlm", "jsonl"), ("mlm", "text")])
 def test_beam_writes_the_local_tools_records(tmp_path, vocab_file, objective, input_format):
     source = write_corpus(tmp_path, corpus_documents(), input_format)
@@ -49,6 +50,7 @@ def test_beam_writes_the_local_tools_records(tmp_path, vocab_file, objective, in
     assert beam_summary.format().splitlines()[0] == local_summary.format().splitlines()[0]
 
 
+@pytest.mark.spawns
 def test_beam_gzip_and_one_shard(tmp_path, vocab_file):
     import tensorflow as tf
 
@@ -61,6 +63,7 @@ def test_beam_gzip_and_one_shard(tmp_path, vocab_file):
     assert sorted(beam) == sorted(records_of([str(tmp_path / "local")])[0])
 
 
+@pytest.mark.spawns
 def test_a_bad_first_file_fails_before_the_pipeline(tmp_path, vocab_file):
     source = tmp_path / "corpus.jsonl"
     source.write_text('{"body": "w1."}\n' * 3)
@@ -78,6 +81,7 @@ def test_a_bad_first_file_fails_before_the_pipeline(tmp_path, vocab_file):
     assert not list(tmp_path.glob("out*"))
 
 
+@pytest.mark.spawns
 def test_the_command_line_runs_on_beam(tmp_path, vocab_file):
     """kbert-create-pretraining-data --runner=DirectRunner (with a pipeline option passed through) writes the set
     of records the local tool writes, and the same first summary line."""
@@ -145,6 +149,7 @@ def test_beam_packs_the_local_tools_rows(tmp_path, vocab_file):
     assert dataclasses.replace(beam_summary, seconds=0) == dataclasses.replace(local_summary, seconds=0)
 
 
+@pytest.mark.spawns
 def test_the_packing_command_line_runs_on_beam(tmp_path, vocab_file):
     import os
     import subprocess

@@ -30,6 +30,7 @@ def _run(*args):
     )
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize(
     "case, line",
     [
@@ -48,6 +49,7 @@ def test_user_errors_are_one_line(case, line):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.spawns
 def test_verbose_shows_the_traceback_and_a_bug_keeps_its_own():
     verbose = _run("disk", "--verbose")
     assert verbose.returncode == 1 and "Traceback (most recent call last)" in verbose.stderr
@@ -56,6 +58,7 @@ def test_verbose_shows_the_traceback_and_a_bug_keeps_its_own():
     assert bug.returncode == 1 and "Traceback" in bug.stderr and "RuntimeError: a bug" in bug.stderr
 
 
+@pytest.mark.spawns
 def test_kbert_pretrain_shows_only_its_own_lines_unless_verbose(tmp_path):
     from training_fixtures import write_config, write_shards
 

@@ -253,6 +253,7 @@ def test_mslt_deepens_an_hf_model_training_only_the_new_blocks(tmp_path, domain)
     assert not np.array_equal(grown[query.format(2)], tensors["bert.encoder.layer.0.attention.self.query.weight"].T)
 
 
+@pytest.mark.spawns
 def test_kbert_export_gives_back_the_hf_layout(tmp_path):
     tensors = hf_tensors(HF_CONFIG, architecture="BertForMaskedLM")
     hf = write_hf(tmp_path / "hf", tensors=tensors)

@@ -218,6 +218,7 @@ def test_model_garden_loader_reads_our_files(corpus, vocab_file, tmp_path):
         np.testing.assert_array_equal(batch["next_sentence_labels"].numpy(), ours["next_sentence_labels"][:8])
 
 
+@pytest.mark.spawns
 def test_we_read_model_garden_files(corpus, vocab_file, tmp_path):
     out = tmp_path / "mg.tfrecord"
     subprocess.run(
@@ -323,6 +324,7 @@ def test_crash_leaves_no_finished_looking_file(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.spawns
 def test_cli_missing_input_names_flag_and_pattern(vocab_file, tmp_path, corpus):
     def cli(*args):
         return subprocess.run(
@@ -438,6 +440,7 @@ def test_mlm_output_identical_for_any_worker_count(tmp_path, vocab_file):
     )
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("flag", ["--sentence_order", "--short_seq_prob=0.2"])
 def test_cli_refuses_sentence_pair_flags_with_mlm(corpus, vocab_file, tmp_path, flag):
     out = tmp_path / "o.tfrecord"

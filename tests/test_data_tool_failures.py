@@ -157,6 +157,7 @@ def refusals(tmp_path_factory):
     }
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("case", REFUSALS)
 def test_create_pretraining_data_refuses_and_keeps_every_file(refusals, case):
     result, needles, before, after = refusals[case]
@@ -164,6 +165,7 @@ def test_create_pretraining_data_refuses_and_keeps_every_file(refusals, case):
     assert after == before
 
 
+@pytest.mark.spawns
 def test_killed_run_leaves_nothing_an_output_glob_matches_and_the_next_run_cleans_up(data):
     output = data / "train.tfrecord"
     before = _snapshot(data)
@@ -195,6 +197,7 @@ def test_killed_run_leaves_nothing_an_output_glob_matches_and_the_next_run_clean
     assert sum(1 for _ in tf.data.TFRecordDataset(str(output))) > 0
 
 
+@pytest.mark.spawns
 def test_build_vocab_on_text_without_words_is_one_line(tmp_path):
     controls, empty, out = tmp_path / "controls.txt", tmp_path / "empty.txt", tmp_path / "vocab.txt"
     controls.write_bytes(b"\x01\x02\n\x03\n\n")
@@ -230,6 +233,7 @@ def test_build_vocab_on_text_without_words_is_one_line(tmp_path):
     assert _snapshot(tmp_path) == before
 
 
+@pytest.mark.spawns
 def test_inspector_rejects_max_records_zero_and_a_blank_vocabulary_line(data, tmp_path):
     records = tmp_path / "records.tfrecord"
     made = _create(data, f"--input_file={data / 'corpus.txt'}", f"--output_file={records}")

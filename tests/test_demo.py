@@ -33,6 +33,7 @@ TINY = dict(
 )
 
 
+@pytest.mark.spawns
 def test_demo_produces_table_plots_runs_and_a_verdict(tmp_path):
     roots = [str(fake_package(tmp_path / "site"))]
     out = tmp_path / "demo"

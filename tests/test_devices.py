@@ -158,6 +158,7 @@ run()
 """
 
 
+@pytest.mark.spawns
 def test_kbert_pretrain_reports_devices_refuses_the_cpu_beside_gpus_and_trains_with_device_cpu(tmp_path):
     _nvidia_driver(str(tmp_path / "host"), gpus=2)
     train, _ = write_train_and_eval(str(tmp_path / "data"))

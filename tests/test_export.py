@@ -110,6 +110,7 @@ def test_google_export_of_a_kbert_checkpoint_round_trips(tmp_path):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
 
+@pytest.mark.spawns
 def test_cli_refuses_erf_gelu_in_one_line(tmp_path):
     checkpoint = export_google_checkpoint(BertPretrainer(TINY), str(tmp_path / "g" / "bert_model.ckpt"))
     result = subprocess.run(

@@ -204,6 +204,7 @@ def test_checkpoint_that_does_not_fit_is_refused_before_training(tmp_path, pretr
         assert needle in str(raised.value)
 
 
+@pytest.mark.spawns
 def test_cli_reports_bad_input_as_one_line(tmp_path):
     write_tsv(tmp_path / "t.tsv", ["sentence", "label"], [["w1", 0], ["w2", 1]])
     override = (
@@ -256,6 +257,7 @@ def test_steps_per_execution_is_refused_under_mirrored(tmp_path):
         run_finetuning(config, str(tmp_path), tf.distribute.MirroredStrategy(["/cpu:0"]))
 
 
+@pytest.mark.spawns
 def test_cli_fine_tunes_under_mirrored_strategy_on_two_devices(tmp_path):
     write_mnli(tmp_path / "glue", n_train=16, n_dev=4)
     for split in ("test_matched", "test_mismatched"):  # fewer batch shapes to trace under the strategy

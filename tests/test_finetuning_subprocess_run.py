@@ -7,6 +7,7 @@ import pytest
 from kbert.finetuning.subprocess_run import finetune_command, run_finetune, score
 
 
+@pytest.mark.spawns
 def test_the_command_runs_this_pythons_kbert_finetune_with_the_flags_before_the_model_dir():
     assert finetune_command("c.yaml", "runs/a", "--strategy=one_device") == [
         sys.executable,
@@ -19,6 +20,7 @@ def test_the_command_runs_this_pythons_kbert_finetune_with_the_flags_before_the_
     assert score({"eval": {"accuracy": 0.625}}) == 62.5
 
 
+@pytest.mark.spawns
 def test_a_failed_run_is_an_error_naming_its_log_which_holds_kbert_finetunes_error_line(tmp_path):
     config = tmp_path / "finetune.yaml"
     config.write_text(

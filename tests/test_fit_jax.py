@@ -192,6 +192,7 @@ def test_skip_batches_continues_the_data_of_the_same_seed(records):
         np.testing.assert_array_equal(a, b)  # past the 16 batches of one pass: the second pass's order too
 
 
+@pytest.mark.spawns
 def test_kbert_pretrain_says_it_is_the_tensorflow_engine(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "kbert.run_pretraining", f"--model_dir={tmp_path}"],

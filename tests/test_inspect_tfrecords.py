@@ -59,6 +59,7 @@ def test_settings_mismatch_is_an_error_naming_the_file(corpus):
         inspect_files(str(tmp_path / "part-*.tfrecord"), 64, PRED, vocab, len(vocab), None, 0)
 
 
+@pytest.mark.spawns
 def test_tool_exits_1_naming_a_truncated_file(corpus):
     tmp_path, vocab, _ = corpus
     path = tmp_path / "part-1.tfrecord"

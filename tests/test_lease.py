@@ -39,6 +39,7 @@ def test_a_second_run_on_a_model_dir_is_refused_naming_the_first(tmp_path):
     assert summary["global_step"] == 2 and not (tmp_path / "run" / "lease.json").exists()
 
 
+@pytest.mark.spawns
 def test_a_dead_runs_lease_is_taken_over_and_said(tmp_path):
     first = Lease.take(str(tmp_path), on_lost=lambda: None)
     first._stop.set()  # the first run dies without releasing: its lease names a pid that is gone
@@ -188,6 +189,7 @@ def test_a_lease_with_this_processs_pid_and_another_start_is_this_runs_earlier_l
     assert lines[-1].endswith("it is this run's earlier life (the same pid, another process start).")
 
 
+@pytest.mark.spawns
 def test_the_process_start_and_boot_tell_a_live_holder_from_a_reused_pid(tmp_path, monkeypatch):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -240,6 +242,7 @@ def test_an_unreadable_lease_file_is_taken_over_in_one_line(tmp_path, content):
     )
 
 
+@pytest.mark.spawns
 def test_an_empty_lease_file_does_not_stop_kbert_pretrain(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
@@ -340,6 +343,7 @@ run()
 """
 
 
+@pytest.mark.spawns
 def test_a_run_whose_lease_cannot_be_refreshed_stops_with_its_checkpoints_intact(tmp_path):
     config, run = _tiny_run(tmp_path, total_steps=100000, steps_per_loop=2, checkpoint_interval=2), tmp_path / "run"
     result = subprocess.run(

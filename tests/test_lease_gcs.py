@@ -149,6 +149,7 @@ else:
 """
 
 
+@pytest.mark.spawns
 def test_two_runs_racing_for_a_gs_model_dir_one_holds_it_the_other_is_refused_naming_it(bucket):
     model_dir = f"gs://{bucket.name}/run"
     runs = [
@@ -184,6 +185,7 @@ def test_two_runs_racing_for_a_gs_model_dir_one_holds_it_the_other_is_refused_na
     assert not bucket.blob("run/lease.json").exists()  # released
 
 
+@pytest.mark.spawns
 def test_many_takers_at_once_leave_exactly_one_holder(bucket):
     model_dir = f"gs://{bucket.name}/run"
     held, refused = take_at_once(model_dir)
@@ -193,6 +195,7 @@ def test_many_takers_at_once_leave_exactly_one_holder(bucket):
     assert not bucket.blob("run/lease.json").exists()
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("staleness", ["its process is gone", "unchanged for STALE_AFTER on another host"])
 def test_a_stale_gs_lease_is_taken_over_and_said(bucket, staleness, monkeypatch):
     monkeypatch.setattr(lease, "REFRESH_EVERY", 0.3)  # the watch polls every REFRESH_EVERY / 6 seconds
@@ -231,6 +234,7 @@ def test_a_stale_gs_lease_is_taken_over_and_said(bucket, staleness, monkeypatch)
     assert not bucket.blob("run/lease.json").exists()
 
 
+@pytest.mark.spawns
 def test_a_gs_lease_taken_over_while_held_is_noticed_at_the_next_refresh(bucket, monkeypatch):
     monkeypatch.setattr(lease, "REFRESH_EVERY", 0.05)
     lost = []
@@ -253,6 +257,7 @@ print("saved", flush=True)  # what a run that was not stopped would do next
 """
 
 
+@pytest.mark.spawns
 def test_a_run_whose_gs_lease_is_taken_over_stops_at_once_without_saving(bucket):
     model_dir = f"gs://{bucket.name}/run"
     run = subprocess.Popen(

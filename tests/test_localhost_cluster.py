@@ -3,9 +3,12 @@
 import json
 import sys
 
+import pytest
+
 from kbert.training import localhost_cluster
 
 
+@pytest.mark.spawns
 def test_every_worker_gets_the_same_cluster_and_its_own_index():
     ports = localhost_cluster.free_ports(3)
     assert len(set(ports)) == 3
@@ -14,6 +17,7 @@ def test_every_worker_gets_the_same_cluster_and_its_own_index():
     assert all(c["cluster"] == {"worker": [f"localhost:{p}" for p in ports]} for c in configs)
 
 
+@pytest.mark.spawns
 def test_launch_gives_each_worker_its_tf_config_and_log(tmp_path):
     logs = [str(tmp_path / f"w{i}.log") for i in range(3)]
     command = [sys.executable, "-c", "import os; print(os.environ.get('TF_CONFIG', 'none'))"]
@@ -22,6 +26,7 @@ def test_launch_gives_each_worker_its_tf_config_and_log(tmp_path):
     assert [open(log).read().strip() for log in logs] == ["one", "two", "inherited"]
 
 
+@pytest.mark.spawns
 def test_a_failed_worker_stops_the_others(tmp_path):
     logs = [str(tmp_path / f"w{i}.log") for i in range(2)]
     command = [

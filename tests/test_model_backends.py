@@ -104,6 +104,7 @@ print(keras.backend.backend())
 """
 
 
+@pytest.mark.spawns
 def test_the_other_backend_gives_the_same_outputs_on_the_same_weights(model, tmp_path):
     batches = {"padded": _padded(2), "packed": pack(unpacked())}
     weights, stored, results = (str(tmp_path / name) for name in ("model.weights.h5", "batches.npz", "out.npz"))
@@ -236,6 +237,7 @@ def test_attention_without_dropout_trains_as_it_infers(packed, monkeypatch):
     np.testing.assert_allclose(to_numpy(explicit(hidden, mask, training=True)), inference, atol=1e-6, rtol=0)
 
 
+@pytest.mark.spawns
 def test_importing_kbert_modeling_and_optimizers_under_jax_leaves_tensorflow_unimported():
     """Each module in turn, in one JAX process: whether TensorFlow is imported after it."""
     modules = ["kbert.modeling", "kbert.optimizers"]

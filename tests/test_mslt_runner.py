@@ -170,6 +170,7 @@ def _command(config, model_dir):
     return pretrain_command(config, model_dir)
 
 
+@pytest.mark.spawns
 def test_kill_9_mid_stage_resumes_in_that_stage(tmp_path, data):
     mslt = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 60}], "final_stage": {"steps": 0}}
     two_layers = {"bert": "bert_tiny", "overrides": dict(FOUR_LAYERS["overrides"], num_hidden_layers=2)}
@@ -191,6 +192,7 @@ def test_kill_9_mid_stage_resumes_in_that_stage(tmp_path, data):
         np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)
 
 
+@pytest.mark.spawns
 def test_a_bad_plan_is_a_one_line_error_before_training(tmp_path, data):
     mslt = {"stages": [{"num_layers": 2, "steps": 4}, {"num_layers": 2, "steps": 4}]}
     config = mslt_config(tmp_path / "c.yaml", data, mslt)

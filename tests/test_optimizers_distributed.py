@@ -132,6 +132,7 @@ def measured():
     return json.loads(lines[-1][len("RESULT ") :])
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("name", ["lamb", "lamb_clipnorm", "lars_clipnorm"])
 def test_two_replicas_equal_one_device(measured, name):
     runs = measured["weights"][name]
@@ -143,11 +144,13 @@ def test_two_replicas_equal_one_device(measured, name):
         np.testing.assert_allclose(mirrored, one, rtol=1e-5, atol=1e-6, err_msg=variable)
 
 
+@pytest.mark.spawns
 def test_overflow_on_one_replica_skips_the_step_everywhere(measured):
     outcome = measured["overflow_kbert"]
     assert outcome == {"finite": True, "scale": 512.0, "iterations": 0}
 
 
+@pytest.mark.spawns
 def test_keras_loss_scale_optimizer_misses_the_overflow(measured):
     """Documents the Keras 3.15 flaw kbert's LossScaleOptimizer fixes (if Keras fixes it, drop the wrapper)."""
     assert not measured["overflow_keras"]["finite"]

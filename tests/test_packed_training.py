@@ -63,6 +63,7 @@ def test_eval_over_packed_records_equals_eval_over_the_same_instances_unpacked(t
         np.testing.assert_allclose(evals["eval_packed"][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
 
 
+@pytest.mark.spawns
 def test_packed_training_under_mirrored_with_accumulation_bf16_and_resume(tmp_path, records):
     config = write_config(
         str(tmp_path / "c.yaml"),
@@ -102,6 +103,7 @@ def test_packed_training_with_whole_step_xla_and_under_mslt(tmp_path, records):
     assert summary["train_data"]["layout"] == "packed (3 sequences a row)"
 
 
+@pytest.mark.spawns
 def test_mlm_only_records_train_without_the_sentence_head(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(59)]) + "\n")

@@ -186,6 +186,7 @@ def _snapshot(*folders):
     return {p: p.read_bytes() for folder in folders for p in folder.rglob("*") if p.is_file()}
 
 
+@pytest.mark.spawns
 def test_the_tool_refuses_bad_input_in_one_line_and_touches_no_file(data, tmp_path):
     folder, vocab = data
     masked, output = str(folder / "masked-0.tfrecord"), tmp_path / "out" / "packed.tfrecord"

@@ -171,6 +171,7 @@ def write_with_model_garden(tmp_path, vocab, v2: bool, gzip_compressed: bool) ->
     return output
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("v2,gzip_compressed", [(False, False), (True, True)])
 def test_matches_model_garden_loader_on_model_garden_files(tmp_path, vocab, v2, gzip_compressed):
     from official.nlp.data import pretrain_dataloader
@@ -218,6 +219,7 @@ def text_corpus(tmp_path, vocab) -> tuple[str, str]:
     return str(path), " ".join(line for line in lines if line)
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_round_trip_text_through_create_pretraining_data(tmp_path, vocab, dynamic):
     corpus, text = text_corpus(tmp_path, vocab)
@@ -283,6 +285,7 @@ for replica in strategy.experimental_local_results(batch["input_ids"]):
 """
 
 
+@pytest.mark.spawns
 def test_two_replicas_get_their_own_per_replica_batches(tmp_path, vocab):
     instances = make_instances(16, SEQ, PRED, len(vocab), seed=9)
     path = write_records(tmp_path / "a.tfrecord", instances)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from kbert.data import pretraining_dataset
@@ -51,6 +52,7 @@ def write_corpus(directory: pathlib.Path) -> None:
         (directory / name).write_text(text + "\n")
 
 
+@pytest.mark.spawns
 def test_readme_data_commands_chain(tmp_path):
     write_corpus(tmp_path / "corpus")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")

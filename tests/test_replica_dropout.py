@@ -5,6 +5,7 @@ import sys
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from training_fixtures import cli_env
 
@@ -32,6 +33,7 @@ np.save(__import__("sys").argv[1], np.stack(first + again))
 """
 
 
+@pytest.mark.spawns
 def test_two_replicas_draw_different_masks_reproducibly(tmp_path):
     path = tmp_path / "masks.npy"
     subprocess.run([sys.executable, "-c", TWO_REPLICAS, str(path)], env=cli_env(), check=True, timeout=300)

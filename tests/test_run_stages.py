@@ -55,6 +55,7 @@ def assert_same_weights(straight, resumed, step):
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
+@pytest.mark.spawns
 def test_two_phases_in_one_command_resume_bit_identically_after_kill_9(tmp_path, data):
     config = write_config(
         str(tmp_path / "c.yaml"),
@@ -119,6 +120,7 @@ FOUR_LAYERS = {
 }
 
 
+@pytest.mark.spawns
 def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identically(tmp_path, data):
     """A pretrained 2-layer model grown to 4 layers (training blocks 2-3 only), then phase 2 at seq 32 (all
     layers); killed inside the growth stage, whose restart finishes it and runs phase 2 in the same process (a

@@ -193,6 +193,7 @@ def test_a_phase_whose_predictions_cap_dynamic_masking_is_one_line_at_load(tmp_p
         load_experiment([path])
 
 
+@pytest.mark.spawns
 def test_same_numbers_under_jax():
     code = (
         "import json; from kbert.optimizers.schedules import OneCycle, WarmupStableDecay; "

@@ -112,6 +112,7 @@ def served(tmp_path_factory):
     return tmp, pair_run, differences, answers
 
 
+@pytest.mark.spawns
 def test_served_predictions_equal_kbert_finetunes_on_every_eval_row(served):
     tmp, _, differences, answers = served
     assert answers["label"] == answers["called"] == _predictions(tmp / "pair" / "predictions" / "eval.tsv")
@@ -123,6 +124,7 @@ def test_served_predictions_equal_kbert_finetunes_on_every_eval_row(served):
     assert max(differences) < 1e-5
 
 
+@pytest.mark.spawns
 def test_saved_model_cli_lists_the_signatures(served):
     tmp = served[0]
     pair, regression = saved_model_cli_show(str(tmp / "pair_sm"), str(tmp / "regression_sm"))
@@ -132,6 +134,7 @@ def test_saved_model_cli_lists_the_signatures(served):
     assert json.loads((tmp / "pair_sm" / "assets.extra" / "kbert.json").read_text())["labels"] == list(LABELS)
 
 
+@pytest.mark.spawns
 def test_kbert_predict_from_the_run_or_its_saved_model_and_from_jsonl(served, tmp_path):
     tmp, pair_run, _, _ = served
     expected = (tmp / "pair" / "predictions" / "eval.tsv").read_text()
@@ -170,6 +173,7 @@ class _Recorder:
         return ["x"] * len(texts[0])
 
 
+@pytest.mark.spawns
 def test_kbert_predict_streams_and_names_a_bad_row(served, tmp_path):
     columns = served[1].columns
     write_tsv(tmp_path / "in.tsv", ["a", "b"], [["w1", "w2"]] * 100 + [["w3"]])
@@ -191,6 +195,7 @@ def test_kbert_predict_streams_and_names_a_bad_row(served, tmp_path):
     assert os.listdir(tmp_path) == ["in.tsv"]  # no partial output
 
 
+@pytest.mark.spawns
 def test_runs_that_cannot_be_served_are_refused_in_one_line(served, tmp_path):
     tmp = served[0]
     pretraining = kbert_model_dir(
@@ -235,6 +240,7 @@ def test_runs_that_cannot_be_served_are_refused_in_one_line(served, tmp_path):
     assert not os.path.exists(tmp_path / "out")
 
 
+@pytest.mark.spawns
 def test_an_output_folder_with_files_is_written_only_with_overwrite(served, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match=r"holds files \(notes.txt\).*--overwrite"):

@@ -107,6 +107,7 @@ def hub_export(tmp_path_factory):
     return tmp, vocab, pretrainer, difference, served
 
 
+@pytest.mark.spawns
 def test_outputs_equal_kbert_in_a_process_without_kbert(hub_export):
     _, vocab, pretrainer, difference, served = hub_export
     ours = PairEncoder(vocab, SEQ_LENGTH)
@@ -128,6 +129,7 @@ def test_outputs_equal_kbert_in_a_process_without_kbert(hub_export):
     np.testing.assert_allclose(served["mlm_logits"], mlm, atol=1e-5)
 
 
+@pytest.mark.spawns
 def test_tokens_and_packing_are_kberts_and_tf_hubs(hub_export):
     _, vocab, _, _, served = hub_export
     ours = PairEncoder(vocab, PAIR_LENGTH)
@@ -151,6 +153,7 @@ def test_tokens_and_packing_are_kberts_and_tf_hubs(hub_export):
     }
 
 
+@pytest.mark.spawns
 def test_saved_model_cli_lists_the_signatures_and_readme_says_the_gelu(hub_export):
     tmp = hub_export[0]
     preprocess, encoder = saved_model_cli_show(str(tmp / "export" / "preprocess"), str(tmp / "export" / "encoder"))

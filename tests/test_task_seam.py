@@ -40,6 +40,7 @@ def test_a_task_of_its_own_trains_and_evaluates_through_the_engine(tmp_path, con
     assert again["eval"] == summary["eval"]
 
 
+@pytest.mark.spawns
 def test_a_task_of_its_own_resumes_bit_identically_after_kill_9(tmp_path, config_file):
     toy_task.run(config_file, str(tmp_path / "straight"), print_fn=lambda *a, **k: None)
     env = cli_env(PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]))

@@ -132,6 +132,7 @@ def test_tpu_load_library_is_set_for_a_remote_tpu_unless_the_user_set_it(strateg
     assert line is None or ("TPU_LOAD_LIBRARY=0" in line and f"--tpu={tpu_flag}" in line)
 
 
+@pytest.mark.spawns
 def test_the_launch_module_loads_no_tensorflow():
     code = "import sys, kbert.cli.tpu_launch, kbert.run_pretraining; print('tensorflow' in sys.modules)"
     assert (

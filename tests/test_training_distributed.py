@@ -34,6 +34,7 @@ def data(tmp_path_factory):
     return write_train_and_eval(str(tmp_path_factory.mktemp("data")), 48)
 
 
+@pytest.mark.spawns
 def test_one_device_and_two_mirrored_replicas_reach_the_same_weights_and_evaluations(tmp_path, data):
     no_dropout = {
         "bert": "bert_tiny",
@@ -103,6 +104,7 @@ def _wait_for(path, process, timeout=600):
         time.sleep(0.02)
 
 
+@pytest.mark.spawns
 def test_kill_9_and_restart_gives_the_uninterrupted_weights(tmp_path, data):
     # Dropout stays on: its seed states are checkpointed too.
     config = write_config(
@@ -131,6 +133,7 @@ def test_the_two_workers_read_different_batches(data):
     assert first[0].shape == first[1].shape and not np.array_equal(first[0], first[1])
 
 
+@pytest.mark.spawns
 def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_bit_identically(tmp_path, data):
     config = write_config(
         str(tmp_path / "c.yaml"),
@@ -168,6 +171,7 @@ def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_
         np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)
 
 
+@pytest.mark.spawns
 def test_sigterm_to_one_of_two_workers_saves_on_both_and_exits_42(tmp_path, data):
     """What a spot VM or GKE sends, to one worker: both save the same step and exit 42."""
     config = write_config(
@@ -184,6 +188,7 @@ def test_sigterm_to_one_of_two_workers_saves_on_both_and_exits_42(tmp_path, data
     assert 4 <= saved < 400
 
 
+@pytest.mark.spawns
 def test_sigterm_saves_and_exits_for_a_restart(tmp_path, data):
     config = write_config(
         str(tmp_path / "c.yaml"), data[0], train={"total_steps": 1000, "steps_per_loop": 1, "checkpoint_interval": 500}
@@ -204,6 +209,7 @@ def test_sigterm_saves_and_exits_for_a_restart(tmp_path, data):
     assert saved is not None and int(saved.rsplit("-", 1)[1]) >= 2
 
 
+@pytest.mark.spawns
 def test_strategy_tpu_without_a_tpu_is_a_one_line_error(tmp_path, data):
     config = write_config(str(tmp_path / "c.yaml"), data[0])
     result = run_cli(pretrain_command(config, tmp_path / "run", "tpu"), expect=1)
@@ -212,6 +218,7 @@ def test_strategy_tpu_without_a_tpu_is_a_one_line_error(tmp_path, data):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.spawns
 def test_mslt_stages_built_ahead_under_two_mirrored_replicas_match_building_them_in_turn(tmp_path, data):
     """The second stage is built on a thread while the first trains under MirroredStrategy (the one-device
     equivalent, with more stages, is in tests/test_mslt_runner.py)."""

@@ -265,6 +265,7 @@ def test_changed_train_files_name_checkpoint_input(tmp_path, data):
     assert _run(more, tmp_path / "run")["global_step"] == 4
 
 
+@pytest.mark.spawns
 def test_wrong_shapes_are_one_line_and_a_listing_not_a_traceback(tmp_path, data):
     _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
     config = write_config(

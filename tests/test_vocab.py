@@ -89,6 +89,7 @@ def test_vocabulary_round_trips_through_kberts_tokenizer(rich_corpus, tmp_path):
     assert splits[-1] == ids.size > 0 and tokenizer.vocab.index("[UNK]") not in ids.tolist()
 
 
+@pytest.mark.spawns
 def test_learning_the_same_text_in_two_processes_writes_the_same_file(tied_corpus, tmp_path):
     written = []
     for run in range(2):  # two processes: the trainer's hash maps are seeded per process
@@ -179,6 +180,7 @@ def test_expand_patterns_errors_name_flag_and_pattern(tmp_path, corpus):
         files.expand_patterns(f"{corpus},{tmp_path}/nothing-*.txt", "--input_file")
 
 
+@pytest.mark.spawns
 def test_cli_writes_vocab_and_summary(corpus, tmp_path):
     out = tmp_path / "v.txt"
     result = _run_cli(f"--input_file={corpus}", f"--output_file={out}", "--vocab_size=150", "--reserved_layout=compact")
@@ -192,6 +194,7 @@ def test_cli_writes_vocab_and_summary(corpus, tmp_path):
     assert missing.returncode != 0 and "--input_file" in missing.stderr and "none*.txt" in missing.stderr
 
 
+@pytest.mark.spawns
 def test_cli_on_local_files_never_imports_tensorflow(corpus, tmp_path):
     out = tmp_path / "v.txt"
     script = (
@@ -218,6 +221,7 @@ def test_cli_on_local_files_never_imports_tensorflow(corpus, tmp_path):
     assert result.stdout.splitlines()[-1] == "tensorflow imported: False" and out.read_text().startswith("[PAD]\n")
 
 
+@pytest.mark.spawns
 def test_cli_keeps_tensorflow_texts_learner(corpus, tmp_path):
     out = tmp_path / "v.txt"
     result = _run_cli(f"--input_file={corpus}", f"--output_file={out}", "--vocab_size=300", "--learner=tensorflow_text")

@@ -1,10 +1,13 @@
-"""Trains the same tiny runs with kbert at two commits and compares their weights, variable by variable.
+"""Trains the same tiny runs with kbert at two commits and compares their weights, variable by variable; and
+resumes, at the newer commit, a run directory that the older one wrote and was killed in.
 
 Each case is a `kbert-pretrain` run on the same records (random, written here with TensorFlow alone), in a
-process of its own whose `PYTHONPATH` is that commit's tree: TF on one device in float32 and mixed_bfloat16, on two
-logical CPUs (mirrored), a two-phase run and an MSLT run. The final checkpoint's model variables are compared
-through `PATH_MAP` (old variable path -> new; a variable that is in neither side's map under the same name is a
-mismatch), so a rename has to be declared to pass. Prints one line per case and exits 1 if any differs.
+process of its own run from that commit's tree: TF on one device in float32 and mixed_bfloat16, on two logical
+CPUs (mirrored), a two-phase run and an MSLT run. The final checkpoint's model variables are compared through
+`PATH_MAP` (old variable path -> new; a variable under another name on either side is a mismatch), so a rename has
+to be declared to pass. The old commit's run is also killed with SIGKILL once it saved step 5 (inside phase 2, or
+MSLT stage 2), and the new commit resumes it in the same model_dir: its final weights must equal the new commit's
+uninterrupted run. Prints one line per case and exits 1 if anything differs.
 
     python tools/compare_commits.py --base=00ccd6e            # against this working tree
     python tools/compare_commits.py --base=00ccd6e --cases=f32,mslt
@@ -12,9 +15,11 @@ mismatch), so a rename has to be declared to pass. Prints one line per case and 
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -89,7 +94,13 @@ def case_config(case: str, train: str) -> tuple[dict, int, str]:
         "data": {"train_files": train, "seq_length": SEQ, "max_predictions": PREDICTIONS},
         "optimizer": {"type": "lamb", "weight_decay": 0.01},
         "schedule": {"peak_learning_rate": 1e-2, "warmup_steps": 2, "power": 0.5},
-        "train": {"global_batch_size": 8, "total_steps": 8, "steps_per_loop": 2, "checkpoint_interval": 4},
+        "train": {
+            "global_batch_size": 8,
+            "total_steps": 8,
+            "steps_per_loop": 1,
+            "checkpoint_interval": 1,
+            "max_checkpoints": 100,
+        },
     }
     cpus, strategy = 1, "one_device"
     if case == "bf16":
@@ -107,19 +118,42 @@ def case_config(case: str, train: str) -> tuple[dict, int, str]:
     return config, cpus, strategy
 
 
-def final_weights(tree: str, config_file: str, model_dir: str, cpus: int, strategy: str) -> dict[str, np.ndarray]:
-    # Run from the tree: `python -c` puts the working folder first on sys.path, before PYTHONPATH.
+def _command(tree: str, config_file: str, model_dir: str, cpus: int, strategy: str) -> dict:
+    """How to run kbert-pretrain of `tree`: from the tree, since `python -c` puts the working folder first on
+    sys.path, before PYTHONPATH (the launcher asserts which kbert it imported)."""
     tree = os.path.abspath(tree)
-    env = dict(os.environ, PYTHONPATH=tree, KBERT_TREE=tree, TF_CPP_MIN_LOG_LEVEL="2")
     command = [sys.executable, "-c", LAUNCHER, str(cpus), f"--config_file={config_file}", f"--model_dir={model_dir}"]
-    command += [f"--strategy={strategy}", "--device=cpu"]
-    subprocess.run(command, env=env, cwd=tree, check=True, capture_output=True)
+    env = dict(os.environ, PYTHONPATH=tree, KBERT_TREE=tree, TF_CPP_MIN_LOG_LEVEL="2")
+    return dict(args=command + [f"--strategy={strategy}", "--device=cpu"], env=env, cwd=tree)
+
+
+def final_weights(model_dir: str) -> dict[str, np.ndarray]:
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints")))
     return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map() if k.startswith("model/")}
 
 
-def compare(old: dict[str, np.ndarray], new: dict[str, np.ndarray]) -> tuple[int, list[str]]:
-    mapped = {PATH_MAP.get(k, k): v for k, v in old.items()}
+def train(tree: str, config_file: str, model_dir: str, cpus: int, strategy: str) -> dict[str, np.ndarray]:
+    subprocess.run(**_command(tree, config_file, model_dir, cpus, strategy), check=True, capture_output=True)
+    return final_weights(model_dir)
+
+
+def kill_after(tree: str, config_file: str, model_dir: str, cpus: int, strategy: str, step: int) -> None:
+    """Runs kbert-pretrain of `tree` and kills it with SIGKILL as soon as it has saved `step`."""
+    index = os.path.join(model_dir, "checkpoints", f"ckpt-{step}.index")
+    process = subprocess.Popen(
+        **_command(tree, config_file, model_dir, cpus, strategy), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    while not os.path.exists(index):
+        if process.poll() is not None:
+            raise RuntimeError(f"{tree}: kbert-pretrain ended before it saved step {step}")
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+
+def compare(old: dict[str, np.ndarray], new: dict[str, np.ndarray], renamed: dict[str, str]) -> tuple[int, list[str]]:
+    """How many variables are in both (`old`'s under their `renamed` names), and those that differ or are missing."""
+    mapped = {renamed.get(k, k): v for k, v in old.items()}
     differing = sorted(set(mapped) ^ set(new))
     differing += [k for k in sorted(set(mapped) & set(new)) if not np.array_equal(mapped[k], new[k])]
     return len(set(mapped) & set(new)), differing
@@ -131,21 +165,25 @@ def main(argv):
     base_tree = os.path.join(work, "base")
     subprocess.run(["git", "worktree", "add", "--detach", base_tree, FLAGS.base], check=True, capture_output=True)
     try:
-        train = write_records(os.path.join(work, "train.tfrecord"), 64, seed=0)
+        records = write_records(os.path.join(work, "train.tfrecord"), 64, seed=0)
         failed = False
         for case in FLAGS.cases:
-            config, cpus, strategy = case_config(case, train)
+            config, cpus, strategy = case_config(case, records)
             config_file = os.path.join(work, f"{case}.yaml")
             with open(config_file, "w") as f:
                 yaml.safe_dump(config, f)
-            weights = [
-                final_weights(tree, config_file, os.path.join(work, f"{case}-{side}"), cpus, strategy)
-                for side, tree in (("base", base_tree), ("head", FLAGS.head))
-            ]
-            same, differing = compare(*weights)
-            failed |= bool(differing)
-            verdict = "bit-identical" if not differing else f"DIFFER: {', '.join(differing[:5])}"
-            print(json.dumps({"case": case, "variables": same, "verdict": verdict}), flush=True)
+            base = train(base_tree, config_file, os.path.join(work, f"{case}-base"), cpus, strategy)
+            head = train(FLAGS.head, config_file, os.path.join(work, f"{case}-head"), cpus, strategy)
+            killed = os.path.join(work, f"{case}-killed")
+            kill_after(base_tree, config_file, killed, cpus, strategy, step=5)
+            resumed = train(FLAGS.head, config_file, killed, cpus, strategy)
+            line = {"case": case}
+            pairs = {"trained": (base, head, PATH_MAP), "old run resumed": (head, resumed, {})}
+            for name, (old, new, renamed) in pairs.items():
+                same, differing = compare(old, new, renamed)
+                failed |= bool(differing)
+                line[name] = f"{same} variables bit-identical" if not differing else f"DIFFER: {differing[:5]}"
+            print(json.dumps(line), flush=True)
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", base_tree], check=False, capture_output=True)
     sys.exit(1 if failed else 0)

@@ -12,8 +12,15 @@
 # fight over the cores (two MSLT and time-to-target test files, back to back: 105 s wall and 202 s of CPU, against
 # 115 s and 220 s with the defaults). The inter-op pool keeps its default: ops that wait on one another, as two
 # replicas' collectives do, must be able to run side by side.
+# `--fast` (first argument) runs the tests that start no process (`-m "not spawns"`; tests/conftest.py fails an
+# unmarked test that starts one), on both backends: the quick tier for working on the code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+select=()
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  select=(-m "not spawns")
+fi
 source tools/_venv.sh
 kbert_venv test
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
@@ -21,7 +28,7 @@ export TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS:-1} OMP_NUM_THREADS=${OMP
 status=0
 .venv/bin/ruff check --quiet . || status=$?
 .venv/bin/ruff format --check --quiet . || status=$?
-.venv/bin/python -m pytest -n "${KBERT_TEST_WORKERS:-2}" --dist loadgroup "$@" || status=$?
+.venv/bin/python -m pytest -n "${KBERT_TEST_WORKERS:-2}" --dist loadgroup "${select[@]}" "$@" || status=$?
 picked=0
 for arg in "$@"; do
   case "$arg" in -k|-k*|[!-]*) picked=1 ;; esac
@@ -30,7 +37,7 @@ if [ "$picked" -eq 0 ]; then
   # The tests written for every Keras backend, again under JAX (docs/jax.md); --dist loadfile keeps a file's shared
   # fixtures (one compiled model) on one worker.
   KERAS_BACKEND=jax JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=2 .venv/bin/python -m pytest \
-    -n "${KBERT_TEST_WORKERS:-2}" --dist loadfile -q tests/test_optimizers_reference.py \
+    -n "${KBERT_TEST_WORKERS:-2}" --dist loadfile -q "${select[@]}" tests/test_optimizers_reference.py \
     tests/test_optimizers_backends.py tests/test_model_backends.py tests/test_modeling.py tests/test_packed_model.py \
     tests/test_fit_jax.py tests/test_accelerator_check_jax.py || status=$?
 fi
