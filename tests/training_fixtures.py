@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from kbert.data.synthetic import random_instance
 from kbert.data.tfrecord_writer import example_proto
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -20,28 +21,7 @@ MAX_PREDICTIONS = 4
 
 
 def _example(rng: np.random.Generator, seq_length: int = SEQ_LENGTH) -> bytes:
-    length = int(rng.integers(6, seq_length + 1))
-    ids = np.zeros(seq_length, np.int64)
-    ids[:length] = rng.integers(5, VOCAB_SIZE, length)
-    mask = (np.arange(seq_length) < length).astype(np.int64)
-    segments = ((np.arange(seq_length) >= length // 2) & (mask > 0)).astype(np.int64)
-    count = int(rng.integers(1, MAX_PREDICTIONS + 1))
-    positions = np.zeros(MAX_PREDICTIONS, np.int64)
-    positions[:count] = np.sort(rng.choice(np.arange(1, length), count, replace=False))
-    labels = np.zeros(MAX_PREDICTIONS, np.int64)
-    labels[:count] = rng.integers(5, VOCAB_SIZE, count)
-    weights = np.zeros(MAX_PREDICTIONS, np.float32)
-    weights[:count] = 1.0
-    values = {
-        "input_ids": ids,
-        "input_mask": mask,
-        "segment_ids": segments,
-        "masked_lm_positions": positions,
-        "masked_lm_ids": labels,
-        "masked_lm_weights": weights,
-        "next_sentence_labels": np.array([rng.integers(0, 2)], np.int64),
-    }
-    return example_proto(values)
+    return example_proto(random_instance(rng, seq_length, MAX_PREDICTIONS, VOCAB_SIZE))
 
 
 def write_shards(

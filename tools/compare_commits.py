@@ -1,7 +1,7 @@
 """Trains the same tiny runs with kbert at two commits and compares their weights, variable by variable; and
 resumes, at the newer commit, a run directory that the older one wrote and was killed in.
 
-Each case is a `kbert-pretrain` run on the same records (random, written here with TensorFlow alone), in a
+Each case is a `kbert-pretrain` run on the same records (random, `kbert.data.synthetic`), in a
 process of its own run from that commit's tree: TF on one device in float32 and mixed_bfloat16, on two logical
 CPUs (mirrored), a two-phase run and an MSLT run. The final checkpoint's model variables are compared through
 `PATH_MAP` (old variable path -> new; a variable under another name on either side is a mismatch), so a rename has
@@ -26,6 +26,9 @@ import tensorflow as tf
 import yaml
 from absl import app, flags
 
+from kbert.data.synthetic import random_instance
+from kbert.data.tfrecord_writer import example_proto
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("base", None, "The commit to compare against (a git revision).", required=True)
 flags.DEFINE_string("head", ".", "The tree to compare (default: this working tree).")
@@ -36,6 +39,8 @@ flags.DEFINE_string("work_dir", "", "Where the runs go (default: a new temporary
 PATH_MAP: dict[str, str] = {}
 
 SEQ, PREDICTIONS, VOCAB = 16, 4, 64
+# kbert-pretrain on N logical CPU devices, as tests/training_fixtures.py launches it; written out here, since the
+# older commit's tree may hold no module to import it from.
 LAUNCHER = """
 import os, sys
 import kbert
@@ -51,38 +56,11 @@ run()
 """
 
 
-def _feature(values: np.ndarray) -> tf.train.Feature:
-    if values.dtype == np.float32:
-        return tf.train.Feature(float_list=tf.train.FloatList(value=values))
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-
-
 def write_records(path: str, count: int, seed: int) -> str:
     rng = np.random.default_rng(seed)
     with tf.io.TFRecordWriter(path) as writer:
         for _ in range(count):
-            length = int(rng.integers(6, SEQ + 1))
-            ids = np.zeros(SEQ, np.int64)
-            ids[:length] = rng.integers(5, VOCAB, length)
-            mask = (np.arange(SEQ) < length).astype(np.int64)
-            predicted = int(rng.integers(1, PREDICTIONS + 1))
-            positions = np.zeros(PREDICTIONS, np.int64)
-            positions[:predicted] = np.sort(rng.choice(np.arange(1, length), predicted, replace=False))
-            labels = np.zeros(PREDICTIONS, np.int64)
-            labels[:predicted] = rng.integers(5, VOCAB, predicted)
-            weights = np.zeros(PREDICTIONS, np.float32)
-            weights[:predicted] = 1.0
-            values = {
-                "input_ids": ids,
-                "input_mask": mask,
-                "segment_ids": ((np.arange(SEQ) >= length // 2) & (mask > 0)).astype(np.int64),
-                "masked_lm_positions": positions,
-                "masked_lm_ids": labels,
-                "masked_lm_weights": weights,
-                "next_sentence_labels": np.array([rng.integers(0, 2)], np.int64),
-            }
-            features = tf.train.Features(feature={k: _feature(v) for k, v in values.items()})
-            writer.write(tf.train.Example(features=features).SerializeToString())
+            writer.write(example_proto(random_instance(rng, SEQ, PREDICTIONS, VOCAB)))
     return path
 
 
