@@ -81,3 +81,17 @@ def test_kbert_pretrain_shows_only_its_own_lines_unless_verbose(tmp_path):
         "step 2/2",
         "eval",
     ]
+
+
+@pytest.mark.spawns
+def test_kbert_predict_refuses_a_batch_of_no_rows(tmp_path):
+    # A batch size of 0 read the whole file as one batch.
+    result = subprocess.run(
+        [sys.executable, "-m", "kbert.cli.predict", "--model=m", "--input_file=i", "--output_file=o", "--batch_size=0"],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1
+    assert "flag --batch_size=0: 0 is not a positive integer" in result.stderr.splitlines()[0]

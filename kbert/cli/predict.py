@@ -29,7 +29,7 @@ flags.DEFINE_string(
     "text_a_column", "", "The input's first text column, by header name (default: the training task's)."
 )
 flags.DEFINE_string("text_b_column", "", "The input's second text column, for a sentence-pair model.")
-flags.DEFINE_integer("batch_size", 32, "Rows per prediction batch; memory is bounded by it.")
+flags.DEFINE_integer("batch_size", 32, "Rows per prediction batch; memory is bounded by it.", lower_bound=1)
 flags.DEFINE_string("vocab_file", "", "A run's vocabulary, where its data.vocab_file has moved.")
 for _name in ("model", "input_file", "output_file"):
     flags.mark_flag_as_required(_name)
