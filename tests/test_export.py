@@ -6,19 +6,17 @@ import subprocess
 import sys
 
 import keras
+import keras_hub  # in the test extra: a missing one fails here, never skips the Google-format tests below
 import numpy as np
 import pytest
 import tensorflow as tf
+from finetuning_fixtures import vocab_file
 
-keras_hub = pytest.importorskip("keras_hub")
-
-from finetuning_fixtures import vocab_file  # noqa: E402
-
-from kbert.errors import ConfigError  # noqa: E402
-from kbert.finetuning.encoding import PairEncoder  # noqa: E402
-from kbert.finetuning.exporting import checkpoint_encoder, export_google  # noqa: E402
-from kbert.finetuning.hub_export import check_exportable, export_preset, max_difference, sample_batch  # noqa: E402
-from kbert.modeling import BertConfig, BertEncoder, BertPretrainer, export_google_checkpoint  # noqa: E402
+from kbert.errors import ConfigError
+from kbert.finetuning.encoding import PairEncoder
+from kbert.finetuning.exporting import checkpoint_encoder, export_google
+from kbert.finetuning.hub_export import check_exportable, export_preset, max_difference, sample_batch
+from kbert.modeling import BertConfig, BertEncoder, BertPretrainer, export_google_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # initializer_range 0.5 puts the GELU inputs around 1, where its erf and tanh forms differ visibly.

@@ -1,13 +1,12 @@
 """`data.masked_lm_prob`: the share of tokens dynamic masking masks follows the key from the config to the batches,
 and bad values (or a rate for static records, or too few prediction slots for it) are one line."""
 
-import math
-
 import numpy as np
 import pytest
 import tensorflow as tf
 from tfrecord_fixtures import make_instances, write_records, write_vocab
 
+from kbert.data.masking import predictions_needed
 from kbert.errors import ConfigError
 from kbert.tasks.bert import dataset_fn
 from kbert.training.config import PretrainingConfig, load_config
@@ -87,7 +86,7 @@ def test_bad_masking_rate_is_one_line(override, message):
 def test_slots_needed_for_a_rate():
     """ceil(p x (seq_length - 2)) slots: 30% of 128 needs 38, Wettig et al.'s 40% of 512 needs 204."""
     for seq, rate, slots in [(128, 0.3, 38), (512, 0.4, 204), (128, 0.15, 19)]:
-        assert slots == math.ceil(rate * (seq - 2))
+        assert predictions_needed(rate, seq) == slots
         override = f"data.seq_length={seq},data.masked_lm_prob={rate},data.max_predictions="
         _config("train.tfrecord", "vocab.txt", override + str(slots))  # enough
         with pytest.raises(ConfigError, match=f"set data.max_predictions={slots} or more"):
