@@ -11,7 +11,8 @@ from training_fixtures import cli_env
 
 from kbert.modeling.dropout import ReplicaDropout
 
-# Two logical CPUs must be set before TensorFlow starts: a process of its own. Prints both replicas' masks, twice.
+# Two logical CPUs must be set before TensorFlow starts: a process of its own. Saves both replicas' masks of four
+# calls in a row, twice.
 TWO_REPLICAS = """
 import numpy as np
 import tensorflow as tf
@@ -25,8 +26,8 @@ def masks():
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     with strategy.scope():
         dropout = ReplicaDropout(0.5)
-    out = strategy.run(tf.function(lambda: dropout(tf.ones([4, 64]), training=True)))
-    return [v.numpy() != 0 for v in strategy.experimental_local_results(out)]
+    calls = tf.function(lambda: tf.stack([dropout(tf.ones([4, 64]), training=True) for _ in range(4)]))
+    return [v.numpy() != 0 for v in strategy.experimental_local_results(strategy.run(calls))]
 
 first, again = masks(), masks()
 np.save(__import__("sys").argv[1], np.stack(first + again))
@@ -37,9 +38,13 @@ np.save(__import__("sys").argv[1], np.stack(first + again))
 def test_two_replicas_draw_different_masks_reproducibly(tmp_path):
     path = tmp_path / "masks.npy"
     subprocess.run([sys.executable, "-c", TWO_REPLICAS, str(path)], env=cli_env(), check=True, timeout=300)
-    replica_0, replica_1, replica_0_again, replica_1_again = np.load(path)
+    replica_0, replica_1, replica_0_again, replica_1_again = np.load(path)  # each [4 calls, 4, 64]
     assert not np.array_equal(replica_0, replica_1)  # Keras's Dropout gives both the same mask
     assert 0.3 < replica_1.mean() < 0.7
+    masks = list(replica_0) + list(replica_1)
+    # Every call's mask on every replica is its own: no replica repeats another's at the next call (a seed word
+    # plus the replica index gave replica 1 at call k replica 0's mask at call k + 1).
+    assert all(not np.array_equal(a, b) for i, a in enumerate(masks) for b in masks[i + 1 :])
     np.testing.assert_array_equal(replica_0, replica_0_again)
     np.testing.assert_array_equal(replica_1, replica_1_again)
 

@@ -1,9 +1,11 @@
 """Dropout whose mask differs on every replica of a `tf.distribute` strategy, and is Keras's elsewhere.
 
 Keras's `Dropout` draws its seed from one `SeedGenerator`, whose state is mirrored, so every replica drops the
-same units: with N replicas the dropout noise is one replica's, repeated. `ReplicaDropout` folds the replica's
-index into the seed's second word. On one device (replica 0) its masks are exactly Keras's, and a run stays
-reproducible: the seed still comes from the generator's checkpointed state. Other backends have no replica
+same units: with N replicas the dropout noise is one replica's, repeated. `ReplicaDropout` keeps the seed on
+replica 0 and folds the replica's index into it elsewhere (`stateless_fold_in`: a hash, so replica r's masks are no
+other replica's at any call; adding r to a seed word, as kbert did before, gave replica r at call k replica 0's mask
+at call k + r). On one device (replica 0) its masks are exactly Keras's, and a run stays reproducible: the seed
+still comes from the generator's checkpointed state. Other backends have no replica
 context (`keras.distribution` shards one global batch, whose mask already differs across devices), so there it is
 Keras's `Dropout`, and TensorFlow is not imported.
 
@@ -11,7 +13,7 @@ Example:
 
 ```python
 dropout = ReplicaDropout(0.1)
-with strategy.scope(): ...                       # replica r draws with seed (s0, s1 + r)
+with strategy.scope(): ...                       # replica r > 0 draws with stateless_fold_in(seed, r)
 y = dropout(x, training=True)
 ```
 """
@@ -43,5 +45,5 @@ class ReplicaDropout(keras.layers.Dropout):
         seed = self.seed_generator.next()
         if seed.dtype != tf.int32:  # as Keras's TF backend does: stateless ops take int32 seeds (and run in XLA)
             seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
-        seed = seed + tf.stack([0, replica])
+        seed = tf.where(replica > 0, tf.random.experimental.stateless_fold_in(seed, replica), seed)
         return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed)
