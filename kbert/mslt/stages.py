@@ -26,7 +26,6 @@ from kbert.modeling import BertPretrainer
 from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.mslt.grow import build_stage_model, carry_over
 from kbert.mslt.plan import Stage, StagePlan, build_plan
-from kbert.runtime.checkpointing import load_init_checkpoint
 from kbert.tasks.bert import BertPretrainingTask
 from kbert.training.config import PretrainingConfig
 from kbert.training.phases import phase_config
@@ -58,8 +57,8 @@ class GrowingBertTask(BertPretrainingTask):
             return super().load(model, path, print_fn, scope)
         with scope():
             previous = BertPretrainer(model.config.replace(num_hidden_layers=self.stage.previous_layers))
-        kind = load_init_checkpoint(previous, path, print_fn)
-        carry_over(model, previous, self.stage, self.plan.new_layer_init)
+        kind = super().load(previous, path, print_fn, scope)
+        self.carry_over(model, previous)
         return kind
 
 
