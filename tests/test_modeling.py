@@ -127,17 +127,36 @@ def test_loss_matches_reference_formula(model):
     np.testing.assert_allclose(float(metrics["masked_lm_accuracy"]), mlm_acc, rtol=1e-6)
 
 
-def test_a_hit_is_a_label_no_other_token_scores_above():
-    """Distinct scores: argmax's hits. A tie at the top is a hit; a NaN score never is; the labels' shape stays."""
+def test_a_hit_is_a_label_strictly_above_every_other_token():
+    """Distinct scores: argmax's hits. A tie at the top is a miss, constant logits score 0, a NaN score never hits;
+    the labels' shape stays."""
     from kbert.modeling.losses import top1_hits
 
     logits = np.array([[[0.1, 0.7, 0.2], [0.5, 0.5, -1.0]], [[0.3, 0.2, 0.1], [np.nan, 0.0, 0.0]]], "float32")
     labels = np.array([[1, 1], [2, 0]], "int32")
-    np.testing.assert_array_equal(to_numpy(top1_hits(labels, logits)), [[1.0, 1.0], [0.0, 0.0]])
+    np.testing.assert_array_equal(to_numpy(top1_hits(labels, logits)), [[1.0, 0.0], [0.0, 0.0]])
+    constant = np.zeros((3, 4, 50), "float32")
+    np.testing.assert_array_equal(to_numpy(top1_hits(np.arange(12).reshape(3, 4), constant)), np.zeros((3, 4)))
     rng = np.random.default_rng(0)
     logits, labels = rng.normal(size=(4, 6, 50)).astype("float32"), rng.integers(0, 50, (4, 6)).astype("int32")
     labels[:, 0] = logits[:, 0].argmax(-1)
     np.testing.assert_array_equal(to_numpy(top1_hits(labels, logits)), logits.argmax(-1) == labels)
+
+
+def test_constant_logits_score_accuracy_zero():
+    """The metrics a run reports and stops on: a model that scores every class alike is right nowhere."""
+    from kbert.modeling.losses import pretraining_loss_terms, pretraining_metrics
+
+    batch = {
+        "input_ids": np.ones((2, 8), "int32"),
+        "masked_lm_ids": np.array([[3, 4], [5, 0]], "int32"),
+        "masked_lm_weights": np.array([[1.0, 1.0], [1.0, 0.0]], "float32"),
+        "next_sentence_labels": np.array([[0], [1]], "int32"),
+    }
+    outputs = {"mlm_logits": np.zeros((2, 2, 16), "float32"), "nsp_logits": np.zeros((2, 2), "float32")}
+    metrics = pretraining_metrics(pretraining_loss_terms(batch, outputs))
+    assert float(metrics["masked_lm_accuracy"]) == 0.0
+    assert float(metrics["next_sentence_accuracy"]) == 0.0
 
 
 def test_cross_entropy_and_its_gradient_match_float64():
