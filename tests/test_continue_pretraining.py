@@ -206,7 +206,7 @@ def test_model_fields_and_records_that_do_not_fit_are_one_line(tmp_path, domain)
     wide = _domain_rows(np.random.default_rng(1), 8)
     wide[3]["input_ids"][5] = 90
     config = load_experiment(files, f"data.train_files={_write(str(tmp_path / 'wide.tfrecord'), wide)}")
-    with pytest.raises(Exception, match="outside the vocabulary of vocab_size=64"):
+    with pytest.raises(Exception, match=r"outside \[0, 64\) of vocab_size=64"):
         experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 

@@ -159,6 +159,23 @@ def test_constant_logits_score_accuracy_zero():
     assert float(metrics["next_sentence_accuracy"]) == 0.0
 
 
+def test_cross_entropy_of_a_label_outside_the_logits_is_never_finite():
+    """On GPUs the gather reads 0 for an out-of-range label; the loss must still be NaN (or the op fail, as TF's
+    CPU gather does), never a finite number the run would train on."""
+    from kbert.modeling.losses import sparse_cross_entropy
+
+    logits = np.random.default_rng(0).normal(size=(2, 3, 7)).astype("float32")
+    for bad in (7, 9, -1):
+        labels = np.array([[0, 1, 2], [3, bad, 5]], "int32")
+        try:
+            values = to_numpy(sparse_cross_entropy(labels, logits))
+        except Exception as error:  # TensorFlow's CPU gather refuses the index
+            assert "InvalidArgument" in type(error).__name__ or "indices" in str(error), error
+            continue
+        assert np.isnan(values[1, 1]), values
+        assert np.isfinite(np.delete(values.ravel(), 4)).all(), values
+
+
 def test_cross_entropy_and_its_gradient_match_float64():
     """The written-out gradient is softmax minus the one-hot, times the upstream weights; large logits stay finite."""
     from kbert.modeling.losses import sparse_cross_entropy

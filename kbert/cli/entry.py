@@ -2,7 +2,8 @@
 
 A `KbertError` escaping `main` prints `PROGRAM: error: MESSAGE` (its first line names the file or flag and the
 fix) and exits 1. TensorFlow's I/O errors (a missing or unreadable file, a full disk, a corrupt file) are
-reported the same way, with TF's own first line, which names the file. `--verbose` shows TensorFlow's logs and
+reported the same way, with TF's own first line, which names the file, and so is a record the input pipeline
+refused for an out-of-range id (`kbert.data.id_ranges`). `--verbose` shows TensorFlow's logs and
 the full traceback instead.
 
 Example:
@@ -41,18 +42,25 @@ def report(program: str, error: KbertError) -> None:
     sys.exit(f"{program}: error: {error}")
 
 
-def _io_error(error: Exception) -> str | None:
-    """One line for a TensorFlow I/O error, or None for anything else."""
+def _tensorflow_error(error: Exception) -> str | None:
+    """One line for a TensorFlow I/O error or a record the input pipeline refused (`kbert.data.id_ranges`), or
+    None for anything else."""
     tf = sys.modules.get("tensorflow")
-    name = type(error).__name__
-    if tf is None or not isinstance(error, tf.errors.OpError) or name not in _IO_FIXES:
+    if tf is None or not isinstance(error, tf.errors.OpError):
+        return None
+    from kbert.data.id_ranges import id_error
+
+    name, refused = type(error).__name__, id_error(error)
+    if refused is not None:
+        return str(refused)
+    if name not in _IO_FIXES:
         return None
     first = (str(error.message).strip().splitlines() or [name])[0]
     return f"{name[: -len('Error')]}: {first[:300]} ({_IO_FIXES[name]})."
 
 
 def run(main: Callable[[list[str]], None], program: str) -> None:
-    """`absl.app.run(main)`, with kbert's errors and TensorFlow's I/O errors reported as one line."""
+    """`absl.app.run(main)`, with kbert's errors, TensorFlow's I/O errors and refused records reported as one line."""
 
     def guarded(argv: list[str]) -> None:
         verbose = flags.FLAGS.verbose
@@ -66,7 +74,7 @@ def run(main: Callable[[list[str]], None], program: str) -> None:
                 raise
             report(program, error)
         except Exception as error:
-            line = None if verbose else _io_error(error)
+            line = None if verbose else _tensorflow_error(error)
             if line is None:
                 raise
             sys.exit(f"{program}: error: {line}")

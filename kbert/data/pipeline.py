@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from kbert.data import schema, validation
+from kbert.data import id_ranges, schema, validation
 from kbert.data.dynamic_masking import DynamicMasker
 from kbert.data.masking import BERT_MASKED_LM_PROB
 from kbert.data.vocab_file import MASKING_TOKENS, read_vocabulary
@@ -44,14 +44,29 @@ def _masker(
 
 
 def _records(
-    files: list[str], compression: str, is_training: bool, seed: int | None, cycle_length: int, shuffle_buffer: int
+    files: list[str],
+    layout: validation.RecordLayout,
+    bounds: dict[str, int],
+    is_training: bool,
+    seed: int | None,
+    cycle_length: int,
+    shuffle_buffer: int,
 ) -> tf.data.Dataset:
-    """Serialized records of `files`: shuffled and repeated forever when training, one pass in order otherwise."""
+    """Serialized records of `files`, each file's checked against the id `bounds` as it is read (before files are
+    interleaved, so a bad record's error names its file): shuffled and repeated forever when training, one pass in
+    order otherwise."""
+
+    def read(path: tf.Tensor) -> tf.data.Dataset:
+        records = tf.data.TFRecordDataset(path, compression_type=layout.compression)
+        if not bounds:
+            return records
+        return id_ranges.checked_records(path, records, layout.spec(), layout.use_v2_feature_names, bounds)
+
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if is_training:
         dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
     dataset = dataset.interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
+        read,
         cycle_length=min(cycle_length, len(files)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=not is_training or seed is not None,
@@ -126,6 +141,8 @@ def pretraining_dataset(
     is_training: bool = True,
     dynamic_masking: bool = False,
     vocab_size: int | None = None,
+    type_vocab_size: int | None = None,
+    max_position_embeddings: int | None = None,
     vocab_file: str | None = None,
     whole_word_masking: bool = False,
     masked_lm_prob: float = BERT_MASKED_LM_PROB,
@@ -151,8 +168,10 @@ def pretraining_dataset(
       input_context: from `strategy.distribute_datasets_from_function`; None for one pipeline and one replica.
       is_training: shuffle files and records and repeat forever; else one pass in file order.
       dynamic_masking: read unmasked records (`--no_masking`) and mask them anew on every pass.
-      vocab_size: checks every id of the first records against it; required for dynamic masking unless
-        `vocab_file` is given.
+      vocab_size: every record's `input_ids` and `masked_lm_ids` must be below it, checked as the record is read
+        (`kbert.data.id_ranges`: the first bad record stops the pipeline with its file and index); required for
+        dynamic masking unless `vocab_file` is given.
+      type_vocab_size, max_position_embeddings: the same check for `segment_ids` and packed rows' `positions`.
       vocab_file: the WordPiece vocabulary, for dynamic masking's special-token ids and whole-word grouping.
       whole_word_masking: with dynamic masking, mask all pieces of a word together (needs `vocab_file`).
       masked_lm_prob: share of tokens (words with whole-word masking) dynamic masking selects.
@@ -208,7 +227,8 @@ def pretraining_dataset(
                 batch[name] = tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
         return batch
 
-    dataset = _records(files, layout.compression, is_training, seed, cycle_length, shuffle_buffer)
+    bounds = id_ranges.id_bounds(spec, v2, vocab_size, type_vocab_size, max_position_embeddings)
+    dataset = _records(files, layout, bounds, is_training, seed, cycle_length, shuffle_buffer)
     # Batch before parsing: vectorised parse_example is several times faster than per-record parsing, and skipped
     # batches are never parsed.
     dataset = dataset.batch(batch_size, drop_remainder=is_training).skip(skip_batches)

@@ -1,10 +1,10 @@
 """Up-front checks of pretraining TFRecords, so bad files fail before training with the file named and the fix.
 
 `tf.data` reports a corrupt record as a bare `DataLossError` without the file, a record of another
-`max_seq_length` as a shape error deep inside the input pipeline, and an out-of-range token id not at all (it
-becomes NaN on accelerators). These checks read a few records of every file first and say which file is wrong,
-and walk the record headers of every local uncompressed file to its end, so a file cut short (an interrupted copy
-or write) fails before training, not hours in.
+`max_seq_length` as a shape error deep inside the input pipeline, and an out-of-range token id without the file
+(`kbert.data.id_ranges` checks every record as it is read). These checks read a few records of every file first
+and say which file is wrong, and walk the record headers of every local uncompressed file to its end, so a file
+cut short (an interrupted copy or write) fails before training, not hours in.
 
 Example:
 
@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
-from kbert.data import files, schema
+from kbert.data import files, id_ranges, schema
 from kbert.errors import InputDataError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -192,20 +192,6 @@ def check_layout(
         )
 
 
-def check_token_ids(path: str, name: str, ids: np.ndarray, vocab_size: int, first_record: int = 0) -> None:
-    """Raises `InputDataError` when an id in `ids` ([records, ...]) is outside [0, vocab_size)."""
-    bad = np.argwhere((ids >= vocab_size) | (ids < 0))
-    if bad.size:
-        record = int(bad[0][0])
-        value = int(ids[tuple(bad[0])])
-        raise InputDataError(
-            f"{path}: record {first_record + record} has {name} id {value}, outside the vocabulary of "
-            f"vocab_size={vocab_size} (max id found {int(ids.max())}). Out-of-range ids give NaN losses on "
-            "accelerators: use the vocabulary the file was made with (--vocab_file / --vocab_size), or "
-            "regenerate the file with this vocabulary."
-        )
-
-
 def parse_records(records: Sequence[bytes], layout: RecordLayout) -> dict[str, np.ndarray]:
     """Parses serialized records with the schema into NumPy arrays keyed by v1 names."""
     parsed = tf.io.parse_example(tf.constant(list(records)), layout.spec())
@@ -217,10 +203,10 @@ def parse_records(records: Sequence[bytes], layout: RecordLayout) -> dict[str, n
 
 
 def check_batch_ids(path: str, arrays: dict[str, np.ndarray], vocab_size: int, first_record: int = 0) -> None:
-    """`check_token_ids` on every id-valued feature of a parsed batch."""
+    """`id_ranges.check_ids` on the token ids of a parsed batch."""
     for name in ("input_ids", "masked_lm_ids"):
         if name in arrays:
-            check_token_ids(path, name, arrays[name], vocab_size, first_record)
+            id_ranges.check_ids(path, name, arrays[name], vocab_size, first_record)
 
 
 def scan_file(

@@ -7,7 +7,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
+import tensorflow as tf
 
+from kbert.data.id_ranges import id_error
 from kbert.errors import ConfigError
 from kbert.fit.callback import FitCheckpoint
 from kbert.fit.checkpoints import newest_checkpoint, restore_checkpoint
@@ -37,6 +39,16 @@ def _resumed_batches(model: keras.Model, checkpoint_dir: str, batch_size: int) -
     return progress.batches
 
 
+def _id_bounds(model: keras.Model, dataset_options: dict[str, Any]) -> dict[str, Any]:
+    """The model config's table sizes, as the bounds every record's ids are checked against, where the caller gave
+    none. `vocab_size` also sets dynamic masking's random replacements, so it is only taken for static masks."""
+    config = getattr(model, "config", None)
+    names = ["type_vocab_size", "max_position_embeddings"]
+    if not dataset_options.get("dynamic_masking"):
+        names.append("vocab_size")
+    return {name: getattr(config, name) for name in names if hasattr(config, name)} | dataset_options
+
+
 def fit_pretraining(
     build_model: Callable[[], keras.Model],
     file_pattern: str | Sequence[str],
@@ -55,7 +67,9 @@ def fit_pretraining(
     **dataset_options: Any,
 ) -> tuple[keras.Model, keras.callbacks.History]:
     """Pretrains the model `build_model` returns for `total_steps` optimizer steps, resuming from the newest
-    checkpoint in `checkpoint_dir`.
+    checkpoint in `checkpoint_dir`. Every record's ids are checked against the model's tables as it is read (its
+    `config`'s `vocab_size`, `type_vocab_size`, `max_position_embeddings`, where `dataset_options` set none): the
+    first bad one stops the run with an `InputDataError` naming its file and index.
 
     Under `distribution` (default: `keras.distribution.DataParallel` over every device) the random seed is set,
     `build_model()` makes and compiles the model (its variables are laid out on the devices as they are made),
@@ -106,13 +120,25 @@ def fit_pretraining(
         left = total_steps * accumulation - done
         if left <= 0:
             return model, keras.callbacks.History()
+        options = _id_bounds(model, dataset_options)
         dataset = fit_dataset(
-            file_pattern, seq_length, max_predictions, batch_size, seed=seed, skip_batches=done, **dataset_options
+            file_pattern, seq_length, max_predictions, batch_size, seed=seed, skip_batches=done, **options
         )
         checkpoint = FitCheckpoint(
             checkpoint_dir, checkpoint_every * accumulation, batch_size, keep_checkpoints, initial_batches=done
         )
-        history = model.fit(
-            dataset, epochs=1, steps_per_epoch=left, callbacks=[checkpoint, *callbacks], shuffle=False, verbose=verbose
-        )  # the records are shuffled by `seed` already
+        try:
+            history = model.fit(
+                dataset,
+                epochs=1,
+                steps_per_epoch=left,
+                callbacks=[checkpoint, *callbacks],
+                shuffle=False,  # the records are shuffled by `seed` already
+                verbose=verbose,
+            )
+        except tf.errors.InvalidArgumentError as error:
+            refused = id_error(error)  # a record with an out-of-range id: one line naming its file and index
+            if refused is None:
+                raise
+            raise refused from None
     return model, history

@@ -35,12 +35,20 @@ def copy_by_path(model: keras.Model, previous: keras.Model) -> None:
         weight.assign(source[weight.path])
 
 
-def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: int | None, seed_offset: int = 0):
+def dataset_fn(
+    config: PretrainingConfig,
+    is_training: bool,
+    vocab_size: int | None,
+    seed_offset: int = 0,
+    *,
+    type_vocab_size: int | None = None,
+    max_position_embeddings: int | None = None,
+):
     """`input_context -> tf.data.Dataset` of micro-batches (train) or eval batches; shuffled with
-    `train.seed + seed_offset`. Eval records are read as they were written: at their own seq_length, and, where
-    they are masked, on their own masks and max_predictions even under dynamic masking. So a phase at seq 64 is
-    scored on the seq-128 held-out records of the phase after it, and a run masking 30% on the same held-out
-    masks as one masking 15%."""
+    `train.seed + seed_offset`; every record's ids checked against the three bounds (`data.check_vocab_size`).
+    Eval records are read as they were written: at their own seq_length, and, where they are masked, on their own
+    masks and max_predictions even under dynamic masking. So a phase at seq 64 is scored on the seq-128 held-out
+    records of the phase after it, and a run masking 30% on the same held-out masks as one masking 15%."""
     d = config.data
     files = d.train_files if is_training else d.eval_files
     if not files:
@@ -76,6 +84,8 @@ def dataset_fn(config: PretrainingConfig, is_training: bool, vocab_size: int | N
             is_training=is_training,
             dynamic_masking=dynamic,
             vocab_size=vocab_size if d.check_vocab_size or d.dynamic_masking else None,
+            type_vocab_size=type_vocab_size if d.check_vocab_size else None,
+            max_position_embeddings=max_position_embeddings if d.check_vocab_size else None,
             vocab_file=d.vocab_file or None,
             whole_word_masking=d.whole_word_masking,
             masked_lm_prob=d.masked_lm_prob,
@@ -109,7 +119,14 @@ class BertPretrainingTask:
         return load_init_checkpoint(model, path, print_fn)
 
     def dataset_fn(self, config: PretrainingConfig, is_training: bool, seed_offset: int = 0):
-        return dataset_fn(config, is_training, self.bert.vocab_size, seed_offset)
+        return dataset_fn(
+            config,
+            is_training,
+            self.bert.vocab_size,
+            seed_offset,
+            type_vocab_size=self.bert.type_vocab_size,
+            max_position_embeddings=self.bert.max_position_embeddings,
+        )
 
     def trained_variables(self, model: BertPretrainer, layout: RecordLayout) -> list[keras.Variable]:
         """The model's trainable variables, less the sentence head's on MLM-only records: it does not run on them,

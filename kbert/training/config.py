@@ -83,7 +83,9 @@ class DataConfig(Section):
     whole_word_masking: bool = False
     # Share of the tokens dynamic masking masks (BERT 0.15; MosaicBERT, ModernBERT 0.3; Wettig et al. 2022 0.4).
     masked_lm_prob: float = BERT_MASKED_LM_PROB
-    # Reject token ids >= the model's vocab_size before training (reads the first records of each file).
+    # Check every record's ids against the model's tables as it is read (input and masked-LM ids < vocab_size,
+    # segment ids < type_vocab_size, packed positions < max_position_embeddings): the first bad record stops the
+    # run, naming its file and index, before a checkpoint is written after it.
     check_vocab_size: bool = True
     # Checkpoint the input iterator so a restart continues the data (costs the shuffle buffer's size on disk).
     checkpoint_input: bool = True
