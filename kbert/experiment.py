@@ -30,6 +30,7 @@ from kbert.config import load_config
 from kbert.errors import ConfigError
 from kbert.mslt.plan import MsltConfig
 from kbert.mslt.stages import mslt_stages, plan_for
+from kbert.runtime import checkpointing
 from kbert.runtime.cpu_isa import bfloat16_note
 from kbert.runtime.lease import Lease
 from kbert.runtime.preemption import PreemptionWatcher
@@ -105,6 +106,22 @@ def _lease(model_dir: str, strategy: tf.distribute.Strategy, mode: str, print_fn
     return Lease.take(model_dir, print_fn)
 
 
+def _input_as_saved(config: ExperimentConfig, model_dir: str, print_fn: Callable) -> ExperimentConfig:
+    """`config` reading its records as the input positions saved in `model_dir` were read, so a resumed run can
+    continue them: whether every record's ids are checked as it is read (`data.check_vocab_size`) shapes the saved
+    pipeline. Positions saved before that was recorded are of unchecked records."""
+    saved = checkpointing.saved_input_format(model_dir)
+    checked = config.data.check_vocab_size
+    if saved is None or saved.get("records_checked", False) == checked:
+        return config
+    if saved:
+        line = f"its saved input positions were read with data.check_vocab_size={str(not checked).lower()}"
+    else:
+        line = "its saved input positions predate the check of every record's ids"
+    print_fn(f"{model_dir}: {line}; it goes on reading its records as then, to continue them.", flush=True)
+    return config.replace(data={"check_vocab_size": not checked})
+
+
 def task_of(config: PretrainingConfig) -> BertPretrainingTask:
     """What `config` pretrains: its model section's BERT, on masked LM and next-sentence prediction."""
     return BertPretrainingTask(config.model.bert_config())
@@ -135,6 +152,8 @@ def run(
     summary alone and takes no lease, so a model can be evaluated while it trains) and returns it."""
     if mode not in MODES:
         raise ConfigError(f"--mode={mode}: choose one of {', '.join(MODES)}.")
+    if mode != "eval":
+        config = _input_as_saved(config, model_dir, print_fn)
     stages = stages_of(config)
     # Each phase's batch splits over the replicas.
     check_each_stage(stages, lambda stage: check_batch_sizes(stage.config, strategy.num_replicas_in_sync))
@@ -164,6 +183,12 @@ def run(
             print_fn,
         )
         if mode != "eval":
+            if (
+                config.data.checkpoint_input
+                and strategy.extended.should_checkpoint
+                and checkpointing.saved_input_format(model_dir) is None
+            ):
+                checkpointing.record_input_format(model_dir, {"records_checked": config.data.check_vocab_size})
             summary.update(engine.train())
             summary["train_data"] = summary["stages"][-1]["train_data"]
     if mode in ("eval", "train_and_eval"):

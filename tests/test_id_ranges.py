@@ -3,6 +3,7 @@ pipeline, `kbert-pretrain` and `kbert.fit` in one line naming its file and index
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -114,3 +115,30 @@ def test_kbert_fit_stops_in_one_line_taking_the_bounds_from_the_model(tmp_path):
     with pytest.raises(InputDataError) as raised:
         fit_pretraining(build_model, bad, SEQ_LENGTH, MAX_PREDICTIONS, 8, 4, str(tmp_path / "fit"), verbose=0)
     assert str(raised.value).startswith(f"{bad}: record {BAD_RECORD} has masked_lm_ids id {VOCAB_SIZE}")
+
+
+def test_a_run_resumes_its_input_as_it_was_saved_checked_or_not(tmp_path):
+    """Checking every record adds steps to the pipeline, whose saved position only a pipeline of the same steps can
+    read: a run directory keeps the way its positions were saved (`checkpoints/input_format.json`; one saved
+    before that file existed read unchecked records), so the same command resumes it bit-identically."""
+    from training_fixtures import checkpoint_weights, run_here, write_shards
+
+    data = write_shards(str(tmp_path / "data"), "train", shards=2, records_per_shard=24)
+    unchecked = write_config(str(tmp_path / "unchecked.yaml"), data, data={"check_vocab_size": False})
+    checked = write_config(str(tmp_path / "checked.yaml"), data)
+    run_here(unchecked, tmp_path / "whole")
+    for name, first, then, keep_record in [("old", unchecked, checked, False), ("toggled", unchecked, checked, True)]:
+        model_dir = tmp_path / name
+        run_here(first, model_dir)
+        checkpoints = model_dir / "checkpoints"
+        for path in list(checkpoints.glob("ckpt-6.*")) + list(checkpoints.glob("input/*/ckpt-6.*")):
+            path.unlink()  # the newest checkpoint lost: the run resumes from step 4
+        if not keep_record:
+            (checkpoints / "input_format.json").unlink()  # as a run written before the record existed
+        printed = run_here(then, model_dir)
+        assert "its saved input positions" in printed and "Resumed from" in printed, printed
+        whole, resumed = checkpoint_weights(tmp_path / "whole", 6), checkpoint_weights(model_dir, 6)
+        assert all(np.array_equal(whole[key], resumed[key]) for key in whole), name
+    fresh = tmp_path / "fresh"
+    assert "its saved input positions" not in run_here(checked, fresh)
+    assert json.loads((fresh / "checkpoints" / "input_format.json").read_text()) == {"records_checked": True}

@@ -23,6 +23,7 @@ checkpoints.save(step)                # every `interval` steps; save(step, final
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -131,6 +132,28 @@ def latest_checkpoint(model_dir: str) -> str | None:
 
 
 INPUT_DIR = "input"
+# Beside the checkpoints: the input-pipeline options that shape a saved input position, which a resumed run's
+# pipeline must share to read it (`saved_input_format`).
+INPUT_FORMAT = "input_format.json"
+
+
+def saved_input_format(model_dir: str) -> dict | None:
+    """The input-pipeline options (`record_input_format`) of the input positions saved in `model_dir`, `{}` for
+    positions saved before they were recorded, None where none are saved yet."""
+    directory = os.path.join(model_dir, "checkpoints")
+    path = os.path.join(directory, INPUT_FORMAT)
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f)
+    return {} if tf.io.gfile.exists(os.path.join(directory, INPUT_DIR)) else None
+
+
+def record_input_format(model_dir: str, options: dict) -> None:
+    """Records the input-pipeline `options` that this run's saved input positions will need."""
+    directory = os.path.join(model_dir, "checkpoints")
+    tf.io.gfile.makedirs(directory)
+    with tf.io.gfile.GFile(os.path.join(directory, INPUT_FORMAT), "w") as f:
+        json.dump(options, f)
 
 
 def _input_dir(directory: str, worker: int) -> str:
