@@ -90,9 +90,11 @@ def hf_tensors(
     return {name: value.astype(np.float32) for name, value in t.items()}
 
 
-def write_hf(directory, values: dict = None, tensors: dict = None, vocab: bool = True, **weights) -> str:
+def write_hf(
+    directory, values: dict = None, tensors: dict = None, vocab: bool = True, tokenizer: dict = None, **weights
+) -> str:
     """A Hugging Face BERT directory: config.json, model.safetensors (`tensors`, or `hf_tensors(values,
-    **weights)`) and a vocab.txt of vocab_size tokens."""
+    **weights)`), a vocab.txt of vocab_size tokens and, given `tokenizer`, that tokenizer_config.json."""
     from safetensors.numpy import save_file
 
     values = dict(HF_CONFIG, **(values or {}))
@@ -106,6 +108,9 @@ def write_hf(directory, values: dict = None, tensors: dict = None, vocab: bool =
     )
     if vocab:
         write_vocab(os.path.join(directory, "vocab.txt"), values["vocab_size"])
+    if tokenizer is not None:
+        with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
+            json.dump(tokenizer, f)
     return str(directory)
 
 

@@ -70,7 +70,10 @@ flags.DEFINE_bool(
     "Write into a folder that holds files, over the export's files of the same names; nothing else there is deleted.",
 )
 flags.DEFINE_bool(
-    "lower_case", True, "Whether the vocabulary is uncased (the tokenizer lower-cases and strips accents)."
+    "lower_case",
+    None,
+    "Whether the tokenizer lower-cases and strips accents (an uncased vocabulary); unset: what a Hugging Face or "
+    "keras-hub checkpoint's tokenizer config says, else true.",
 )
 flags.DEFINE_integer(
     "seq_length",
@@ -102,18 +105,22 @@ def _check_flags() -> None:
 def _encoder_export() -> str:
     """keras_hub, google, hf or tf_hub: the line to print."""
     from kbert.finetuning import hub_export
-    from kbert.finetuning.exporting import checkpoint_pretrainer, checkpoint_vocab, export_google, export_hf
+    from kbert.finetuning.exporting import FLAG_KEYS, checkpoint_pretrainer, export_google, export_hf
     from kbert.finetuning.serving.tf_hub_export import export_tf_hub
+    from kbert.finetuning.vocabulary import casing_for, vocab_file_for
     from kbert.modeling.keras_hub_checkpoint import computes_keras_hub_head
 
-    vocab = checkpoint_vocab(FLAGS.checkpoint, FLAGS.vocab_file)
+    vocab = vocab_file_for(FLAGS.checkpoint, FLAGS.vocab_file or "", FLAG_KEYS)
+    casing = casing_for(FLAGS.checkpoint, FLAGS.lower_case, FLAG_KEYS)
+    if FLAGS.format != "google":  # Google's format records no casing
+        print(casing.line, flush=True)
     pretrainer, has_mlm = checkpoint_pretrainer(FLAGS.checkpoint, FLAGS.bert_config, vocab)
     encoder = pretrainer.encoder
     if FLAGS.format == "google":
         path = export_google(encoder, vocab, FLAGS.output_dir)
         return f"Wrote {path} (the encoder, Google's names), bert_config.json and vocab.txt."
     if FLAGS.format == "hf":
-        path = export_hf(pretrainer, vocab, FLAGS.output_dir, FLAGS.hf_architecture, FLAGS.lower_case)
+        path = export_hf(pretrainer, vocab, FLAGS.output_dir, FLAGS.hf_architecture, casing.lower_case)
         head = (
             ""
             if has_mlm or FLAGS.hf_architecture == "BertModel"
@@ -121,7 +128,7 @@ def _encoder_export() -> str:
         )
         return f"Wrote {path} ({FLAGS.hf_architecture}), config.json, vocab.txt and tokenizer_config.json{head}."
     if FLAGS.format == "tf_hub":
-        difference = export_tf_hub(pretrainer, has_mlm, vocab, FLAGS.output_dir, FLAGS.lower_case, FLAGS.seq_length)
+        difference = export_tf_hub(pretrainer, has_mlm, vocab, FLAGS.output_dir, casing.lower_case, FLAGS.seq_length)
         mlm = "encoder.mlm included" if has_mlm else "no masked-LM head in the checkpoint, so no encoder.mlm"
         return (
             f"Wrote {FLAGS.output_dir}/preprocess and {FLAGS.output_dir}/encoder ({mlm}); largest |kbert - "
@@ -132,7 +139,7 @@ def _encoder_export() -> str:
         encoder,
         vocab,
         FLAGS.output_dir,
-        FLAGS.lower_case,
+        casing.lower_case,
         FLAGS.allow_gelu_approximation,
         masked_lm=pretrainer if task else None,
     )

@@ -58,14 +58,15 @@ class FinetuneModelConfig(ModelConfig):
 
 @dataclasses.dataclass
 class FinetuneDataConfig(Section):
-    """The pretraining vocabulary; pairs longer than `seq_length` lose pieces from the longer segment first."""
+    """The pretraining vocabulary and its lower-casing, unset: those of a Hugging Face or keras-hub
+    `train.init_checkpoint` (lower-casing: else true; `kbert.finetuning.vocabulary`); pairs longer than
+    `seq_length` lose pieces from the longer segment first."""
 
     vocab_file: str = ""
     seq_length: int = 128
-    lower_case: bool = True
+    lower_case: bool | None = None
 
     def check(self) -> None:
-        need(bool(self.vocab_file), "data.vocab_file is not set: give the vocabulary the model was pretrained with.")
         need(self.seq_length >= 3, f"data.seq_length={self.seq_length} must be at least 3 ([CLS] a [SEP] b [SEP]).")
 
 
@@ -76,8 +77,8 @@ class FinetuneTrainConfig(Section):
     epochs: int = 3
     global_batch_size: int = 32
     eval_batch_size: int = 128
-    # A kbert pretraining model_dir or checkpoint, an MSLT stage export (stage_N/export), or a Google TF1
-    # checkpoint with its bert_config.json; empty: random init.
+    # A kbert pretraining model_dir or checkpoint, an MSLT stage export (stage_N/export), a Google TF1
+    # checkpoint with its bert_config.json, a Hugging Face BERT directory or a keras-hub preset; empty: random init.
     init_checkpoint: str = ""
     mixed_precision: str = "float32"
     steps_per_execution: int = 1

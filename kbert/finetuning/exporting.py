@@ -4,8 +4,9 @@ and Hugging Face exports.
 Invariant: `checkpoint_pretrainer` (and `checkpoint_encoder`, its encoder) returns a model only after the checkpoint
 was found, its config resolved and its vocabulary, width and depth checked against the vocabulary file (each
 failure one line naming the flag); the masked-LM head is loaded where the checkpoint holds one. A Hugging Face or
-keras-hub checkpoint brings its own vocabulary where `--vocab_file` is not given. An export writes
-into a new or empty folder, or with `overwrite` over its own files of the same names: nothing else is deleted.
+keras-hub checkpoint brings its own vocabulary where `--vocab_file` is not given (`kbert.finetuning.vocabulary`,
+with `FLAG_KEYS`). An export writes into a new or empty folder, or with `overwrite` over its own files of the same
+names: nothing else is deleted.
 
 Example:
 
@@ -14,7 +15,7 @@ encoder = checkpoint_encoder("runs/bert_tiny", "configs/models/bert_tiny.json", 
 export_google(encoder, "vocab.txt", "export/bert_tiny")  # bert_model.ckpt, bert_config.json, vocab.txt
 pretrainer, has_mlm = checkpoint_pretrainer("runs/bert_tiny", "", "vocab.txt")  # the TF Hub export's model
 pretrainer, has_mlm = checkpoint_pretrainer("bert-base-uncased", "", "")      # a Hugging Face BERT, its vocab.txt
-export_hf(pretrainer, checkpoint_vocab("bert-base-uncased", ""), "export/hf", "BertForMaskedLM")
+export_hf(pretrainer, vocab_file_for("bert-base-uncased", ""), "export/hf", "BertForMaskedLM", lower_case=True)
 ```
 """
 
@@ -28,28 +29,16 @@ import tensorflow as tf
 from kbert.data.tokenization import load_vocabulary
 from kbert.errors import ConfigError
 from kbert.finetuning import pretrained
+from kbert.finetuning.vocabulary import vocab_file_for
 from kbert.modeling import BertEncoder, BertPretrainer, export_google_checkpoint
 from kbert.modeling.hf_checkpoint import export_hf_checkpoint
 from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.runtime import checkpointing
 from kbert.runtime.sections import ModelConfig
 
-FLAG_KEYS = pretrained.Keys(checkpoint="--checkpoint", bert="--bert_config", vocab="--vocab_file")
-
-
-def checkpoint_vocab(checkpoint: str, vocab_file: str) -> str:
-    """`vocab_file`, or the vocabulary a Hugging Face or keras-hub `checkpoint` comes with.
-
-    Raises:
-      ConfigError: neither.
-    """
-    source = imported_checkpoint(checkpoint)
-    found = vocab_file or (source.vocab_file if source is not None else None)
-    if not found:
-        raise ConfigError(
-            "--vocab_file is not set and the checkpoint brings none: give the vocabulary the model was pretrained with."
-        )
-    return found
+FLAG_KEYS = pretrained.Keys(
+    checkpoint="--checkpoint", bert="--bert_config", vocab="--vocab_file", lower_case="--lower_case"
+)
 
 
 def checkpoint_pretrainer(checkpoint: str, bert_config: str, vocab_file: str) -> tuple[BertPretrainer, bool]:
@@ -58,7 +47,7 @@ def checkpoint_pretrainer(checkpoint: str, bert_config: str, vocab_file: str) ->
     `bert_config` (a path or preset) where none comes with the checkpoint; `vocab_file` where none does."""
     prefix = pretrained.resolve_checkpoint(checkpoint, FLAG_KEYS)
     bert = pretrained.bert_config_for(ModelConfig(bert=bert_config), prefix, FLAG_KEYS)
-    vocab_file = checkpoint_vocab(prefix, vocab_file)
+    vocab_file = vocab_file_for(prefix, vocab_file, FLAG_KEYS)
     vocab_size = len(load_vocabulary(vocab_file))
     pretrained.check_checkpoint_fits(prefix, bert, vocab_size, vocab_file, FLAG_KEYS)
     model = BertPretrainer(bert.replace(vocab_size=vocab_size))

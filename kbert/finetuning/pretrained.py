@@ -42,11 +42,13 @@ BERT_CONFIG = "bert_config.json"
 
 @dataclasses.dataclass(frozen=True)
 class Keys:
-    """The config keys (or flags) that name the checkpoint, the BERT config and the vocabulary in messages."""
+    """The config keys (or flags) that name the checkpoint, the BERT config, the vocabulary and its lower-casing in
+    messages."""
 
     checkpoint: str = "train.init_checkpoint"
     bert: str = "model.bert"
     vocab: str = "data.vocab_file"
+    lower_case: str = "data.lower_case"
 
 
 FINETUNE_KEYS = Keys()

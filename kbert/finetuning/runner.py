@@ -1,9 +1,11 @@
 """`run_finetuning`: from a config to a fine-tuned model, its best eval scores and its predictions.
 
-Invariant: every check that can fail on the user's input (config, files, labels, vocabulary, checkpoint, model_dir)
-runs before the model is built; training is plain `model.fit` under the strategy on length-bucketed batches
-(`kbert.finetuning.batches`), an epoch being `len(train) // global_batch_size` steps, one epoch per checkpoint, and
-what is kept (weights, `summary.json`, predictions) is the best epoch on `eval`.
+Invariant: every check that can fail on the user's input (config, files, labels, vocabulary and its lower-casing,
+checkpoint, model_dir) runs before the model is built; the vocabulary and lower-casing taken
+(`kbert.finetuning.vocabulary`) are what the run's config records, and the run prints where the lower-casing came
+from. Training is plain `model.fit` under the strategy on length-bucketed batches (`kbert.finetuning.batches`), an
+epoch being `len(train) // global_batch_size` steps, one epoch per checkpoint, and what is kept (weights,
+`summary.json`, predictions) is the best epoch on `eval`.
 
 Example:
 
@@ -36,6 +38,7 @@ from kbert.finetuning.examples import TaskData, load_task_data
 from kbert.finetuning.model import BertClassifier
 from kbert.finetuning.predictions import write_submission
 from kbert.finetuning.tasks import resolve_task
+from kbert.finetuning.vocabulary import Casing, casing_for, vocab_file_for
 from kbert.modeling import BertConfig, BertEncoder
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.lease import Lease
@@ -44,8 +47,11 @@ from kbert.runtime.optimizer_factory import make_optimizer, make_schedule
 
 @dataclasses.dataclass
 class Prepared:
-    """Everything checked and read before a model exists."""
+    """Everything checked and read before a model exists; `config` with `data.vocab_file` and `data.lower_case`
+    set to those the run takes (`casing` says where the lower-casing came from)."""
 
+    config: FinetuneConfig
+    casing: Casing
     data: TaskData
     encoder: PairEncoder
     bert: BertConfig
@@ -54,18 +60,22 @@ class Prepared:
 
 
 def prepare(config: FinetuneConfig) -> Prepared:
-    """Reads and checks the task's files, the vocabulary and the init checkpoint (see the module invariant).
+    """Reads and checks the task's files, the vocabulary and its lower-casing, and the init checkpoint (see the
+    module invariant).
 
     Raises:
       KbertError: ConfigError, InputDataError, MissingFileError, VocabularyError or CheckpointMismatchError.
     """
-    data = load_task_data(resolve_task(config.task))
-    encoder = PairEncoder(config.data.vocab_file, config.data.seq_length, config.data.lower_case)
     init = config.train.init_checkpoint
+    vocab_file = vocab_file_for(init, config.data.vocab_file)
+    casing = casing_for(init, config.data.lower_case)
+    config = config.replace(data={"vocab_file": vocab_file, "lower_case": casing.lower_case})
+    data = load_task_data(resolve_task(config.task))
+    encoder = PairEncoder(vocab_file, config.data.seq_length, casing.lower_case)
     prefix = pretrained.resolve_checkpoint(init) if init else None
     bert = pretrained.bert_config_for(config.model, prefix)
     if prefix:
-        pretrained.check_checkpoint_fits(prefix, bert, encoder.vocab_size, config.data.vocab_file)
+        pretrained.check_checkpoint_fits(prefix, bert, encoder.vocab_size, vocab_file)
     # The word table follows the vocabulary file; a checkpoint was just checked to have the same size.
     bert = bert.replace(vocab_size=encoder.vocab_size)
     if config.data.seq_length > bert.max_position_embeddings:
@@ -79,7 +89,7 @@ def prepare(config: FinetuneConfig) -> Prepared:
             f"train.global_batch_size={config.train.global_batch_size} is larger than "
             f"{data.task.train_file}'s {len(data.train)} examples; lower it."
         )
-    return Prepared(data, encoder, bert, prefix, steps_per_epoch)
+    return Prepared(config, casing, data, encoder, bert, prefix, steps_per_epoch)
 
 
 def learning_rate(config: FinetuneConfig, total_steps: int) -> keras.optimizers.schedules.LearningRateSchedule:
@@ -261,10 +271,12 @@ def run_finetuning(
             "under mirrored strategies (keras#19246); set it to 1."
         )
     prepared = prepare(config)
+    config = prepared.config
     chief = strategy.extended.should_checkpoint
     print_fn = print_fn if chief else (lambda *a, **k: None)
     run_dir.check_resumable(model_dir, config.as_dict(), write=chief)
     with Lease.take(model_dir, print_fn) if chief else contextlib.nullcontext():
+        print_fn(prepared.casing.line, flush=True)
         counts = _report_input(prepared, print_fn)
         summary = _fit(config, prepared, model_dir, strategy, print_fn)
         summary.update({"input": counts, "config": config.as_dict()})

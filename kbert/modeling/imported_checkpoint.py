@@ -1,12 +1,14 @@
-"""Checkpoints kbert imports: a Hugging Face BERT directory (`config.json`, `model.safetensors`, `vocab.txt`) or a
-keras-hub BERT preset (`config.json` of a BertBackbone, `model.weights.h5`, `assets/tokenizer/vocabulary.txt`),
-told apart by their `config.json`; each with the model it holds, its vocabulary and its load.
+"""Checkpoints kbert imports: a Hugging Face BERT directory (`config.json`, `model.safetensors`, `vocab.txt`,
+`tokenizer_config.json`) or a keras-hub BERT preset (`config.json` of a BertBackbone, `model.weights.h5`,
+`assets/tokenizer/vocabulary.txt`, `tokenizer.json`), told apart by their `config.json`; each with the model it
+holds, its vocabulary, its lower-casing and its load.
 
 Example:
 
 ```python
 source = imported_checkpoint("bert-base-uncased")      # None for anything else (a kbert run, a Google download)
 source.kind, source.architecture, source.config.num_hidden_layers, source.vocab_file
+source.lower_case, source.tokenizer_config   # True, 'bert-base-uncased/tokenizer_config.json' (None: it says none)
 fresh = source.load(BertPretrainer(source.config))     # [] or the parts that start fresh: ['masked-LM head', ...]
 print(source.fresh_line(fresh))
 ```
@@ -29,13 +31,20 @@ from kbert.modeling.pretrainer import BertPretrainer
 
 HUGGING_FACE = "Hugging Face"
 KERAS_HUB = "keras-hub"
+# Each kind's tokenizer config, and the field of it that says whether the tokenizer lower-cases.
+TOKENIZER_CONFIGS = {
+    HUGGING_FACE: ("tokenizer_config.json", "do_lower_case"),
+    KERAS_HUB: ("tokenizer.json", "lowercase"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class ImportedCheckpoint:
     """A Hugging Face or keras-hub BERT directory: `kind` (HUGGING_FACE or KERAS_HUB), the model it holds
     (`config`), `architecture` (BertForPreTraining, BertForMaskedLM or BertModel by the weights stored; BertMaskedLM
-    or BertBackbone), its vocabulary file (None where it has none) and whether it holds the masked-LM head."""
+    or BertBackbone), its vocabulary file (None where it has none), whether it holds the masked-LM head, its
+    tokenizer config file (None where it has none) and whether that says the tokenizer lower-cases (None where it
+    says nothing)."""
 
     path: str
     kind: str
@@ -43,6 +52,8 @@ class ImportedCheckpoint:
     architecture: str
     vocab_file: str | None
     has_masked_lm_head: bool
+    tokenizer_config: str | None
+    lower_case: bool | None
 
     def load(self, model: BertPretrainer | BertEncoder) -> list[str]:
         """Loads the weights into `model` (an encoder takes no heads); returns the parts that keep their built
@@ -70,12 +81,40 @@ def _existing(path: str) -> str | None:
     return path if tf.io.gfile.exists(path) else None
 
 
+def _json(path: str) -> dict:
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path} is not valid JSON: {e}") from None
+
+
+def _tokenizer(directory: str, kind: str) -> tuple[str | None, bool | None]:
+    """The tokenizer config file of a checkpoint of `kind` and its lower-casing field's value (None: not there).
+
+    Raises:
+      ConfigError: the file is not JSON, or the field is not true or false.
+    """
+    name, field = TOKENIZER_CONFIGS[kind]
+    path = _existing(os.path.join(directory, name))
+    if path is None:
+        return None, None
+    values = _json(path)
+    if kind == KERAS_HUB:
+        values = values.get("config") or {}  # a Keras object: its settings are under "config"
+    value = values.get(field)
+    if value is not None and not isinstance(value, bool):
+        raise ConfigError(f"{path}: {field}={value!r} must be true or false.")
+    return path, value
+
+
 def imported_checkpoint(path: str) -> ImportedCheckpoint | None:
     """The Hugging Face or keras-hub BERT at `path` (its directory or its `config.json`), or None when `path`
     holds no `config.json` (a kbert run, a Google checkpoint, a preset name).
 
     Raises:
-      ConfigError: a `config.json` that is not JSON, or of a model kbert cannot compute (one line, naming it).
+      ConfigError: a `config.json` or tokenizer config that is not JSON, of a model kbert cannot compute, or
+        whose lower-casing is not true or false (one line, naming it).
       MissingFileError: a Hugging Face config without safetensors weights.
     """
     directory = _directory(path)
@@ -84,11 +123,7 @@ def imported_checkpoint(path: str) -> ImportedCheckpoint | None:
         return None  # a local path without one, or a preset name such as bert_base
     if not tf.io.gfile.exists(config_path):
         return None
-    try:
-        with tf.io.gfile.GFile(config_path) as f:
-            values = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{config_path} is not valid JSON: {e}") from None
+    values = _json(config_path)
     if "class_name" in values:  # a Keras object: a keras-hub preset
         task = keras_hub_checkpoint.has_masked_lm_task(directory)
         return ImportedCheckpoint(
@@ -98,6 +133,7 @@ def imported_checkpoint(path: str) -> ImportedCheckpoint | None:
             keras_hub_checkpoint.MASKED_LM if task else keras_hub_checkpoint.BACKBONE,
             _existing(os.path.join(directory, keras_hub_checkpoint.VOCABULARY)),
             task,
+            *_tokenizer(directory, KERAS_HUB),
         )
     config = bert_config_from_hf(values, config_path)
     stored = hf_checkpoint.stored_shapes(directory)
@@ -116,4 +152,5 @@ def imported_checkpoint(path: str) -> ImportedCheckpoint | None:
         architecture,
         _existing(os.path.join(directory, "vocab.txt")),
         "masked-LM head" in heads,
+        *_tokenizer(directory, HUGGING_FACE),
     )
