@@ -2,6 +2,7 @@
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -114,25 +115,32 @@ def test_mslt_holds_the_plan_and_growth_and_no_loop():
         assert not _kbert_modules(path) & running, f"{path.relative_to(KBERT.parent)} imports the loop"
 
 
-def test_the_replica_step_is_at_most_six_calls_below_kbert_pretrain():
-    """main -> experiment.run -> PretrainingRun.train -> loop.train -> PretrainingTrainer.train -> _loop_fn ->
-    strategy.run(_apply_step): the path docs/architecture.md lists, read off the source (each function on it
-    calls the next by name), for a plain, a two-phase and an MSLT run alike."""
-    path = [
-        ("cli/pretrain.py", "main", "run"),
-        ("experiment.py", "run", "train"),
-        ("training/engine.py", "train", "train"),
-        ("training/loop.py", "train", "train"),
-        ("training/trainer.py", "train", "_loop"),
-        ("training/trainer.py", "_loop_fn", "run"),
-    ]
-    for file, function, callee in path:
-        tree = ast.parse((KBERT / file).read_text())
-        body = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == function)
-        called = {
-            getattr(call.func, "attr", getattr(call.func, "id", None))
-            for call in ast.walk(body)
-            if isinstance(call, ast.Call)
-        }
-        assert callee in called, f"kbert/{file}: {function} no longer calls {callee}"
-    assert len(path) <= 6  # the last hop, strategy.run(self._apply_step, ...), runs the replica step
+def test_the_call_chain_to_the_replica_step_is_the_one_docs_architecture_lists(tmp_path, monkeypatch):
+    """The kbert functions on the stack when the replica step runs (a tiny plain run traced in this process),
+    from `kbert-pretrain`'s main down: docs/architecture.md's numbered chain names exactly these, in order."""
+    import inspect
+
+    from training_fixtures import run_here, write_config, write_shards
+
+    from kbert.training.trainer import PretrainingTrainer
+
+    stack: list[str] = []
+    replica_step = PretrainingTrainer._apply
+
+    def spy(self, batch):
+        if not stack:
+            frames = reversed(inspect.stack()[1:])
+            stack.extend(f.function for f in frames if f.filename.startswith(str(KBERT)))
+        return replica_step(self, batch)
+
+    monkeypatch.setattr(PretrainingTrainer, "_apply", spy)
+    data = write_shards(str(tmp_path / "data"), "train", shards=1, records_per_shard=16)
+    run_here(write_config(str(tmp_path / "c.yaml"), data, train={"total_steps": 2}), tmp_path / "run")
+    pretrain_main = ast.parse((KBERT / "cli/pretrain.py").read_text())
+    main = next(n for n in ast.walk(pretrain_main) if isinstance(n, ast.FunctionDef) and n.name == "main")
+    assert any(getattr(c.func, "attr", None) == "run" for c in ast.walk(main) if isinstance(c, ast.Call))
+    chain = ["main", *stack, "_apply"]
+    docs = (KBERT.parent / "docs" / "architecture.md").read_text()
+    listed = re.findall(r"^(\d+) (\S+)", docs.split("## From the command line to the replica step")[1], re.M)
+    assert [int(number) for number, _ in listed] == list(range(1, len(chain) + 1)), listed
+    assert [name.split("(")[0].split(".")[-1] for _, name in listed] == chain, (listed, chain)

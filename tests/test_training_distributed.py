@@ -156,6 +156,9 @@ def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_
     # The first save is complete: each worker saves its input position before it joins the weights' save, whose
     # index the chief writes last.
     _wait_for(tmp_path / "killed" / "checkpoints" / "checkpoint", workers[0])
+    # Under load the index can come before worker 1's position is in place; without it the save is unfinished and
+    # the restart would start over instead of resuming.
+    _wait_for(tmp_path / "killed" / "checkpoints" / "input" / "worker_1" / "ckpt-4.index", workers[0])
     # Worker 1 first: killed second, it could see the chief's collectives fail, exit, and remove its copy itself.
     for process in reversed(workers):
         process.send_signal(signal.SIGKILL)
