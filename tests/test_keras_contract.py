@@ -118,7 +118,8 @@ def test_distribution_strategy_attribute_is_the_strategy_in_scope():
 
 
 def test_lamb_per_step_hook_updates_as_keras_loop_over_update_step():
-    """LAMB._distributed_tf_update_step replaces Keras's loop over `update_step`; a change to that loop shows here."""
+    """DistributedMixin._distributed_tf_update_step replaces Keras's loop over `update_step` for LAMB (its
+    step_constants as arguments); a change to that loop shows here."""
 
     class KerasLoop(LAMB):
         _distributed_tf_update_step = keras.optimizers.Optimizer._distributed_tf_update_step

@@ -4,7 +4,8 @@ Keras hooks kbert overrides.
 * `global_clipnorm` applied to the *all-reduced* gradients: Keras clips each replica's gradients before the
   cross-replica sum, so two replicas would take twice the single-device step;
 * schedules evaluated at optimizer steps (`iterations`), not gradient-accumulation micro-steps;
-* scalars every variable's update shares (`step_constants`) built once per step under `tf.distribute`;
+* scalars every variable's update shares (`step_constants`) built once per step under `tf.distribute`, passed to
+  `update_step` as an argument;
 * telemetry: one float32 optimizer variable `trust_ratios` holding, per model variable, the last step's trust ratio
   (LAMB, LARS: `record_trust_ratio`) or the ratio ‖Δw‖ / ‖w‖ of the last update (`update_with_ratio`, AdamW);
 * weight decay left to `update_step` where a subclass applies it there (`decays_in_update_step`).
@@ -98,7 +99,7 @@ class DistributedMixin:
 
     Subclasses set `decays_in_update_step` (their `update_step` applies `weight_decay`, so Keras's decoupled
     decay is skipped) and `records_ratios` (build keeps the `trust_ratios` vector), and may override
-    `step_constants`, read in `update_step` through `per_step()`.
+    `step_constants`.
     """
 
     decays_in_update_step: bool = False
@@ -130,14 +131,10 @@ class DistributedMixin:
     # -- once-per-step scalars ---------------------------------------------------------------------------------
 
     def step_constants(self) -> tuple:
-        """Scalars every variable's update shares this step (LAMB: its bias correction); none by default."""
+        """Scalars every variable's update shares this step (LAMB: its bias correction); none by default. A subclass
+        that returns some takes them as `update_step(gradient, variable, learning_rate, constants=())`: passed once
+        per step under `tf.distribute`, empty elsewhere (jit folds the repeated scalars itself)."""
         return ()
-
-    def per_step(self) -> tuple:
-        """`step_constants()`, built once per step under `tf.distribute` (before the per-variable updates), else
-        now: under jit the other backends fold the repeated scalars themselves."""
-        this_step = getattr(self, "_this_step", None)
-        return self.step_constants() if this_step is None else this_step
 
     # -- telemetry ---------------------------------------------------------------------------------------------
 
@@ -250,16 +247,19 @@ class DistributedMixin:
 
     def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
         # Kept private hook (TF backend only, which alone calls it): the one place that runs once per step, after the
-        # all-reduce, around Keras's per-variable loop over update_step. Building `step_constants` here rather than
-        # in update_step makes LAMB's training graph ~20% smaller (~4 s less to build per graph, every MSLT stage).
-        # Public `apply` runs per replica before the all-reduce, so its values could reach update_step only through
-        # shared state, as here (tests/test_keras_contract.py: Keras's own loop agrees).
-        # object.__setattr__: tracking wrappers would keep this step's tensors as dependencies of the optimizer.
-        object.__setattr__(self, "_this_step", self.step_constants())
-        try:
-            super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
-        finally:
-            object.__setattr__(self, "_this_step", None)
+        # all-reduce, around the per-variable updates. Building `step_constants` here rather than in update_step
+        # makes LAMB's training graph ~20% smaller (~4 s less to build per graph, every MSLT stage). Public `apply`
+        # runs per replica before the all-reduce, so its values could reach update_step only through shared state;
+        # here they are arguments of the same per-variable loop as Keras's (tests/test_keras_contract.py: both agree).
+        constants = self.step_constants()
+        if not constants:
+            return super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
+
+        def update(variable, gradient, learning_rate, constants):
+            return self.update_step(gradient, variable, learning_rate, constants)
+
+        for gradient, variable in grads_and_vars:
+            distribution.extended.update(variable, update, args=(gradient, learning_rate, constants), group=False)
 
 
 def ratio_optimizer(optimizer) -> DistributedMixin | None:

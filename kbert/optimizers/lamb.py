@@ -125,7 +125,8 @@ class LAMB(LayerwiseOptimizer):
         self._momentums = self._add_float32_slots(var_list, "momentum")
         self._velocities = self._add_float32_slots(var_list, "velocity")
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient, variable, learning_rate, constants: tuple = ()):
+        """`constants`: this step's `step_constants()`, computed here when not given (Keras's own loop)."""
         index, decay, adapt = self._variable_flags(variable)
         g = self._float32(gradient)
         w = ops.cast(variable, "float32")
@@ -137,7 +138,8 @@ class LAMB(LayerwiseOptimizer):
         self.assign_add(m, (g - m) * (1.0 - self.beta_1))
         self.assign_add(v, (ops.square(g) - v) * (1.0 - self.beta_2))
         decoupled = decay and self.weight_decay_mode == "decoupled"
-        direction = (m, v, w, *self.per_step(), self.weight_decay if decay and not decoupled else None)
+        m_scale, epsilon = constants or self.step_constants()
+        direction = (m, v, w, m_scale, epsilon, self.weight_decay if decay and not decoupled else None)
         update = _direction(*direction)
 
         # Decoupled decay shrinks w before the trust ratio: ‖w·(1 − lr·λ)‖ is a scalar rescale of ‖w‖.
@@ -157,7 +159,7 @@ class LAMB(LayerwiseOptimizer):
 
     def step_constants(self) -> tuple:
         """(m scale, epsilon) with Adam's bias correction folded in: m̂ / (√v̂ + ε) = m·s / (√v + ε'); built once
-        per step under `tf.distribute` (`per_step`)."""
+        per step under `tf.distribute` (`DistributedMixin`)."""
         if not self.bias_correction:
             return ops.ones((), "float32"), ops.convert_to_tensor(self.epsilon, "float32")
         step = ops.cast(self.iterations + 1, "float32")
