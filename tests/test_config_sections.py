@@ -21,8 +21,8 @@ def _error(config_class, override: str) -> str:
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("optimizer.beta_1=1.5", "optimizer.beta_1=1.5 must be in [0, 1)."),
-        ("optimizer.epsilon=0", "optimizer.epsilon=0.0 must be positive"),
+        ("optimizer.lamb.beta_1=1.5", "optimizer.lamb.beta_1=1.5 must be in [0, 1)."),
+        ("optimizer.lamb.epsilon=0", "optimizer.lamb.epsilon=0.0 must be positive"),
         ("optimizer.exclude_from_weight_decay=['(']", "optimizer.exclude_from_weight_decay: '(' is not a regular"),
         ("optimizer.global_clipnorm=-1", "optimizer.global_clipnorm=-1.0 must be positive, or unset."),
         ("schedule.power=-1", "schedule.power=-1.0 must be >= 0."),

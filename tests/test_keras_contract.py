@@ -16,7 +16,7 @@ import tensorflow as tf
 from keras.src.optimizers import base_optimizer, loss_scale_optimizer
 
 from kbert.optimizers import LAMB, LARS, PolynomialWarmup
-from kbert.optimizers.layerwise import LayerwiseOptimizer
+from kbert.optimizers.distributed import DistributedMixin
 from kbert.optimizers.loss_scale import LossScaleOptimizer
 
 # Keras class whose private method kbert overrides or calls -> the parameters kbert expects (after self).
@@ -34,13 +34,13 @@ HOOKS = {
 }
 # kbert class -> the hooks it overrides (each must keep Keras's signature).
 OVERRIDES = {
-    LayerwiseOptimizer: (
+    DistributedMixin: (
         "_apply_weight_decay",
         "_all_reduce_sum_gradients",
         "_clip_gradients",
         "_get_current_learning_rate",
+        "_distributed_tf_update_step",
     ),
-    LAMB: ("_distributed_tf_update_step",),
     LossScaleOptimizer: ("check_finite",),
 }
 
@@ -86,7 +86,7 @@ def test_kbert_overrides_match_keras_signatures(kbert_class):
 
 @pytest.mark.parametrize("make", [LAMB, LARS], ids=["lamb", "lars"])
 def test_learning_rate_attribute_holds_the_schedule(make):
-    """LayerwiseOptimizer._get_current_learning_rate reads `_learning_rate` and calls it when it is a schedule."""
+    """DistributedMixin._get_current_learning_rate reads `_learning_rate` and calls it when it is a schedule."""
     schedule = PolynomialWarmup(1e-3, warmup_steps=2, decay_steps=4)
     optimizer = make(schedule)
     assert getattr(optimizer, "_learning_rate", None) is schedule, (
@@ -118,7 +118,8 @@ def test_distribution_strategy_attribute_is_the_strategy_in_scope():
 
 
 def test_lamb_per_step_hook_updates_as_keras_loop_over_update_step():
-    """LAMB._distributed_tf_update_step replaces Keras's loop over `update_step`; a change to that loop shows here."""
+    """DistributedMixin._distributed_tf_update_step replaces Keras's loop over `update_step` for LAMB (its
+    step_constants as arguments); a change to that loop shows here."""
 
     class KerasLoop(LAMB):
         _distributed_tf_update_step = keras.optimizers.Optimizer._distributed_tf_update_step

@@ -80,12 +80,13 @@ def _train(strategy, make_optimizer, dtype="float32", poison_replica=None):
 
 
 def _optimizers():
-    from kbert.optimizers import LAMB, LARS
+    from kbert.optimizers import LAMB, LARS, AdamW
 
     return {
         "lamb": lambda: LAMB(0.05),
         "lamb_clipnorm": lambda: LAMB(0.05, global_clipnorm=0.1),
         "lars_clipnorm": lambda: LARS(0.5, eeta=0.01, weight_decay=1e-3, global_clipnorm=0.1),
+        "adamw_clipnorm": lambda: AdamW(0.05, weight_decay=1e-3, global_clipnorm=0.1, update_ratios=True),
     }
 
 
@@ -133,7 +134,7 @@ def measured():
 
 
 @pytest.mark.spawns
-@pytest.mark.parametrize("name", ["lamb", "lamb_clipnorm", "lars_clipnorm"])
+@pytest.mark.parametrize("name", ["lamb", "lamb_clipnorm", "lars_clipnorm", "adamw_clipnorm"])
 def test_two_replicas_equal_one_device(measured, name):
     runs = measured["weights"][name]
     initial = _initial_weights()

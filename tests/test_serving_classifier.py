@@ -248,3 +248,23 @@ def test_an_output_folder_with_files_is_written_only_with_overwrite(served, tmp_
     check_output_dir(str(tmp_path), overwrite=True)
     export_classifier(served[1], str(tmp_path))
     assert (tmp_path / "notes.txt").read_text() == "mine" and (tmp_path / "saved_model.pb").exists()
+
+
+def test_a_run_saved_with_the_flat_optimizer_layout_still_loads_for_predict_and_export(served, tmp_path):
+    """A finished run written before the optimizer registry (flat keys in finetune_config.json, #60) loads as it
+    was trained: its saved config is translated, not refused as a user's YAML would be."""
+    tmp = served[0]
+    old = tmp_path / "old"
+    shutil.copytree(tmp / "pair", old)
+    config = json.loads((old / "finetune_config.json").read_text())
+    optimizer = config["optimizer"]
+    adamw = optimizer.pop("adamw")
+    adamw.pop("update_ratios")
+    flat = {**optimizer, **adamw, "momentum": 0.9, "eeta": 0.001, "nesterov": False}
+    config["optimizer"] = {**flat, "exclude_from_layer_adaptation": ["layer_norm", "LayerNorm", "bias"]}
+    (old / "finetune_config.json").write_text(json.dumps(config))
+    run = load_run(str(old))
+    assert (
+        run.label_names == LABELS
+        and run.config.optimizer.as_dict() == load_run(str(tmp / "pair")).config.optimizer.as_dict()
+    )

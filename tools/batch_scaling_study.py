@@ -179,7 +179,7 @@ def _experiment(
             "seq_length": FLAGS.seq_length,
             "max_predictions": FLAGS.max_predictions,
         },
-        "optimizer": {"type": optimizer, "weight_decay": 0.01, "epsilon": 1e-6},
+        "optimizer": {"type": optimizer, "weight_decay": 0.01},  # epsilon: LAMB's and AdamW's default, 1e-6
         "schedule": {"peak_learning_rate": learning_rate, "warmup_steps": warmup, "power": 0.5},
         "train": {
             "global_batch_size": batch_size,

@@ -444,7 +444,7 @@ def recipe(data: Data, target: float | None, steps: int, seed: int, start: str |
             "seq_length": FLAGS.seq_length,
             "max_predictions": FLAGS.max_predictions,
         },
-        "optimizer": {"type": "lamb", "weight_decay": 0.01, "epsilon": 1e-6},
+        "optimizer": {"type": "lamb", "weight_decay": 0.01, "lamb": {"epsilon": 1e-6}},
         "schedule": {
             "peak_learning_rate": FLAGS.peak_learning_rate,
             "warmup_steps": round(FLAGS.warmup_share * steps),

@@ -153,6 +153,7 @@ def model_garden_optimizer(config: PretrainingConfig) -> tf_keras.optimizers.Opt
     `optimizer` and `schedule` sections: the rate kbert's `PolynomialWarmup` gives at every step after the first
     (Model Garden warms up from step 1), the same decay and exclusions."""
     o, s = config.optimizer, config.schedule
+    lamb = o.lamb
     if o.type != "lamb" or s.step_offset:
         raise ValueError(
             f"Model Garden's recipe here is LAMB from step 0, not optimizer.type={o.type!r} with "
@@ -167,11 +168,11 @@ def model_garden_optimizer(config: PretrainingConfig) -> tf_keras.optimizers.Opt
                     "type": "lamb",
                     "lamb": {
                         "weight_decay_rate": o.weight_decay,
-                        "beta_1": o.beta_1,
-                        "beta_2": o.beta_2,
-                        "epsilon": o.epsilon,
+                        "beta_1": lamb.beta_1,
+                        "beta_2": lamb.beta_2,
+                        "epsilon": lamb.epsilon,
                         "exclude_from_weight_decay": list(o.exclude_from_weight_decay),
-                        "exclude_from_layer_adaptation": list(o.exclude_from_layer_adaptation),
+                        "exclude_from_layer_adaptation": list(lamb.exclude_from_layer_adaptation),
                         "global_clipnorm": o.global_clipnorm,
                     },
                 },

@@ -71,7 +71,21 @@ def _coerce(value: Any, kind: str, path: str, source: str) -> Any:
     raise ConfigError(f"{source}: config key '{path}' must be of type {kind}, got {value!r}.")
 
 
-def _unknown_key(key: Any, known: list[str], prefix: str, source: str) -> ConfigError:
+def _extra_sections(config_class: type) -> dict[str, type]:
+    """The sections `config_class` holds besides its fields (`Section.extra_sections`)."""
+    extra = getattr(config_class, "extra_sections", None)
+    return extra() if extra else {}
+
+
+def _unknown_key(config_class: type, key: Any, known: list[str], prefix: str, source: str) -> ConfigError:
+    moved = getattr(config_class, "moved_key", lambda key: [])(str(key))
+    if moved:
+        places = [f"{prefix}{place}" for place in moved]
+        also = f" (and {', '.join(places[1:])})" if len(places) > 1 else ""
+        return ConfigError(
+            f"{source}: {prefix}{key} moved to {places[0]}{also}; set it there, under the section of the "
+            f"{prefix.rstrip('.') or 'config'} it is for."
+        )
     hint = difflib.get_close_matches(str(key), known, n=1)
     did_you_mean = f" Did you mean '{prefix}{hint[0]}'?" if hint else ""
     where = f" under {prefix.rstrip('.')}" if prefix else ""
@@ -92,13 +106,17 @@ def check_values(config_class: type, values: dict, source: str, prefix: str = ""
             f"{source}: '{prefix.rstrip('.') or 'the config'}' must be a mapping of keys, got {values!r}."
         )
     hints = typing.get_type_hints(config_class)
-    known = sorted(f.name for f in dataclasses.fields(config_class))
+    extra = _extra_sections(config_class)
+    known = sorted([f.name for f in dataclasses.fields(config_class)] + list(extra))
     checked = {}
     for key, value in values.items():
         if key not in known:
-            raise _unknown_key(key, known, prefix, source)
+            raise _unknown_key(config_class, key, known, prefix, source)
         path = f"{prefix}{key}"
-        item, section = _list_item_class(hints[key]), _section_class(hints[key])
+        if key in extra:
+            item, section = None, extra[key]
+        else:
+            item, section = _list_item_class(hints[key]), _section_class(hints[key])
         if item is not None:
             if isinstance(value, (list, tuple)):
                 value = [check_values(item, v, source, f"{path}[{i}].") for i, v in enumerate(value)]
@@ -108,6 +126,26 @@ def check_values(config_class: type, values: dict, source: str, prefix: str = ""
         else:
             checked[key] = _coerce(value, _leaf_kind(hints[key]), path, source)
     return checked
+
+
+def upgrade_values(config_class: type, values: Any) -> Any:
+    """A saved config's values (a run directory's JSON) in the present layout: each section's `upgrade`, all the
+    way down; what is not a mapping is left for `check_values` to refuse."""
+    if not isinstance(values, dict):
+        return values
+    upgrade = getattr(config_class, "upgrade", None)
+    values = upgrade(values) if upgrade else values
+    hints, extra = typing.get_type_hints(config_class), _extra_sections(config_class)
+    upgraded = {}
+    for key, value in values.items():
+        section = extra.get(key) or (_section_class(hints[key]) if key in hints else None)
+        item = _list_item_class(hints[key]) if key in hints else None
+        if item is not None and isinstance(value, (list, tuple)):
+            value = [upgrade_values(item, v) for v in value]
+        elif section is not None:
+            value = upgrade_values(section, value)
+        upgraded[key] = value
+    return upgraded
 
 
 def _apply(config: base_config.Config, values: Any, source: str) -> None:
@@ -184,5 +222,18 @@ def load_config(config_class: type, config_files: Sequence[str] = (), params_ove
         _apply(config, read_yaml(path), f"--config_file={path}")
     if params_override:
         _apply(config, parse_override(params_override), f"--params_override={params_override!r}")
+    config.validate()
+    return config
+
+
+def load_saved_config(config_class: type, path: str) -> Any:
+    """The config a run saved (JSON or YAML at `path`), written in this or an older layout (`upgrade_values`),
+    validated as `load_config`'s.
+
+    Raises:
+      ConfigError: an unreadable file, or values that are not (or no longer) a valid config.
+    """
+    config = config_class()
+    _apply(config, upgrade_values(config_class, read_yaml(path)), f"{path} (a saved config)")
     config.validate()
     return config

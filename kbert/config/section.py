@@ -40,13 +40,15 @@ def need(ok: bool, message: str, error: type[ConfigError] = ConfigError) -> None
 
 
 def _subsections(section: base_config.Config) -> Iterator[tuple[str, Section]]:
-    """`(key, section)` for every section directly below `section`, list items (`mslt.stages[0]`) included."""
-    for field in dataclasses.fields(section):
-        value = getattr(section, field.name)
+    """`(key, section)` for every section directly below `section`, list items (`mslt.stages[0]`) and
+    `extra_sections` included."""
+    extra = section.extra_sections() if isinstance(section, Section) else {}
+    for name in [field.name for field in dataclasses.fields(section)] + list(extra):
+        value = getattr(section, name)
         items = enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
         for index, item in items:
             if isinstance(item, Section):
-                yield (field.name if index is None else f"{field.name}[{index}]"), item
+                yield (name if index is None else f"{name}[{index}]"), item
 
 
 class Section(base_config.Config):
@@ -54,6 +56,24 @@ class Section(base_config.Config):
 
     def check(self) -> None:
         """This section's own rules; raises ConfigError naming the key. Sections without rules keep this."""
+
+    @classmethod
+    def extra_sections(cls) -> dict[str, type[Section]]:
+        """Sections this one holds as keys besides its dataclass fields, by key (the optimizer section's
+        per-optimizer sections, from a registry); none by default."""
+        return {}
+
+    @classmethod
+    def moved_key(cls, key: str) -> list[str]:
+        """Where an unknown `key` of an older layout lives now, relative to this section (`lamb.beta_1`); the
+        loader names them instead of refusing the key as a typo. None moved by default."""
+        return []
+
+    @classmethod
+    def upgrade(cls, values: dict) -> dict:
+        """A saved config's values of this section (a run directory's) in the present layout; as they are by
+        default. User files are never upgraded: their old keys are refused, naming `moved_key`'s places."""
+        return values
 
     def validate(self, prefix: str = "") -> None:
         """Checks every section below this one, then this one: floats finite, then each `check`."""

@@ -235,7 +235,7 @@ def _write_configs(
             "seq_length": settings.seq_length,
             "max_predictions": settings.max_predictions,
         },
-        "optimizer": {"type": "lamb", "weight_decay": 0.01, "epsilon": 1e-6},
+        "optimizer": {"type": "lamb", "weight_decay": 0.01, "lamb": {"epsilon": 1e-6}},
         "schedule": {
             "peak_learning_rate": settings.learning_rate,
             "warmup_steps": max(1, settings.steps // 10),

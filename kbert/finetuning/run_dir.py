@@ -28,7 +28,9 @@ from typing import Any
 
 import tensorflow as tf
 
+from kbert.config import upgrade_values
 from kbert.errors import ConfigError
+from kbert.finetuning.config import FinetuneConfig
 
 CONFIG_FILE = "finetune_config.json"
 SUMMARY_FILE = "summary.json"
@@ -75,6 +77,7 @@ def check_resumable(model_dir: str, config: dict, write: bool = True) -> None:
         )
     written = read_json(os.path.join(model_dir, CONFIG_FILE))
     if written is not None:
+        written = upgrade_values(FinetuneConfig, written)  # a run of an older layout (flat optimizer keys) resumes
         old, new = _flatten(written), _flatten(json.loads(json.dumps(config, default=float)))
         changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
         if changed:

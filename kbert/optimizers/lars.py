@@ -102,7 +102,7 @@ class LARS(LayerwiseOptimizer):
         ratio = self.eeta * self._safe_ratio(self._norm(weights), self._norm(direction) + self.epsilon, 1.0)
         if self.larc_clip:
             ratio = ops.minimum(ops.divide_no_nan(ratio, lr), 1.0)
-        self._record_trust_ratio(index, ratio)
+        self.record_trust_ratio(index, ratio)
         return ratio
 
     def update_step(self, gradient, variable, learning_rate):

@@ -1,4 +1,5 @@
-"""TensorBoard telemetry of LAMB/LARS trust ratios, for `model.fit` and custom loops.
+"""TensorBoard telemetry of LAMB/LARS trust ratios (and kbert AdamW's update ratios), for `model.fit` and custom
+loops.
 
 Summaries are written with `tf.summary` (as Keras's own TensorBoard callback does on every backend): TensorFlow is
 imported when summaries are written or a writer is made, not with this module.
@@ -10,18 +11,22 @@ from typing import TYPE_CHECKING
 
 import keras
 
-from kbert.optimizers.layerwise import LayerwiseOptimizer, layerwise_optimizer, on_tensorflow
+from kbert.optimizers.distributed import DistributedMixin, on_tensorflow, ratio_optimizer
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
 
-def _layerwise(optimizer) -> LayerwiseOptimizer:
-    """The LAMB/LARS inside `optimizer` (which may be a LossScaleOptimizer), or a clear error."""
-    inner = layerwise_optimizer(optimizer)
+def _layerwise(optimizer) -> DistributedMixin:
+    """The LAMB/LARS (or AdamW recording update ratios) inside `optimizer` (maybe a LossScaleOptimizer), or a clear
+    error."""
+    inner = ratio_optimizer(optimizer)
     if inner is None:
         name = type(getattr(optimizer, "inner_optimizer", optimizer)).__name__
-        raise ValueError(f"Trust-ratio telemetry needs a kbert LAMB or LARS optimizer; got {name}.")
+        raise ValueError(
+            f"Trust-ratio telemetry needs a kbert LAMB or LARS optimizer; got {name} "
+            "(kbert.optimizers.AdamW(update_ratios=True) records update ratios)."
+        )
     return inner
 
 

@@ -1,5 +1,5 @@
-"""The optimizer of a config's `optimizer` section (LAMB, LARS or AdamW) and the learning-rate schedule of its
-`schedule` section, shared by pretraining and fine-tuning.
+"""The optimizer of a config's `optimizer` section (any registered one: kbert.runtime.optimizer_registry) and the
+learning-rate schedule of its `schedule` section, shared by pretraining and fine-tuning.
 
 Example:
 
@@ -16,9 +16,8 @@ from collections.abc import Sequence
 
 import keras
 
-from kbert.errors import ConfigError
-from kbert.optimizers import LAMB, LARS, LossScaleOptimizer, OneCycle, PolynomialWarmup, WarmupStableDecay
-from kbert.optimizers.layerwise import path_matches
+from kbert.optimizers import LossScaleOptimizer, OneCycle, PolynomialWarmup, WarmupStableDecay
+from kbert.runtime.optimizer_registry import OptimizerConfig, registered_optimizer
 
 
 def make_schedule(
@@ -61,55 +60,23 @@ def make_schedule(
 
 
 def make_optimizer(
-    section, learning_rate, *, mixed_precision: str = "float32", variables: Sequence[keras.Variable] = ()
+    section: OptimizerConfig,
+    learning_rate,
+    *,
+    mixed_precision: str = "float32",
+    variables: Sequence[keras.Variable] = (),
 ) -> keras.optimizers.Optimizer:
-    """LAMB, LARS or AdamW from an `optimizer` config section (call in `strategy.scope()`); `mixed_float16` adds
-    loss scaling whose finiteness check spans all replicas (`kbert.optimizers.LossScaleOptimizer`).
+    """The registered optimizer `optimizer.type` names, built from the `optimizer` section and its own
+    `optimizer.<type>` (call in `strategy.scope()`); `mixed_float16` adds loss scaling whose finiteness check spans
+    all replicas (`kbert.optimizers.LossScaleOptimizer`).
 
-    `variables`: the model's, for AdamW, whose exclusions Keras matches against `variable.name` only
-    ('gamma', not 'layer_norm'); kbert applies the `variable.path` regexes to them here.
+    `variables`: the model's, for builders that resolve exclusions against them (AdamW).
+
+    Raises:
+      ConfigError: `optimizer.type` is not registered.
     """
-    o = section
-    if o.type == "lamb":
-        optimizer = LAMB(
-            learning_rate,
-            beta_1=o.beta_1,
-            beta_2=o.beta_2,
-            epsilon=o.epsilon,
-            weight_decay=o.weight_decay,
-            exclude_from_weight_decay=list(o.exclude_from_weight_decay),
-            exclude_from_layer_adaptation=list(o.exclude_from_layer_adaptation),
-            global_clipnorm=o.global_clipnorm,
-        )
-    elif o.type == "lars":
-        optimizer = LARS(
-            learning_rate,
-            momentum=o.momentum,
-            nesterov=o.nesterov,
-            eeta=o.eeta,
-            weight_decay=o.weight_decay,
-            exclude_from_weight_decay=list(o.exclude_from_weight_decay),
-            exclude_from_layer_adaptation=list(o.exclude_from_layer_adaptation),
-            global_clipnorm=o.global_clipnorm,
-        )
-    else:
-        if o.global_clipnorm:
-            raise ConfigError(
-                "optimizer.global_clipnorm is not supported with optimizer.type=adamw: Keras AdamW "
-                "clips each replica's gradients before the all-reduce, so the step would depend on "
-                "the number of replicas. Use lamb or lars (which clip after it), or unset it."
-            )
-        optimizer = keras.optimizers.AdamW(
-            learning_rate,
-            weight_decay=o.weight_decay,
-            beta_1=o.beta_1,
-            beta_2=o.beta_2,
-            epsilon=o.epsilon,
-            global_clipnorm=o.global_clipnorm,
-        )
-        optimizer.exclude_from_weight_decay(
-            var_list=[v for v in variables if path_matches(o.exclude_from_weight_decay, v.path)]
-        )
+    entry = registered_optimizer(section.type)
+    optimizer = entry.build(section, section.get(), learning_rate, variables)
     if mixed_precision == "mixed_float16":
         optimizer = LossScaleOptimizer(optimizer)
     return optimizer

@@ -2,28 +2,29 @@
 `optimizer` and `schedule`. A key means the same, and is checked the same, in `kbert-pretrain` and
 `kbert-finetune`.
 
+`OptimizerConfig` and its per-optimizer sections are kbert.runtime.optimizer_registry's (re-exported here).
+
 Example:
 
->>> OptimizerConfig(type="lamb", beta_1=1.5).validate("optimizer.")
+>>> ScheduleConfig(power=-1.0).validate("schedule.")
 Traceback (most recent call last):
 ...
-kbert.errors.ConfigError: optimizer.beta_1=1.5 must be in [0, 1).
+kbert.errors.ConfigError: schedule.power=-1.0 must be >= 0.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Sequence
 from typing import Any
 
 from official.modeling.hyperparams import base_config
 
-from kbert.choices import OPTIMIZERS
 from kbert.config import Section, need
-from kbert.errors import ConfigError
 from kbert.modeling.config import BertConfig
 from kbert.modeling.imported_checkpoint import imported_checkpoint
+from kbert.runtime.optimizer_registry import OptimizerConfig
+
+__all__ = ["BertOverrides", "ModelConfig", "OptimizerConfig", "ScheduleConfig"]
 
 # One optional override field per `bert_config.json` key, so typos in `model.overrides` are caught like any other.
 BertOverrides = dataclasses.make_dataclass(
@@ -54,42 +55,6 @@ class ModelConfig(Section):
         overrides."""
         named = self.bert_config().to_dict() if self.bert else {}
         return {**named, **{k: v for k, v in self.overrides.as_dict().items() if v is not None}}
-
-
-@dataclasses.dataclass
-class OptimizerConfig(Section):
-    """`type`: lamb, lars or adamw. Exclusion regexes match `variable.path`."""
-
-    type: str = "lamb"
-    weight_decay: float = 0.01
-    beta_1: float = 0.9
-    beta_2: float = 0.999
-    epsilon: float = 1e-6
-    momentum: float = 0.9
-    eeta: float = 0.001
-    nesterov: bool = False
-    # NVLAMB pre-normalisation: gradients divided by max(global_norm / clip_norm, 1) after the all-reduce.
-    global_clipnorm: float | None = None
-    exclude_from_weight_decay: Sequence[str] = ("layer_norm", "LayerNorm", "bias")
-    exclude_from_layer_adaptation: Sequence[str] = ("layer_norm", "LayerNorm", "bias")
-
-    def check(self) -> None:
-        need(self.type in OPTIMIZERS, f"optimizer.type={self.type!r}: choose one of {', '.join(OPTIMIZERS)}.")
-        for key in ("beta_1", "beta_2", "momentum"):
-            need(0 <= getattr(self, key) < 1, f"optimizer.{key}={getattr(self, key)} must be in [0, 1).")
-        need(self.epsilon > 0, f"optimizer.epsilon={self.epsilon} must be positive (it keeps a division finite).")
-        need(self.eeta > 0, f"optimizer.eeta={self.eeta} must be positive.")
-        need(self.weight_decay >= 0, f"optimizer.weight_decay={self.weight_decay} must be >= 0.")
-        need(
-            self.global_clipnorm is None or self.global_clipnorm > 0,
-            f"optimizer.global_clipnorm={self.global_clipnorm} must be positive, or unset.",
-        )
-        for key in ("exclude_from_weight_decay", "exclude_from_layer_adaptation"):
-            for pattern in getattr(self, key):
-                try:
-                    re.compile(pattern)
-                except re.error as e:
-                    raise ConfigError(f"optimizer.{key}: {pattern!r} is not a regular expression ({e}).") from None
 
 
 # `schedule.shape`: kbert.optimizers.schedules' PolynomialWarmup, WarmupStableDecay, OneCycle.

@@ -35,7 +35,7 @@ import tensorflow as tf
 from kbert.data import RecordLayout
 from kbert.data.pipeline import distribute_options
 from kbert.errors import InputDataError, NonFiniteLossError
-from kbert.optimizers.layerwise import layerwise_optimizer
+from kbert.optimizers.distributed import ratio_optimizer
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.devices import find_accelerators
 from kbert.runtime.optimizer_factory import make_optimizer, make_schedule
@@ -165,7 +165,7 @@ def _reporter(
     """The progress lines (chief), TensorBoard scalars and MFU of `train`."""
     chief = strategy.extended.should_checkpoint
     writer = tf.summary.create_file_writer(os.path.join(checkpoints.model_dir, "train")) if chief else None
-    layerwise = layerwise_optimizer(trainer.optimizer) is not None
+    layerwise = ratio_optimizer(trainer.optimizer) is not None
     compute_dtype = keras.mixed_precision.Policy(config.train.mixed_precision).compute_dtype
     peak, _ = peak_flops_of(strategy, find_accelerators().model, compute_dtype)
     flops = trainer.task.flops_per_sequence(trainer.model, config)

@@ -21,9 +21,10 @@ import os
 
 import tensorflow as tf
 
+from kbert.config import load_saved_config
 from kbert.errors import ConfigError, MissingFileError, VocabularyError
 from kbert.finetuning import pretrained, run_dir
-from kbert.finetuning.config import FinetuneConfig, load_finetune_config
+from kbert.finetuning.config import FinetuneConfig
 from kbert.finetuning.encoding import PairEncoder
 from kbert.finetuning.epochs import BestWeights
 from kbert.finetuning.model import BertClassifier
@@ -87,7 +88,7 @@ def load_run(model_dir: str, vocab_file: str = "", flag: str = "--checkpoint") -
             f"{flag}={model_dir} holds a fine-tuning run that has not finished (no "
             f"{run_dir.SUMMARY_FILE}); rerun its kbert-finetune command, which resumes it."
         )
-    config = load_finetune_config([config_file])
+    config = load_saved_config(FinetuneConfig, config_file)  # also a run's of the flat optimizer layout
     best = os.path.join(model_dir, run_dir.BEST_DIR)
     vocab_size = pretrained.checkpoint_size(os.path.join(best, "weights")).vocab_size
     encoder = _text_encoder(config, vocab_file, flag, model_dir, vocab_size)
