@@ -19,6 +19,7 @@ ALLOWED = {
     "mslt": {"config", "optimizers", "modeling", "data", "runtime", "training", "tasks"},
     "finetuning": {"config", "optimizers", "modeling", "data", "runtime"},
     "fit": {"optimizers", "modeling", "data"},
+    "bench": {"config", "optimizers", "modeling", "data", "runtime", "training"},
 }
 LEAVES = {"errors", "choices", "checkpoint_index"}
 

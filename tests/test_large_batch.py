@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from kbert.training.large_batch import MAX_WARMUP_SHARE, largest_flat_batch, scaled_recipe
+from kbert.bench.large_batch import MAX_WARMUP_SHARE, largest_flat_batch, scaled_recipe
 
 
 def test_the_base_batch_keeps_its_recipe():

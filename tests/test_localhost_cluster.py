@@ -1,11 +1,11 @@
-"""kbert.training.localhost_cluster: every worker's TF_CONFIG, and workers launched and waited for together."""
+"""kbert.bench.localhost_cluster: every worker's TF_CONFIG, and workers launched and waited for together."""
 
 import json
 import sys
 
 import pytest
 
-from kbert.training import localhost_cluster
+from kbert.bench import localhost_cluster
 
 
 @pytest.mark.spawns

@@ -1,8 +1,8 @@
 """A step function of one's own, trained on kbert's held-out sample schedule: evaluated at the samples a
 kbert-pretrain run is, stopped at the target."""
 
+from kbert.bench.scheduled_training import train_on_schedule
 from kbert.training.eval_schedule import EvalSchedule
-from kbert.training.scheduled_training import train_on_schedule
 
 
 def _metrics(accuracy: float) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""kbert.training.trainer_from_config: a trainer built from a config alone is seeded, under the config's precision,
+"""kbert.bench.trainer_from_config: a trainer built from a config alone is seeded, under the config's precision,
 and trains."""
 
 import keras
@@ -6,9 +6,9 @@ import numpy as np
 import tensorflow as tf
 from training_fixtures import write_config, write_train_and_eval
 
+from kbert.bench.trainer_from_config import trainer_from_config
 from kbert.experiment import load_experiment
 from kbert.tasks.bert import BertPretrainingTask
-from kbert.training.trainer_from_config import trainer_from_config
 
 
 def _trainer(config, strategy):

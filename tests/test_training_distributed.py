@@ -19,7 +19,7 @@ from training_fixtures import (
     write_train_and_eval,
 )
 
-from kbert.training.localhost_cluster import free_ports, tf_configs
+from kbert.bench.localhost_cluster import free_ports, tf_configs
 
 
 def _weights(model_dir, step):

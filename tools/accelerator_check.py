@@ -281,8 +281,8 @@ def _release() -> None:
 def _largest_micro_batch(ctx: Context, role: str, long: bool, search: tuple[int, int], budget_s: float) -> int:
     """The largest power-of-two multiple of `search[0]` up to `search[1]` sequences per replica that trains two
     steps without running out of device memory (XLA off); 0 if even the first does not fit."""
+    from kbert.bench.trainer_from_config import trainer_from_config
     from kbert.experiment import task_of
-    from kbert.training.trainer_from_config import trainer_from_config
 
     replicas = ctx.strategy.num_replicas_in_sync
     best, micro, deadline = 0, search[0], time.monotonic() + budget_s
@@ -341,9 +341,9 @@ def phase_report(ctx: Context) -> dict[str, Any]:
 def _losses(ctx: Context, precision: str, jit: bool) -> list[float]:
     """Per-step losses of the mini model (LAMB, accumulation 2, global_clipnorm 1.0); NaN at the first non-finite
     step."""
+    from kbert.bench.trainer_from_config import trainer_from_config
     from kbert.errors import NonFiniteLossError
     from kbert.experiment import task_of
-    from kbert.training.trainer_from_config import trainer_from_config
 
     config = _config(
         "mini",
@@ -385,8 +385,8 @@ def phase_numerics(ctx: Context) -> dict[str, Any]:
 
 
 def _weights_after(config, strategy, steps: int):
+    from kbert.bench.trainer_from_config import trainer_from_config
     from kbert.experiment import task_of
-    from kbert.training.trainer_from_config import trainer_from_config
 
     trainer = trainer_from_config(config, strategy, task_of(config))
     loss = float(trainer.train(steps)["loss"])
@@ -583,9 +583,9 @@ def _input_rate(dynamic: bool, batch: int, batches: int) -> float:
 
 
 def phase_throughput(ctx: Context) -> dict[str, Any]:
+    from kbert.bench.trainer_from_config import trainer_from_config
     from kbert.experiment import task_of
     from kbert.runtime.flops import model_flops_utilisation, peak_bf16_flops, training_flops_per_sequence
-    from kbert.training.trainer_from_config import trainer_from_config
 
     s, replicas = _sizes(), ctx.strategy.num_replicas_in_sync
     micro = _largest_micro_batch(ctx, "base", False, s.base_search, budget_s=s.limits["throughput"] / 3)

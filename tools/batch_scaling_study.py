@@ -4,7 +4,7 @@ against the global batch, for LAMB and AdamW.
 Every run has the same budget of training sequences (equal epochs), so a 4x larger batch takes 4x fewer steps.
 Each optimizer's peak rate is searched once, at the smallest batch (a grid of multipliers around a default; the
 best final held-out masked-LM accuracy wins); every larger batch takes the paper's "untuned" rules from there
-(kbert.training.large_batch): the square-root rate, lr(B) = lr(B0) * sqrt(B / B0), and a warmup share of the steps
+(kbert.bench.large_batch): the square-root rate, lr(B) = lr(B0) * sqrt(B / B0), and a warmup share of the steps
 proportional to the batch (the paper's 1/320 at its smallest batch, 512, to 1/5 at 32K). Batches above
 `--max_micro_batch` accumulate gradients. Held-out masked-LM accuracy is evaluated every `--eval_interval` samples,
 the same held-out sequences and interval for every run; a run stops at the first evaluation at or above the target.
@@ -205,11 +205,11 @@ def train_run(data, optimizer: str, batch_size: int, learning_rate: float, warmu
     """One run of the budget at `batch_size`, evaluated on the sample schedule; stops at `target` if given."""
     import tensorflow as tf
 
+    from kbert.bench.scheduled_training import train_on_schedule
+    from kbert.bench.trainer_from_config import trainer_from_config
     from kbert.errors import NonFiniteLossError
     from kbert.experiment import task_of
     from kbert.training.loop import evaluator, schedule_for
-    from kbert.training.scheduled_training import train_on_schedule
-    from kbert.training.trainer_from_config import trainer_from_config
 
     steps = max(1, FLAGS.sequences // batch_size)
     warmup = max(1, round(warmup_share * steps))
@@ -254,7 +254,7 @@ def default_target(tuned: dict[str, Run]) -> float:
 
 def flat_batches(runs: list[Run], target: float) -> dict[str, int | None]:
     """Per optimizer, the largest batch whose samples to target stay within 20% of its smallest batch's."""
-    from kbert.training.large_batch import largest_flat_batch
+    from kbert.bench.large_batch import largest_flat_batch
 
     return {
         name: largest_flat_batch({r.batch_size: r.samples_to(target) for r in runs if r.optimizer == name})
@@ -263,7 +263,7 @@ def flat_batches(runs: list[Run], target: float) -> dict[str, int | None]:
 
 
 def results_table(runs: list[Run], tuning: dict[str, list[Run]], target: float) -> str:
-    from kbert.training.large_batch import FLAT_TOLERANCE
+    from kbert.bench.large_batch import FLAT_TOLERANCE
 
     rows = [
         f"Target held-out masked-LM accuracy: {target:.4f}, evaluated every {eval_interval():,} samples on "
@@ -304,7 +304,7 @@ def plot(runs: list[Run], target: float, path: str) -> None:
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    from kbert.training.large_batch import FLAT_TOLERANCE
+    from kbert.bench.large_batch import FLAT_TOLERANCE
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=80)
     batches = sorted({r.batch_size for r in runs})
@@ -400,7 +400,7 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"--base_learning_rates has no rate for {', '.join(unknown)}.")
     import tensorflow as tf
 
-    from kbert.training.large_batch import scaled_recipe
+    from kbert.bench.large_batch import scaled_recipe
 
     # Every run builds a new model, hence new traced functions; TF's "retracing" warnings say nothing here.
     tf.get_logger().setLevel("ERROR")

@@ -9,7 +9,7 @@ makes pretraining TFRecords (95% of the documents train, 5% held out) with kbert
 then runs `kbert-pretrain` twice, one after the other (or at the same time with --concurrent): full training
 of all layers, and MSLT (stages of `--stages` layers, each training its new layers, then all layers for
 `--final_share` of the steps). With `--workers=N` (N > 1) both run again on a MultiWorkerMirroredStrategy
-cluster of N kbert-pretrain processes on localhost (kbert/training/localhost_cluster.py), same data, steps and global
+cluster of N kbert-pretrain processes on localhost (kbert/bench/localhost_cluster.py), same data, steps and global
 batch. Afterwards every checkpoint of every run is evaluated on the held-out records (not counted in the wall
 times); a checkpoint's time is its file's time since its run started. Then the one-process encoders and a random
 init are fine-tuned `--downstream_seeds` times each with kbert-finetune (kbert/finetuning/seed_scores.py) on a task made
@@ -40,6 +40,8 @@ import tensorflow as tf  # noqa: E402
 import yaml  # noqa: E402
 from absl import app, flags  # noqa: E402
 
+from kbert.bench import localhost_cluster  # noqa: E402
+from kbert.bench.bare_step import bare_train_step  # noqa: E402
 from kbert.data import pretraining_dataset  # noqa: E402
 from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: E402
 from kbert.data.instances import InstanceConfig  # noqa: E402
@@ -58,8 +60,6 @@ from kbert.optimizers import LAMB  # noqa: E402
 from kbert.runtime.checkpointing import load_init_checkpoint  # noqa: E402
 from kbert.runtime.strategy import make_strategy  # noqa: E402
 from kbert.tasks.bert import BertPretrainingTask  # noqa: E402
-from kbert.training import localhost_cluster  # noqa: E402
-from kbert.training.bare_step import bare_train_step  # noqa: E402
 from kbert.training.config import PretrainingConfig  # noqa: E402
 from kbert.training.loop import evaluate  # noqa: E402
 

@@ -24,17 +24,17 @@ from official.nlp.configs import encoders as mg_encoders
 from official.nlp.data import pretrain_dataloader
 from official.nlp.tasks import masked_lm
 
+from kbert.bench.bare_step import bare_train_step
+from kbert.bench.scheduled_training import train_on_schedule
 from kbert.data import schema
 from kbert.errors import CheckpointMismatchError
 from kbert.experiment import load_experiment
 from kbert.modeling import BertConfig, BertPretrainer
 from kbert.runtime.strategy import make_strategy
 from kbert.tasks.bert import BertPretrainingTask, dataset_fn
-from kbert.training.bare_step import bare_train_step
 from kbert.training.config import PretrainingConfig
 from kbert.training.eval_schedule import EvalSchedule
 from kbert.training.loop import evaluator
-from kbert.training.scheduled_training import train_on_schedule
 
 # kbert's `hidden_act` names that Model Garden spells otherwise: its "gelu" is the tanh approximation
 # (`official.modeling.activations.gelu`), which kbert calls "gelu_approximate"; kbert's "gelu" is the exact erf form,
