@@ -221,30 +221,23 @@ class AdamWConfig(Section):
         )
 
 
-def _build_lamb(optimizer, own: LambConfig, learning_rate, variables) -> LAMB:
-    return LAMB(
-        learning_rate,
-        beta_1=own.beta_1,
-        beta_2=own.beta_2,
-        epsilon=own.epsilon,
+def _layerwise(optimizer, own: LambConfig | LarsConfig) -> dict[str, Any]:
+    """The keyword arguments LAMB and LARS share: decay, both exclusion lists, clipping."""
+    return dict(
         weight_decay=optimizer.weight_decay,
         exclude_from_weight_decay=list(optimizer.exclude_from_weight_decay),
         exclude_from_layer_adaptation=list(own.exclude_from_layer_adaptation),
         global_clipnorm=optimizer.global_clipnorm,
     )
+
+
+def _build_lamb(optimizer, own: LambConfig, learning_rate, variables) -> LAMB:
+    return LAMB(learning_rate, beta_1=own.beta_1, beta_2=own.beta_2, epsilon=own.epsilon, **_layerwise(optimizer, own))
 
 
 def _build_lars(optimizer, own: LarsConfig, learning_rate, variables) -> LARS:
-    return LARS(
-        learning_rate,
-        momentum=own.momentum,
-        nesterov=own.nesterov,
-        eeta=own.eeta,
-        weight_decay=optimizer.weight_decay,
-        exclude_from_weight_decay=list(optimizer.exclude_from_weight_decay),
-        exclude_from_layer_adaptation=list(own.exclude_from_layer_adaptation),
-        global_clipnorm=optimizer.global_clipnorm,
-    )
+    shared = _layerwise(optimizer, own)
+    return LARS(learning_rate, momentum=own.momentum, nesterov=own.nesterov, eeta=own.eeta, **shared)
 
 
 def _build_adamw(optimizer, own: AdamWConfig, learning_rate, variables) -> AdamW:
