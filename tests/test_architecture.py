@@ -116,6 +116,7 @@ def test_mslt_holds_the_plan_and_growth_and_no_loop():
         assert not _kbert_modules(path) & running, f"{path.relative_to(KBERT.parent)} imports the loop"
 
 
+@pytest.mark.slow
 def test_the_call_chain_to_the_replica_step_is_the_one_docs_architecture_lists(tmp_path, monkeypatch):
     """The kbert functions on the stack when the replica step runs (a tiny plain run traced in this process),
     from `kbert-pretrain`'s main down: docs/architecture.md's numbered chain names exactly these, in order."""

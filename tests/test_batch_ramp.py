@@ -79,6 +79,7 @@ def _trainer(config, model, optimizer, skip=0, **overrides):
     )
 
 
+@pytest.mark.slow
 def test_each_step_trains_its_ramped_batch_at_its_scaled_rate_and_normalises_by_it(tmp_path, data):
     """Step 0 of a ramp from 2 to 8 sequences equals a step at batch 2 at a quarter's sqrt of the rate; step 1's
     gradient (4 sequences in 2 micro-batches) is that of a batch-4 step from the same weights on the same records."""
@@ -128,6 +129,7 @@ def test_each_step_trains_its_ramped_batch_at_its_scaled_rate_and_normalises_by_
     assert trained == [2, 6, 12, 20, 28]  # 1, 2, 3, 4, 4 micro-batches of 2
 
 
+@pytest.mark.slow
 def test_a_run_ramps_its_first_phase_only(tmp_path, data):
     phases = [{"steps": 4}, {"steps": 2, "warmup_steps": 1}]
     config = _experiment(tmp_path, data, RAMP, phases=phases)

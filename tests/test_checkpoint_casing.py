@@ -134,6 +134,7 @@ def cased_run(tmp_path_factory):
     return tmp, hf, summary, lines
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("cased_run")  # one worker builds the shared run once
 def test_finetuning_from_an_hf_directory_trains_with_its_vocabulary_and_casing(cased_run):
     tmp, hf, summary, lines = cased_run

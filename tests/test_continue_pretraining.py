@@ -116,6 +116,7 @@ def _loss(logits, batch):
     return float((weights * ce).sum() / (weights.sum() + 1e-5))
 
 
+@pytest.mark.slow
 def test_continuing_a_bert_model_lowers_held_out_loss(tmp_path, domain):
     train_files, eval_files, _ = domain
     values = dict(HF_CONFIG, hidden_act="gelu_new", layer_norm_eps=1e-7)

@@ -106,6 +106,7 @@ def test_training_stream_is_seeded_reshuffled_and_drops_nothing_for_good(encoder
     assert counts.min() >= 2 and counts.sum() == 4 * steps
 
 
+@pytest.mark.slow
 def test_eval_batches_keep_the_order_and_cut_only_padding(encoder):
     examples = _examples(count=21, pairs=True)
     seen = []
@@ -117,6 +118,7 @@ def test_eval_batches_keep_the_order_and_cut_only_padding(encoder):
     assert texts_only == [f["input_ids"].shape for f, _ in eval_batches(encoder, examples, 4)]
 
 
+@pytest.mark.slow
 def test_outputs_and_predictions_equal_those_at_full_length(encoder):
     examples = _examples(count=40, pairs=True)
     keras.utils.set_random_seed(3)
@@ -132,6 +134,7 @@ def test_outputs_and_predictions_equal_those_at_full_length(encoder):
         np.testing.assert_allclose(model.encoder(f_cut)["pooled_output"].numpy(), pooled_full, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_fit_trains_on_every_width_under_xla(encoder):
     """Each width is one shape: XLA compiles a program per width, and fit runs exactly `steps_per_epoch` steps."""
     rng = np.random.default_rng(0)

@@ -61,6 +61,7 @@ def mnli_run(tmp_path_factory):
     return tmp, config, summary, lines
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("mnli_run")  # one worker builds the shared run once
 def test_scores_predictions_and_files(mnli_run):
     tmp, _, summary, lines = mnli_run
@@ -92,6 +93,7 @@ def test_scores_predictions_and_files(mnli_run):
     assert "eval_mismatched accuracy" in lines[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("mnli_run")  # one worker builds the shared run once
 def test_finished_run_is_refused_and_partial_run_resumes(mnli_run):
     tmp, config, summary, _ = mnli_run
@@ -107,6 +109,7 @@ def test_finished_run_is_refused_and_partial_run_resumes(mnli_run):
     assert resumed["eval"] == summary["eval"] and resumed["best_epoch"] == summary["best_epoch"]
 
 
+@pytest.mark.slow
 def test_regression_with_lamb_in_bfloat16(tmp_path):
     rng = np.random.default_rng(1)
     rows = [[words(rng, k % 4), words(rng, 5), float(k % 4)] for k in range(16)]

@@ -117,6 +117,7 @@ def test_kbert_fit_stops_in_one_line_taking_the_bounds_from_the_model(tmp_path):
     assert str(raised.value).startswith(f"{bad}: record {BAD_RECORD} has masked_lm_ids id {VOCAB_SIZE}")
 
 
+@pytest.mark.slow
 def test_a_run_resumes_its_input_as_it_was_saved_checked_or_not(tmp_path):
     """Checking every record adds steps to the pipeline, whose saved position only a pipeline of the same steps can
     read: a run directory keeps the way its positions were saved (`checkpoints/input_format.json`; one saved

@@ -22,6 +22,7 @@ from kbert.runtime.lease import Lease
 from kbert.runtime.strategy import make_strategy
 
 
+@pytest.mark.slow
 def test_a_second_run_on_a_model_dir_is_refused_naming_the_first(tmp_path):
     data = write_shards(str(tmp_path / "data"), "train", shards=1, records_per_shard=16)
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), data, train={"total_steps": 2})])
@@ -165,6 +166,7 @@ def _write_lease(path, **fields):
     path.write_text(json.dumps(dict(record, **fields)))
 
 
+@pytest.mark.slow
 def test_a_lease_with_this_processs_pid_and_another_start_is_this_runs_earlier_life_taken_over_at_once(tmp_path):
     # A container restarted after kill -9 keeps its hostname and often its PID (PID 1): the lease its earlier life
     # left, refreshed 10 s ago, names this very PID with another process start.
@@ -371,6 +373,7 @@ def test_a_run_whose_lease_cannot_be_refreshed_stops_with_its_checkpoints_intact
     assert summary["global_step"] == step + 2 and summary["restored_from"].endswith(f"ckpt-{step}")
 
 
+@pytest.mark.slow
 def test_eval_mode_takes_no_lease_and_leaves_the_trainers_summary(tmp_path):
     config, run = load_experiment([_tiny_run(tmp_path)]), tmp_path / "run"
     experiment.run(config, str(run), make_strategy("one_device"), print_fn=lambda *a, **k: 0)

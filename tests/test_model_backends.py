@@ -165,6 +165,7 @@ def _classifier():
     return model, np.random.default_rng(4).integers(0, 3, (8,)).astype(np.int32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [_encoder, _pretrainer, _classifier], ids=["encoder", "pretrainer", "classifier"])
 def test_fit_with_lamb_then_keras_save_load_gives_the_same_outputs(make, tmp_path):
     keras.utils.set_random_seed(0)

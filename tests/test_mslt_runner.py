@@ -48,6 +48,7 @@ def export(model_dir, stage):
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
+@pytest.mark.slow
 def test_stages_train_only_their_layers_and_export(tmp_path, data):
     # Embeddings frozen after stage 1, so every weight below the cut is checked bit-identical across stage 2.
     mslt = {
@@ -107,6 +108,7 @@ def test_stages_train_only_their_layers_and_export(tmp_path, data):
         experiment.run(other, str(tmp_path / "run"), make_strategy("one_device"))
 
 
+@pytest.mark.slow
 def test_stages_built_ahead_on_a_thread_train_bit_identically(tmp_path, data):
     """Stages 2 and 3 are built while the stage before trains, then get its weights: same run as building each
     when it starts (random new layers, dropout seeds and input position included). Both ways carry the weights
@@ -142,6 +144,7 @@ def test_stages_built_ahead_on_a_thread_train_bit_identically(tmp_path, data):
     assert [s["train"]["loss"] for s in runs[True]["stages"]] == [s["train"]["loss"] for s in runs[False]["stages"]]
 
 
+@pytest.mark.slow
 def test_a_failed_build_ahead_is_reported_and_the_stage_is_built_when_it_starts(tmp_path, data, monkeypatch):
     from kbert.training.trainer import PretrainingTrainer
 

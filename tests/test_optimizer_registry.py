@@ -349,6 +349,7 @@ def scaled_sgd():
     BUILT.clear()
 
 
+@pytest.mark.slow
 def test_a_registered_optimizer_has_its_section_and_trains_through_kbert_pretrain(tmp_path, scaled_sgd):
     with pytest.raises(ConfigError, match="optimizer.scaled_sgd.learning_rate_scale=0.0 > 0"):
         load_config(ExperimentConfig, [], "optimizer.type=scaled_sgd,optimizer.scaled_sgd.learning_rate_scale=0")

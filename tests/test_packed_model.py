@@ -87,6 +87,7 @@ def _one_fit_step(batch):
     return {v.path: keras.ops.convert_to_numpy(v) for v in model.weights}, history["loss"][0]
 
 
+@pytest.mark.slow
 def test_one_fit_step_on_packed_rows_gives_the_unpacked_weights():
     """`model.fit` (the step every Keras backend runs) on the whole batch at once: one LAMB step."""
     batch = unpacked()

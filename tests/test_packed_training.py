@@ -94,6 +94,7 @@ def _run(tmp_path, train_files, eval_files, override="", **sections):
     return experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 
+@pytest.mark.slow
 def test_packed_training_with_whole_step_xla_and_under_mslt(tmp_path, records):
     summary = _run(tmp_path / "xla", records["train_packed"], records["eval_packed"], "train.jit_compile=step")
     assert summary["global_step"] == 6 and np.isfinite(summary["train"]["loss"])

@@ -67,6 +67,7 @@ MSLT = {"stages": [{"num_layers": 2, "steps": 2}, {"num_layers": 4, "steps": 2}]
 RUNS = {"plain": {}, "mslt_then_phase": {"model": FOUR_LAYERS, "mslt": MSLT}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(RUNS))
 def test_a_run_lives_entirely_on_ram_and_resumes_from_it(tmp_path, data, kind, monkeypatch):
     monkeypatch.chdir(tmp_path)  # anything written to a relative local path would show up here
@@ -103,6 +104,7 @@ def test_a_run_lives_entirely_on_ram_and_resumes_from_it(tmp_path, data, kind, m
     assert again["eval"] == summary["eval"] and again["global_step"] == summary["global_step"]
 
 
+@pytest.mark.slow
 def test_a_divergence_on_ram_sets_its_checkpoints_aside_there(tmp_path, data):
     every_step = {"steps_per_loop": 1, "checkpoint_interval": 1, "summary_interval": 1, "max_checkpoints": 10}
     model_dir = _ram_dir("diverged")

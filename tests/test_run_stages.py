@@ -83,6 +83,7 @@ def test_two_phases_in_one_command_resume_bit_identically_after_kill_9(tmp_path,
     assert os.path.exists(tmp_path / "straight" / "stage_1" / "export" / "bert_model.ckpt.index")
 
 
+@pytest.mark.slow
 def test_the_old_two_command_way_still_works(tmp_path, data):
     """Phase 2 as its own run: train.init_checkpoint (weights only) and schedule.step_offset."""
     first = write_config(str(tmp_path / "1.yaml"), data[0], data[1], train={"total_steps": 4})
@@ -186,6 +187,7 @@ def test_bad_phases_and_plans_are_one_line_before_anything_is_built(tmp_path, da
     ]
 
 
+@pytest.mark.slow
 def test_a_run_resumed_with_other_phases_is_refused(tmp_path, data):
     def config(steps):
         return load_experiment(
@@ -197,6 +199,7 @@ def test_a_run_resumed_with_other_phases_is_refused(tmp_path, data):
         experiment.run(config(3), str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 
+@pytest.mark.slow
 def test_a_run_of_the_per_stage_layout_gets_one_line_then_converts_and_resumes_bit_identically(tmp_path, data):
     """kbert before the engine kept an MSLT run's checkpoints in stage_N/checkpoints (global steps, with input
     positions) beside mslt_plan.json; a run killed at step 6 in that layout, converted, ends as one that was not."""
@@ -253,6 +256,7 @@ def test_a_phase_whose_records_are_of_another_length_stops_the_run_before_phase_
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_a_short_phase_is_scored_on_the_long_held_out_records_of_the_phase_after_it(tmp_path, data):
     """BERT's phase 1 at seq 16 names phase 2's seq-32 held-out records: its evaluations read them at 32, the
     same sequences and measure as phase 2's, and equal a later evaluation of its checkpoint at seq 32."""
@@ -304,6 +308,7 @@ def test_held_out_records_longer_than_the_model_s_positions_stop_the_run_before_
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_a_phase_whose_checkpoints_are_all_gone_starts_again_from_the_last_of_the_phase_before(tmp_path, data):
     """Deleting (or losing) every checkpoint of phase 2 is a rerun of phase 2 from phase 1's last checkpoint,
     ending as the run did the first time; nothing of phase 1 is retrained."""

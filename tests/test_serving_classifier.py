@@ -250,6 +250,7 @@ def test_an_output_folder_with_files_is_written_only_with_overwrite(served, tmp_
     assert (tmp_path / "notes.txt").read_text() == "mine" and (tmp_path / "saved_model.pb").exists()
 
 
+@pytest.mark.slow
 def test_a_run_saved_with_the_flat_optimizer_layout_still_loads_for_predict_and_export(served, tmp_path):
     """A finished run written before the optimizer registry (flat keys in finetune_config.json, #60) loads as it
     was trained: its saved config is translated, not refused as a user's YAML would be."""

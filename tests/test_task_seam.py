@@ -28,6 +28,7 @@ def config_file(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_a_task_of_its_own_trains_and_evaluates_through_the_engine(tmp_path, config_file):
     lines = []
     summary = toy_task.run(config_file, str(tmp_path / "run"), print_fn=lambda *a, **k: lines.append(a[0]))

@@ -30,6 +30,7 @@ def _run(tmp_path, data, override, **sections):
     return summary, lines
 
 
+@pytest.mark.slow
 def test_evaluations_follow_the_sample_schedule(tmp_path, data):
     summary, lines = _run(tmp_path, data, "eval.interval_samples=20,eval.steps=2")
     # batch 8, loops of 2 steps: 16 samples a loop; evaluations at the loop ends that pass 20, 40: 32 and 48
@@ -39,6 +40,7 @@ def test_evaluations_follow_the_sample_schedule(tmp_path, data):
     assert all("MFU" in line for line in lines if line.startswith("step "))
 
 
+@pytest.mark.slow
 def test_a_run_ending_between_two_evaluations_evaluates_at_its_end(tmp_path, data):
     summary, lines = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=2")
     # 48 samples: the evaluation at 32, then the final model's at 48, the run's last step
@@ -46,6 +48,7 @@ def test_a_run_ending_between_two_evaluations_evaluates_at_its_end(tmp_path, dat
     assert sum(line.startswith("eval |") for line in lines) == 2
 
 
+@pytest.mark.slow
 def test_reaching_the_target_stops_after_a_checkpoint(tmp_path, data):
     # Any hit reaches 1e-6; an evaluation every loop (16 samples) over up to 12 steps: the run stops at the first
     # evaluation with a hit, wherever the random labels and the initialisation put it.
@@ -63,12 +66,14 @@ def test_reaching_the_target_stops_after_a_checkpoint(tmp_path, data):
     assert any(line.startswith("Reached the target masked-LM accuracy") for line in lines)
 
 
+@pytest.mark.slow
 def test_a_resumed_run_counts_samples_on_from_its_checkpoint(tmp_path, data):
     _run(tmp_path, data, "train.total_steps=2")
     summary, _ = _run(tmp_path, data, "train.total_steps=4,eval.interval_samples=8,eval.steps=1")
     assert [e["samples"] for e in summary["evaluations"]] == [32] and summary["sequences_trained"] == 32
 
 
+@pytest.mark.slow
 def test_a_finished_run_started_again_times_nothing(tmp_path, data):
     """Its model was trained before this process: an evaluation now would time it at a few seconds."""
     first, _ = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=1")
@@ -79,6 +84,7 @@ def test_a_finished_run_started_again_times_nothing(tmp_path, data):
     assert not any(line.startswith(("eval |", "Reached the target")) for line in lines)
 
 
+@pytest.mark.slow
 def test_mlperf_protocol_prints_its_result_lines(tmp_path, data):
     from kbert.modeling import BertPretrainer, export_google_checkpoint
 
@@ -100,6 +106,7 @@ def test_schedule_keys_are_checked(tmp_path, data):
         load_experiment([path], "eval.protocol=nvidia")
 
 
+@pytest.mark.slow
 def test_mslt_carries_the_schedule_and_the_samples_over_its_stages(tmp_path, data):
     mslt = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 2}], "final_stage": {"steps": 2}}
     summary, _ = _run(tmp_path, data, "eval.interval_samples=16,eval.steps=1,eval.target_mlm_accuracy=1.0", mslt=mslt)

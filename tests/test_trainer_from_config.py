@@ -3,6 +3,7 @@ and trains."""
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from training_fixtures import write_config, write_train_and_eval
 
@@ -15,6 +16,7 @@ def _trainer(config, strategy):
     return trainer_from_config(config, strategy, BertPretrainingTask(config.model.bert_config()))
 
 
+@pytest.mark.slow
 def test_the_seed_fixes_the_weights_the_policy_is_the_configs_and_it_trains(tmp_path, float32_policy):
     train_files, _ = write_train_and_eval(str(tmp_path))
     path = write_config(str(tmp_path / "c.yaml"), train_files)

@@ -57,6 +57,7 @@ def _trainer(strategy, jit_compile):
         )
 
 
+@pytest.mark.slow
 def test_the_whole_step_under_xla_trains_like_no_xla():
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     trained = {}

@@ -56,6 +56,7 @@ def _checkpoint_files(model_dir, step):
     return {name: data for name, data in _files(ckpts).items() if name.startswith(f"ckpt-{step}.")}
 
 
+@pytest.mark.slow
 def test_an_update_that_overflows_is_never_saved(tmp_path, data, monkeypatch):
     _run(_config(tmp_path, data, total_steps=4, **EVERY_STEP), tmp_path / "run")
     before = _files(tmp_path / "run" / "checkpoints")
@@ -76,6 +77,7 @@ def test_an_update_that_overflows_is_never_saved(tmp_path, data, monkeypatch):
     assert _files(tmp_path / "run" / "checkpoints") == before  # ckpt-4 still the newest, byte for byte
 
 
+@pytest.mark.slow
 def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_last_good_one(tmp_path, data):
     _run(_config(tmp_path, data, total_steps=4, **EVERY_STEP), tmp_path / "run")
     good = _checkpoint_files(tmp_path / "run", 4)
@@ -119,6 +121,7 @@ def four_steps(tmp_path_factory, data):
         ("unfinished", "the save did not finish"),
     ],
 )
+@pytest.mark.slow
 def test_an_unreadable_newest_checkpoint_is_skipped_for_the_one_before(tmp_path, data, four_steps, damage, why):
     shutil.copytree(four_steps, tmp_path / "run")
     older = _checkpoint_files(tmp_path / "run", 2)
@@ -141,6 +144,7 @@ def test_an_unreadable_newest_checkpoint_is_skipped_for_the_one_before(tmp_path,
     assert summary["global_step"] == 6 and _checkpoint_files(tmp_path / "run", 2) == older
 
 
+@pytest.mark.slow
 def test_checkpoints_that_cannot_be_read_stop_the_run_and_stay(tmp_path, data):
     config = _config(tmp_path, data, total_steps=2, steps_per_loop=2, checkpoint_interval=2)
     _run(config, tmp_path / "run")
@@ -157,6 +161,7 @@ def test_checkpoints_that_cannot_be_read_stop_the_run_and_stay(tmp_path, data):
     assert _files(ckpts) == before and not (ckpts / "ckpt-9_temp").exists()
 
 
+@pytest.mark.slow
 def test_a_model_dir_or_init_checkpoint_of_a_deeper_model_is_refused(tmp_path, data):
     _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
     before = _files(tmp_path / "run" / "checkpoints")
@@ -201,6 +206,7 @@ def _rewrite(prefix, change):
     tf.train.Checkpoint(**root).write(prefix)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, data, monkeypatch):
     """Checkpoints of kbert before 2026-12-04 kept each LAMB trust ratio in a scalar of its own: a run resumes from
     them as from its own, to the bits of an uninterrupted run. The excluded variables' ratios, never written again,
@@ -244,6 +250,7 @@ def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, da
             np.testing.assert_array_equal(resumed.get_tensor(key), straight.get_tensor(key), err_msg=key)
 
 
+@pytest.mark.slow
 def test_changed_train_files_name_checkpoint_input(tmp_path, data):
     _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
     more = load_experiment(

@@ -111,6 +111,7 @@ def test_an_evaluator_reads_the_same_records_at_every_call(tmp_path, data):
     assert [every()["sequences"], every()["sequences"]] == [16, 16]
 
 
+@pytest.mark.slow
 def test_train_starts_from_a_google_tf1_checkpoint(tmp_path, data):
     # A learning rate of ~0 keeps the weights where the Google checkpoint put them.
     config = _experiment(tmp_path, data, "schedule.peak_learning_rate=1e-12,train.total_steps=2")
@@ -127,6 +128,7 @@ def test_train_starts_from_a_google_tf1_checkpoint(tmp_path, data):
         np.testing.assert_allclose(reader.get_tensor(key), variable.numpy(), atol=1e-6, err_msg=variable.path)
 
 
+@pytest.mark.slow
 def test_phase_two_starts_from_phase_one_weights_with_a_fresh_optimizer(tmp_path, data):
     phase1 = _experiment(tmp_path, data, "train.total_steps=2")
     experiment.run(phase1, str(tmp_path / "phase1"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
@@ -145,6 +147,7 @@ def test_phase_two_starts_from_phase_one_weights_with_a_fresh_optimizer(tmp_path
             np.testing.assert_allclose(first.get_tensor(name), second.get_tensor(name), atol=1e-6, err_msg=name)
 
 
+@pytest.mark.slow
 def test_init_checkpoint_of_another_size_is_refused(tmp_path, data):
     config = _experiment(tmp_path, data, "train.total_steps=2")
     experiment.run(config, str(tmp_path / "small"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
@@ -155,6 +158,7 @@ def test_init_checkpoint_of_another_size_is_refused(tmp_path, data):
         experiment.run(bigger, str(tmp_path / "big"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 
+@pytest.mark.slow
 def test_non_finite_loss_stops_with_the_step_and_never_saves_bad_weights(tmp_path, data):
     config = _experiment(
         tmp_path,
@@ -186,6 +190,7 @@ def test_non_finite_loss_stops_with_the_step_and_never_saves_bad_weights(tmp_pat
         "train.jit_compile=true,train.gradient_accumulation_steps=2",
     ],
 )
+@pytest.mark.slow
 def test_precision_policies_and_xla_train(tmp_path, data, override, monkeypatch):
     config = _experiment(tmp_path, data, f"{override},train.total_steps=2")
     peaks = []  # MFU's denominator on a CPU: a matmul timed in the run's compute precision
@@ -200,6 +205,7 @@ def test_precision_policies_and_xla_train(tmp_path, data, override, monkeypatch)
     assert kernels and all(reader.get_tensor(n).dtype == np.float32 for n in kernels)  # float32 master weights
 
 
+@pytest.mark.slow
 def test_model_dir_of_another_model_is_refused_by_name(tmp_path, data):
     config = _experiment(tmp_path, data, "train.total_steps=2")
     experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
@@ -214,6 +220,7 @@ def test_model_dir_of_another_model_is_refused_by_name(tmp_path, data):
         experiment.run(bigger, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 
+@pytest.mark.slow
 def test_outputs_console_tensorboard_and_summary_json(tmp_path, data):
     config = _experiment(tmp_path, data, "train.total_steps=4")
     printed = []
@@ -286,6 +293,7 @@ def test_optimizer_and_masking_settings_that_cannot_work_are_refused(tmp_path, d
         BertPretrainingTask(config.model.bert_config()).dataset_fn(config, True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("accumulation_steps, passes", [(1, 1), (3, 2)])
 def test_the_step_graph_holds_one_forward_backward_pass_per_distinct_micro_step(
     tmp_path, data, accumulation_steps, passes
@@ -315,6 +323,7 @@ def test_the_step_graph_holds_one_forward_backward_pass_per_distinct_micro_step(
     assert int(trainer.global_step.numpy()) == 2
 
 
+@pytest.mark.slow
 def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_of_replaying(tmp_path, data):
     """TPUs (and data.checkpoint_input=false, which feeds through TF's distributed iterator, prefetching to the
     devices) cannot restore the input position: a run that starts at step N (a restart, an MSLT stage) shuffles
@@ -355,6 +364,7 @@ def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_
     assert any(line.endswith("at step 2.") for line in lines) and summary["global_step"] == 4
 
 
+@pytest.mark.slow
 def test_async_checkpoints_resume_bit_identically_and_are_on_disk_when_train_returns(tmp_path, data, monkeypatch):
     """The periodic saves of train.async_checkpoint are written in the background; a run resumed from them ends
     with exactly the weights and optimizer state of an uninterrupted synchronous run."""

@@ -12,14 +12,15 @@
 # fight over the cores (two MSLT and time-to-target test files, back to back: 105 s wall and 202 s of CPU, against
 # 115 s and 220 s with the defaults). The inter-op pool keeps its default: ops that wait on one another, as two
 # replicas' collectives do, must be able to run side by side.
-# `--fast` (first argument) runs the tests that start no process (`-m "not spawns"`; tests/conftest.py fails an
-# unmarked test that starts one), on both backends: the quick tier for working on the code.
+# `--fast` (first argument) runs the tests that start no process and train no whole run (`-m "not spawns and not
+# slow"`; tests/conftest.py fails an unmarked test that starts a process), on both backends: the quick tier for
+# working on the code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 select=()
 if [ "${1:-}" = "--fast" ]; then
   shift
-  select=(-m "not spawns")
+  select=(-m "not spawns and not slow")
 fi
 source tools/_venv.sh
 kbert_venv test
