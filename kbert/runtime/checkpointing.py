@@ -149,11 +149,14 @@ def saved_input_format(model_dir: str) -> dict | None:
 
 
 def record_input_format(model_dir: str, options: dict) -> None:
-    """Records the input-pipeline `options` that this run's saved input positions will need."""
+    """Records the input-pipeline `options` that this run's saved input positions will need: written whole under
+    another name, then renamed into place, so a crash never leaves half a file."""
     directory = os.path.join(model_dir, "checkpoints")
     tf.io.gfile.makedirs(directory)
-    with tf.io.gfile.GFile(os.path.join(directory, INPUT_FORMAT), "w") as f:
+    path = os.path.join(directory, INPUT_FORMAT)
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
         json.dump(options, f)
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
 def _input_dir(directory: str, worker: int) -> str:
