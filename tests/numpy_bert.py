@@ -18,11 +18,22 @@ def google_weights(model) -> dict:
 def _layer_norm(x, w, prefix, eps):
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * w[prefix + "/gamma"] + w[prefix + "/beta"]
+    return (x - mean) / np.sqrt(var + eps) * w[prefix + "/gamma"] + w.get(prefix + "/beta", 0.0)
 
 
 def _dense(x, w, prefix):
-    return x @ w[prefix + "/kernel"] + w[prefix + "/bias"]
+    return x @ w[prefix + "/kernel"] + w.get(prefix + "/bias", 0.0)
+
+
+def _feed_forward(x, w, p, config):
+    """`plain`: output(act(intermediate(x))); `gated`: output(act(a) * g), [a, g] = intermediate(x) (a GLU)."""
+    inner = _dense(x, w, f"{p}/intermediate/dense")
+    if config.feed_forward == "gated":
+        half = inner.shape[-1] // 2
+        inner = _gelu(inner[..., :half], config.hidden_act) * inner[..., half:]
+    else:
+        inner = _gelu(inner, config.hidden_act)
+    return _dense(inner, w, f"{p}/output/dense")
 
 
 def _gelu(x, form="gelu"):
@@ -38,35 +49,47 @@ def _softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
+def _attention(h, w, p, config, bias):
+    """Block `p`'s attention sublayer of `h` [B, S, H]: heads, softmax with the additive mask `bias`, projection."""
+    heads, size = config.num_attention_heads, config.head_size
+    split = lambda t: t.reshape(t.shape[0], t.shape[1], heads, size).transpose(0, 2, 1, 3)
+    q, k, v = (split(_dense(h, w, f"{p}/attention/self/{n}")) for n in ("query", "key", "value"))
+    probs = _softmax(q @ k.transpose(0, 1, 3, 2) / math.sqrt(size) + bias)
+    return _dense((probs @ v).transpose(0, 2, 1, 3).reshape(h.shape), w, f"{p}/attention/output/dense")
+
+
 def encode(w, config, input_ids, input_mask, segment_ids):
-    """Returns (per-layer outputs, pooled output); the pooled output is None without pooler weights."""
+    """Returns (per-layer outputs, sequence output, pooled output); the pooled output is None without pooler
+    weights."""
     seq = input_ids.shape[1]
     x = (
         w["bert/embeddings/word_embeddings"][input_ids]
         + w["bert/embeddings/token_type_embeddings"][segment_ids]
         + w["bert/embeddings/position_embeddings"][:seq][None]
     )
-    x = _layer_norm(x, w, "bert/embeddings/LayerNorm", config.layer_norm_eps)
-    heads, size = config.num_attention_heads, config.head_size
+    eps = config.layer_norm_eps
+    if config.embedding_layer_norm:
+        x = _layer_norm(x, w, "bert/embeddings/LayerNorm", eps)
     bias = (1.0 - input_mask[:, None, None, :].astype(np.float64)) * -10000.0
     outputs = []
     for i in range(config.num_hidden_layers):
         p = f"bert/encoder/layer_{i}"
-        split = lambda t: t.reshape(t.shape[0], seq, heads, size).transpose(0, 2, 1, 3)
-        q, k, v = (split(_dense(x, w, f"{p}/attention/self/{n}")) for n in ("query", "key", "value"))
-        probs = _softmax(q @ k.transpose(0, 1, 3, 2) / math.sqrt(size) + bias)
-        ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(x.shape)
-        x = _layer_norm(
-            x + _dense(ctx, w, f"{p}/attention/output/dense"),
-            w,
-            f"{p}/attention/output/LayerNorm",
-            config.layer_norm_eps,
-        )
-        ffn = _dense(_gelu(_dense(x, w, f"{p}/intermediate/dense"), config.hidden_act), w, f"{p}/output/dense")
-        x = _layer_norm(x + ffn, w, f"{p}/output/LayerNorm", config.layer_norm_eps)
+
+        def attend(h, p=p):
+            return _attention(h, w, p, config, bias)
+
+        if config.norm_placement == "post":
+            x = _layer_norm(x + attend(x), w, f"{p}/attention/output/LayerNorm", eps)
+            x = _layer_norm(x + _feed_forward(x, w, p, config), w, f"{p}/output/LayerNorm", eps)
+        else:  # pre: x + f(LN(x)); block 0 may have no attention norm
+            has_norm = f"{p}/attention/output/LayerNorm/gamma" in w
+            x = x + attend(_layer_norm(x, w, f"{p}/attention/output/LayerNorm", eps) if has_norm else x)
+            x = x + _feed_forward(_layer_norm(x, w, f"{p}/output/LayerNorm", eps), w, p, config)
         outputs.append(x)
+    if config.norm_placement == "pre":  # the sequence output: the last block's, normalised
+        x = _layer_norm(x, w, "bert/encoder/LayerNorm", eps)
     pooled = np.tanh(_dense(x[:, 0], w, "bert/pooler/dense")) if "bert/pooler/dense/kernel" in w else None
-    return outputs, pooled
+    return outputs, x, pooled
 
 
 def mlm_logits(w, config, batch):
@@ -75,8 +98,7 @@ def mlm_logits(w, config, batch):
 
 
 def pretrain_logits(w, config, batch, with_nsp=True):
-    outputs, pooled = encode(w, config, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
-    seq_out = outputs[-1]
+    _, seq_out, pooled = encode(w, config, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
     gathered = np.take_along_axis(seq_out, batch["masked_lm_positions"][:, :, None].astype(np.int64), axis=1)
     h = _gelu(_dense(gathered, w, "cls/predictions/transform/dense"), config.head_act)
     h = _layer_norm(h, w, "cls/predictions/transform/LayerNorm", config.head_layer_norm_eps)

@@ -182,6 +182,28 @@ def test_bfloat16_with_gradient_accumulation_stays_finite(records, tmp_path):
         assert json.load(f)["batch_size"] == BATCH // 2
 
 
+def test_a_pre_layer_norm_model_trains_and_resumes(records, tmp_path):
+    """norm_placement=pre with ModernBERT's choices (no attention norm in block 0, GeGLU, no biases) through
+    kbert.fit: the loss falls, and the run resumes from its checkpoint with every weight as saved."""
+    config = CONFIG.replace(
+        norm_placement="pre", first_block_attention_norm=False, feed_forward="gated", use_bias=False
+    )
+
+    def build():
+        model = BertPretrainer(config)
+        model.compile(optimizer=LAMB(1e-2))
+        return model
+
+    losses = _Losses()
+    model, _ = _fit(records, tmp_path, build=build, steps=16, callbacks=[losses])
+    assert model.encoder.final_layer_norm is not None and model.encoder.blocks[0].attention_layer_norm is None
+    assert np.mean(losses.losses[-4:]) < np.mean(losses.losses[:4])
+    resumed, history = _fit(records, tmp_path, build=build, steps=16)
+    assert int(resumed.optimizer.iterations) == 16 and not history.history  # nothing left to train
+    for a, b in zip(_weights(model), _weights(resumed)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_skip_batches_continues_the_data_of_the_same_seed(records):
     def batches(skip, count):
         dataset = fit_dataset(records, SEQ, PRED, BATCH, seed=3, skip_batches=skip, shuffle_buffer=32)

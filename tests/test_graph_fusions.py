@@ -16,6 +16,7 @@ from tensorflow.python.util import _pywrap_util_port
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from kbert.modeling import BertConfig, TransformerBlock
+from kbert.modeling.encoder import block_config
 from kbert.modeling.rows import tied_logits, token_rows
 from kbert.runtime.cpu_isa import bfloat16_note, isa_summary, native_bfloat16
 
@@ -53,7 +54,7 @@ def executed_op_types(function, *args, logdir) -> list[str]:
 
 @pytest.mark.skipif(not _pywrap_util_port.IsMklEnabled(), reason="oneDNN's fusions need a oneDNN build of TF")
 def test_block_forward_runs_fused_matmuls(tmp_path):
-    block = TransformerBlock(TINY, name="layer_0")
+    block = TransformerBlock(**block_config(TINY, 0), name="layer_0")
     block.build()
     forward = tf.function(lambda x: block(x, ops.ones((2, 1, 8), "int32")))
     types = executed_op_types(forward, tf.random.normal((2, 8, 32)), logdir=tmp_path)

@@ -25,8 +25,8 @@ from model_fixtures import (
 )
 from numpy_bert import encode, google_weights, pretrain_logits, random_batch
 
-from kbert.modeling import BertEncoder, BertPretrainer, google_variable_map
-from kbert.modeling.attention import BertSelfAttention
+from kbert.modeling import BertEncoder, BertPretrainer, MaskedLMHead, NextSentenceHead, google_variable_map
+from kbert.modeling.attention import SelfAttention
 from kbert.modeling.packing import attention_mask
 from kbert.optimizers import LAMB
 
@@ -53,12 +53,18 @@ def _close(got, ref, err_msg=""):
     np.testing.assert_allclose(got, ref, atol=1e-5, rtol=0, err_msg=err_msg)
 
 
+def _close_to_scale(got, ref, err_msg=""):
+    """Within 1e-5, or float32's rounding of the tensor's magnitude: a pre-LayerNorm residual stream is not
+    normalised, and its values grow with depth (|x| ~ 15 here), their rounding with them."""
+    np.testing.assert_allclose(got, ref, atol=max(1e-5, 3e-6 * float(np.abs(ref).max())), rtol=0, err_msg=err_msg)
+
+
 def test_forward_matches_float64_numpy_reference(model):
     """A padded batch: every layer's output at every token, the pooled output and both heads' logits."""
     batch = _padded(1)
     out = inference_outputs(model, batch)
     w = google_weights(model)
-    ref_layers, ref_pooled = encode(w, TINY, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
+    ref_layers, _, ref_pooled = encode(w, TINY, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
     ref_mlm, ref_nsp = pretrain_logits(w, TINY, batch)
     for i, ref in enumerate(ref_layers):
         _close(out[f"layer_{i}"], ref, f"layer_{i}")
@@ -73,7 +79,7 @@ def test_packed_forward_matches_float64_numpy_reference_of_each_sequence(model):
     batch = unpacked()
     out = inference_outputs(model, pack(batch))
     w = google_weights(model)
-    ref_layers, _ = encode(w, TINY, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
+    ref_layers, _, _ = encode(w, TINY, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
     ref_mlm, ref_nsp = pretrain_logits(w, TINY, batch)
     for row, slot, source, offset, length, predicted, count in packed_slots(batch):
         where = f"row {row} slot {slot}"
@@ -81,6 +87,54 @@ def test_packed_forward_matches_float64_numpy_reference_of_each_sequence(model):
             _close(out[f"layer_{i}"][row, offset : offset + length], ref[source, :length], f"layer_{i}, {where}")
         _close(out["mlm_logits"][row, predicted : predicted + count], ref_mlm[source, :count], where)
         _close(out["nsp_logits"][row, slot], ref_nsp[source], where)
+
+
+# Compositions of the block's parts beyond Google's BERT (kbert.modeling.transformer_block), each against the
+# float64 reference: pre-LayerNorm; ModernBERT's choices (pre, no attention norm in block 0, GeGLU, no biases);
+# a gated feed-forward after post-LayerNorm blocks with unnormalised embeddings.
+COMPOSITIONS = {
+    "pre": TINY.replace(norm_placement="pre"),
+    "pre_gated_no_bias": TINY.replace(
+        norm_placement="pre",
+        first_block_attention_norm=False,
+        feed_forward="gated",
+        use_bias=False,
+        hidden_act="gelu_approximate",
+    ),
+    "post_gated_no_embedding_norm": TINY.replace(feed_forward="gated", embedding_layer_norm=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSITIONS))
+def test_every_composition_of_parts_matches_float64_numpy_reference(name):
+    """Padded and packed batches: every block's output, the pooled output and both heads' logits; every weight is
+    named once, and the parts' parameter counts add up to the model's weights."""
+    config = COMPOSITIONS[name]
+    model = BertPretrainer(config)
+    randomize(model)
+    assert sorted(w.path for w in model.weights) == sorted(v.path for v, _ in google_variable_map(model).values())
+    costs = BertEncoder.cost(config, SEQ)
+    parts = costs["embeddings"] + costs["final_norm"] + costs["pooler"]
+    parts += MaskedLMHead.cost(config, 1) + NextSentenceHead.cost(config)
+    parameters = parts.parameters + sum(cost.parameters for cost in costs["blocks"])
+    assert parameters == sum(int(np.prod(w.shape)) for w in model.weights)
+    close = _close_to_scale
+    w = google_weights(model)
+    batch = _padded(3)
+    out = inference_outputs(model, batch)
+    ref_layers, _, ref_pooled = encode(w, config, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
+    ref_mlm, ref_nsp = pretrain_logits(w, config, batch)
+    for i, ref in enumerate(ref_layers):
+        close(out[f"layer_{i}"], ref, f"layer_{i}")
+    close(out["pooled_output"], ref_pooled)
+    close(out["nsp_logits"], ref_nsp)
+    close(out["mlm_logits"], ref_mlm)
+    batch = unpacked()
+    out = inference_outputs(model, pack(batch))
+    ref_mlm, ref_nsp = pretrain_logits(w, config, batch)
+    for row, slot, source, _, _, predicted, count in packed_slots(batch):
+        close(out["mlm_logits"][row, predicted : predicted + count], ref_mlm[source, :count], f"row {row}")
+        close(out["nsp_logits"][row, slot], ref_nsp[source], f"row {row} slot {slot}")
 
 
 # Runs in a process of the other backend: loads the weights, writes its outputs on the saved batches.
@@ -227,7 +281,9 @@ def test_attention_without_dropout_trains_as_it_infers(packed, monkeypatch):
     hidden = keras.ops.convert_to_tensor(
         np.random.default_rng(7).normal(size=(*batch["input_ids"].shape, 32)), "float32"
     )
-    fused, explicit = BertSelfAttention(TINY), BertSelfAttention(DROPOUT)
+    fused, explicit = (
+        SelfAttention(c.hidden_size, c.num_attention_heads, c.attention_probs_dropout_prob) for c in (TINY, DROPOUT)
+    )
     for layer in (fused, explicit):
         layer.build((None, None, TINY.hidden_size))
     randomize(fused)

@@ -370,6 +370,85 @@ def test_config_validation_and_presets(tmp_path):
         assert BertConfig.from_json_file(os.path.join(REPO, "configs", "models", f"{name}.json")) == config
 
 
+def test_the_block_part_fields_are_checked_and_stay_out_of_a_google_config(tmp_path):
+    with pytest.raises(ValueError, match="norm_placement='middle': choose one of"):
+        BertConfig(norm_placement="middle")
+    with pytest.raises(ValueError, match="feed_forward='moe': choose one of"):
+        BertConfig(feed_forward="moe")
+    with pytest.raises(ValueError, match="first_block_attention_norm=false needs norm_placement='pre'"):
+        BertConfig(first_block_attention_norm=False)
+    with pytest.raises(ValueError, match="use_bias must be true or false"):
+        BertConfig(use_bias="no")
+    assert set(BertConfig().to_dict()) == set(
+        json.load(open(os.path.join(REPO, "configs", "models", "bert_base.json")))
+    )
+    pre = TINY.replace(norm_placement="pre", feed_forward="gated")
+    pre.to_json_file(str(tmp_path / "bert_config.json"))
+    assert BertConfig.from_json_file(str(tmp_path / "bert_config.json")) == pre
+    assert pre.layout_changes() == {"norm_placement": "pre", "feed_forward": "gated"}
+
+
+# The variable paths of a 1-block BertPretrainer as 00ccd6e named them, and the ones weight decay applies to:
+# checkpoints key weights by path and the decay exclusions match paths, so neither may change with the parts.
+PATHS_OF_00CCD6E = [
+    *(
+        f"bert/embeddings/{table}/embeddings"
+        for table in ("word_embeddings", "position_embeddings", "token_type_embeddings")
+    ),
+    "bert/embeddings/layer_norm/gamma",
+    "bert/embeddings/layer_norm/beta",
+    *(f"bert/layer_0/attention/{part}/{v}" for part in ("query", "key", "value") for v in ("kernel", "bias")),
+    *(f"bert/layer_0/{part}/{v}" for part in ("attention_output",) for v in ("kernel", "bias")),
+    "bert/layer_0/attention_layer_norm/gamma",
+    "bert/layer_0/attention_layer_norm/beta",
+    *(f"bert/layer_0/{part}/{v}" for part in ("intermediate", "output") for v in ("kernel", "bias")),
+    "bert/layer_0/output_layer_norm/gamma",
+    "bert/layer_0/output_layer_norm/beta",
+    "bert/pooler/kernel",
+    "bert/pooler/bias",
+    "predictions/output_bias",
+    "predictions/transform/kernel",
+    "predictions/transform/bias",
+    "predictions/layer_norm/gamma",
+    "predictions/layer_norm/beta",
+    "seq_relationship/seq_relationship/kernel",
+    "seq_relationship/seq_relationship/bias",
+]
+DECAYED_IN_00CCD6E = [p for p in PATHS_OF_00CCD6E if p.endswith(("kernel", "embeddings"))]
+
+
+def test_variable_paths_and_the_weights_decay_excludes_are_those_of_00ccd6e():
+    from kbert.optimizers import LAMB
+
+    model = BertPretrainer(TINY.replace(num_hidden_layers=1))
+    assert [w.path for w in model.weights] == PATHS_OF_00CCD6E
+    optimizer = LAMB(1e-3, weight_decay=0.01)  # kbert's default exclusions, searched in each path
+    optimizer.build(model.weights)
+    decayed = [w.path for w, decays in zip(model.weights, optimizer._decay_flags) if decays]
+    assert decayed == DECAYED_IN_00CCD6E
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="the Hugging Face and keras-hub files are read through tf.io")
+def test_formats_that_hold_bert_alone_refuse_another_composition_in_one_line(tmp_path, tf):
+    from kbert.errors import ConfigError
+    from kbert.finetuning.hub_export import check_exportable
+    from kbert.modeling.hf_checkpoint import export_hf_checkpoint, load_hf_checkpoint
+
+    model = BertPretrainer(TINY.replace(norm_placement="pre"))
+    attempts = {
+        "google export": lambda: export_google_checkpoint(model, str(tmp_path / "g" / "bert_model.ckpt")),
+        "google load": lambda: load_google_checkpoint(model, str(tmp_path / "g" / "bert_model.ckpt")),
+        "hf export": lambda: export_hf_checkpoint(model, str(tmp_path / "hf")),
+        "hf load": lambda: load_hf_checkpoint(model, str(tmp_path / "hf")),
+        "keras-hub export": lambda: check_exportable(model.encoder, allow_gelu_approximation=True),
+    }
+    for what, attempt in attempts.items():
+        with pytest.raises(ConfigError, match=r"holds Google's BERT layout only .* sets norm_placement=pre: ") as e:
+            attempt()
+        assert "\n" not in str(e.value) and "ckpt-N" in str(e.value), what
+    assert not (tmp_path / "g").exists() and not (tmp_path / "hf").exists()  # refused before writing anything
+
+
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow only: tf.train.Checkpoint tracks tf.Variables")
 def test_tf_train_checkpoint_saves_and_restores_every_weight(model, tmp_path, tf):
     path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))

@@ -169,6 +169,35 @@ def test_a_failed_build_ahead_is_reported_and_the_stage_is_built_when_it_starts(
     assert [(s["global_step"], s["built_ahead_seconds"]) for s in summary["stages"]] == [(3, 0.0), (6, 0.0)]
 
 
+@pytest.mark.slow
+def test_a_pre_layer_norm_model_grows_and_trains_through_its_stages(tmp_path, data):
+    """norm_placement=pre, block 0 without its attention norm (ModernBERT's): stage 2's new blocks start as copies
+    of blocks 0-1 (block 2's attention norm, which block 0 lacks, as built), the frozen blocks stay bit-identical,
+    the final norm trains with the heads, and no stage is exported (Google's format cannot hold it)."""
+    mslt = {
+        "stages": [{"num_layers": 2, "steps": 3}, {"num_layers": 4, "steps": 3}],
+        "final_stage": {"steps": 2},
+        "embeddings": "freeze_after_first_stage",
+    }
+    pre = {
+        "bert": "bert_tiny",
+        "overrides": dict(FOUR_LAYERS["overrides"], norm_placement="pre", first_block_attention_norm=False),
+    }
+    config = load_experiment([mslt_config(tmp_path / "c.yaml", data, mslt, model=pre, max_checkpoints=10)])
+    summary = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), "train_and_eval", print_fn=lambda *a, **k: 0
+    )
+    assert [(s["global_step"], s["export"]) for s in summary["stages"]] == [(3, None), (6, None), (8, None)]
+    assert np.isfinite(summary["eval"]["loss"])
+    one, two = checkpoint_weights(tmp_path / "run", 3), checkpoint_weights(tmp_path / "run", 6)
+    frozen = [n for n in one if any(f".S{part}." in n for part in ("embeddings", "layer_0", "layer_1"))]
+    assert len(frozen) == 5 + 14 + 16  # the embeddings, block 0 (without its attention norm) and block 1
+    for name in frozen:
+        np.testing.assert_array_equal(one[name], two[name], err_msg=name)
+    final_norm = [n for n in one if "final_layer_norm" in n]
+    assert len(final_norm) == 2 and not np.array_equal(one[final_norm[0]], two[final_norm[0]])
+
+
 def _command(config, model_dir):
     return pretrain_command(config, model_dir)
 

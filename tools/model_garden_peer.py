@@ -11,7 +11,6 @@ runs go in a process each, as kbert-pretrain's do: `python tools/model_garden_pe
 from __future__ import annotations
 
 import json
-import re
 import sys
 
 import keras
@@ -74,33 +73,27 @@ def model_garden_task(config: BertConfig) -> masked_lm.MaskedLMTask:
     return masked_lm.MaskedLMTask(masked_lm.MaskedLMConfig(model=model_config, train_data=data))
 
 
-# Model Garden's pretrainer variable -> google-research/bert's name (kbert's `export_google_checkpoint` writes it).
-# Its attention kernels are [hidden, heads, head size] and [heads, head size, hidden], Google's the same numbers as
-# [hidden, hidden]. Its sentence head has a pooler of its own, and the encoder's pooler (unused) gets Google's too.
-_GOOGLE_NAMES = [
-    (r"^word_embeddings/embeddings$", "bert/embeddings/word_embeddings"),
-    (r"^position_embedding/embeddings$", "bert/embeddings/position_embeddings"),
-    (r"^type_embeddings/embeddings$", "bert/embeddings/token_type_embeddings"),
-    (r"^embeddings/layer_norm/", "bert/embeddings/LayerNorm/"),
-    (r"^transformer/layer_(\d+)/self_attention/(query|key|value)/", r"bert/encoder/layer_\1/attention/self/\2/"),
-    (r"^transformer/layer_(\d+)/self_attention/attention_output/", r"bert/encoder/layer_\1/attention/output/dense/"),
-    (r"^transformer/layer_(\d+)/self_attention_layer_norm/", r"bert/encoder/layer_\1/attention/output/LayerNorm/"),
-    (r"^transformer/layer_(\d+)/(intermediate|output)/", r"bert/encoder/layer_\1/\2/dense/"),
-    (r"^transformer/layer_(\d+)/output_layer_norm/", r"bert/encoder/layer_\1/output/LayerNorm/"),
-    (r"^(pooler_transform|bert/next_sentence/pooler_dense)/", "bert/pooler/dense/"),
-    (r"^bert/next_sentence/logits/kernel$", "cls/seq_relationship/output_weights"),  # stored [2, hidden]
-    (r"^bert/next_sentence/logits/bias$", "cls/seq_relationship/output_bias"),
-    (r"^bert/cls/predictions/output_bias/bias$", "cls/predictions/output_bias"),
-    (r"^bert/cls/predictions/", "cls/predictions/"),
-]
+# Model Garden's sentence head has a pooler of its own, besides the encoder's (unused there); both get Google's.
+_HEAD_POOLER = "bert/next_sentence/pooler_dense"
 
 
-def _google_name(variable_name: str) -> str:
-    name = variable_name.split(":")[0]
-    for pattern, google in _GOOGLE_NAMES:
-        if re.search(pattern, name):
-            return re.sub(pattern, google, name)
-    raise ValueError(f"No google-research/bert name for Model Garden's variable {name!r}.")
+def _google_names(num_layers: int) -> dict[str, tuple[str, bool]]:
+    """Model Garden's pretrainer variable -> (google-research/bert's name, stored transposed?), from the names
+    kbert's parts declare (`BertPretrainer.weight_names`). Its attention kernels are [hidden, heads, head size] and
+    [heads, head size, hidden], Google's the same numbers as [hidden, hidden]. The names depend on the depth alone,
+    so the declaring model is two units wide."""
+    narrow = BertConfig(
+        vocab_size=2,
+        hidden_size=2,
+        num_hidden_layers=num_layers,
+        num_attention_heads=1,
+        intermediate_size=2,
+        max_position_embeddings=2,
+    )
+    names = {n.model_garden: (n.google, n.transposed) for n in BertPretrainer(narrow).weight_names()}
+    for part in ("kernel", "bias"):
+        names[f"{_HEAD_POOLER}/{part}"] = names[f"pooler_transform/{part}"]
+    return names
 
 
 def load_google_checkpoint_into_model_garden(model: tf_keras.Model, path: str) -> None:
@@ -114,16 +107,20 @@ def load_google_checkpoint_into_model_garden(model: tf_keras.Model, path: str) -
     model(model.inputs)  # builds the heads, which Model Garden builds at their first call
     reader = tf.train.load_checkpoint(path)
     stored = reader.get_variable_to_shape_map()
+    google_names = _google_names(model.encoder_network.get_config()["num_layers"])
     values, problems = {}, []
     for variable in model.weights:
-        google = _google_name(variable.name)
+        name = variable.name.split(":")[0]
+        if name not in google_names:
+            raise ValueError(f"No google-research/bert name for Model Garden's variable {name!r}.")
+        google, transposed = google_names[name]
         if google not in stored:
             problems.append(f"{google} is missing")
         elif np.prod(stored[google]) != np.prod(variable.shape):
             problems.append(f"{google} is {stored[google]}, Model Garden's {variable.name} {variable.shape}")
         else:
             value = reader.get_tensor(google)
-            values[variable.name] = value.T if google == "cls/seq_relationship/output_weights" else value
+            values[variable.name] = value.T if transposed else value
     if problems:
         raise CheckpointMismatchError(f"{path}: does not fit Model Garden's model ({'; '.join(problems)}).")
     for variable in model.weights:

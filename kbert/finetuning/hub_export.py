@@ -22,6 +22,7 @@ import numpy as np
 
 from kbert.errors import ConfigError
 from kbert.modeling import BertEncoder, BertPretrainer
+from kbert.modeling.google_checkpoint import GOOGLE_LAYOUT_FIX
 from kbert.modeling.keras_hub_checkpoint import (
     BACKBONE_EPSILON,
     backbone_pairs,
@@ -39,6 +40,7 @@ KERAS_HUB_EPSILON = BACKBONE_EPSILON
 def check_exportable(encoder: BertEncoder, allow_gelu_approximation: bool) -> None:
     """Raises ConfigError (one line, with the fix) if keras-hub's BertBackbone cannot compute this encoder."""
     c = encoder.config
+    c.require_google_layout("--format=keras_hub (keras-hub's BertBackbone)", GOOGLE_LAYOUT_FIX)
     if c.hidden_act == "gelu" and not allow_gelu_approximation:
         raise ConfigError(
             "--format=keras_hub: this model uses hidden_act=gelu, the exact erf GELU, and keras-hub's BertBackbone "

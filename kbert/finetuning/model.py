@@ -44,7 +44,10 @@ class BertClassifier(keras.Model):
         self.dropout_rate = config.hidden_dropout_prob if dropout is None else dropout
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=encoder.dtype_policy)
         self.classifier = keras.layers.Dense(
-            num_outputs, kernel_initializer=truncated_normal(config), dtype=encoder.dtype_policy, name="classifier"
+            num_outputs,
+            kernel_initializer=truncated_normal(config.initializer_range),
+            dtype=encoder.dtype_policy,
+            name="classifier",
         )
         self.classifier.build((None, config.hidden_size))
         self.built = True

@@ -1,4 +1,6 @@
-"""Multi-head self-attention with Google's variable layout (`attention/self/{query,key,value}`).
+"""Multi-head self-attention, the attention part of a block: query, key and value projections with Google's variable
+layout (`attention/self/{query,key,value}`) and the scaled dot product over all heads. Positions enter below it
+(the embeddings' absolute table): a rotary encoding would rotate q and k in `_heads`.
 
 Without dropout on the probabilities (inference, or `attention_probs_dropout_prob=0`) it runs through
 `keras.ops.dot_product_attention`, which picks cuDNN's flash attention on JAX GPUs; the fused kernels take no
@@ -11,10 +13,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from kbert.modeling.config import BertConfig
+from kbert.modeling.costs import Cost, dense_cost
 from kbert.modeling.dropout import ReplicaDropout
 from kbert.modeling.embeddings import truncated_normal
 from kbert.modeling.rows import token_rows
+from kbert.modeling.weight_names import WeightName, part_names
 
 # Google adds -10000 to masked scores; in float32 exp() of it is exactly 0 after max-subtraction.
 _MASK_VALUE = -10000.0
@@ -43,43 +46,92 @@ def _fused(compute_dtype: str) -> bool:
     return jax.devices()[0].platform != "cpu"
 
 
-class BertSelfAttention(keras.layers.Layer):
+@keras.saving.register_keras_serializable(package="kbert")
+class SelfAttention(keras.layers.Layer):
     """Scaled dot-product attention over all heads; softmax runs in float32 under mixed precision.
+
+    Args:
+        hidden_size: the width of its input and output.
+        num_heads: heads of `hidden_size / num_heads` each.
+        dropout_rate: dropout on the attention probabilities in training.
+        initializer_range: the standard deviation of the projections' truncated-normal kernels.
+        use_bias: whether the projections add a bias.
 
     Example:
 
-    >>> attn = BertSelfAttention(BertConfig.load("bert_tiny"))
+    >>> attn = SelfAttention(hidden_size=128, num_heads=2)
     >>> x = ops.zeros((2, 16, 128))
     >>> attn(x, ops.ones((2, 1, 16), "int32")).shape
     TensorShape([2, 16, 128])
     """
 
-    def __init__(self, config: BertConfig, **kwargs):
+    def __init__(
+        self,
+        hidden_size: int,
+        num_heads: int,
+        dropout_rate: float = 0.0,
+        initializer_range: float = 0.02,
+        use_bias: bool = True,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
-        self.config = config
+        self.hidden_size, self.num_heads = hidden_size, num_heads
+        self.head_size = hidden_size // num_heads
+        self.initializer_range, self.use_bias = initializer_range, use_bias
 
         def dense(name: str) -> keras.layers.Dense:
             return keras.layers.Dense(
-                config.hidden_size, kernel_initializer=truncated_normal(config), dtype=self.dtype_policy, name=name
+                hidden_size,
+                use_bias=use_bias,
+                kernel_initializer=truncated_normal(initializer_range),
+                dtype=self.dtype_policy,
+                name=name,
             )
 
         self.query, self.key, self.value = dense("query"), dense("key"), dense("value")
-        self.dropout = ReplicaDropout(config.attention_probs_dropout_prob, dtype=self.dtype_policy)
+        self.dropout = ReplicaDropout(dropout_rate, dtype=self.dtype_policy)
+
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "hidden_size": self.hidden_size,
+            "num_heads": self.num_heads,
+            "dropout_rate": self.dropout.rate,
+            "initializer_range": self.initializer_range,
+            "use_bias": self.use_bias,
+        }
+
+    @staticmethod
+    def cost(hidden_size: int, seq_length: int, use_bias: bool = True) -> Cost:
+        """The projections, and the scores and context products over `seq_length` tokens."""
+        projections = dense_cost(hidden_size, hidden_size, seq_length, use_bias)
+        return projections + projections + projections + Cost(0, 2 * 2 * seq_length * seq_length * hidden_size)
+
+    def weight_names(self, google: str, keras_hub: str, model_garden: str) -> list[WeightName]:
+        """Query, key and value under Google's `{google}/self/query`, keras-hub's `query_dense`, Model Garden's
+        `query`."""
+        return [
+            name
+            for part in ("query", "key", "value")
+            for name in part_names(
+                getattr(self, part), f"{google}/self/{part}", f"{keras_hub}/{part}_dense", f"{model_garden}/{part}"
+            )
+        ]
 
     def build(self, input_shape=None):
         for dense in (self.query, self.key, self.value):
-            dense.build((None, None, self.config.hidden_size))
+            dense.build((None, None, self.hidden_size))
 
     def _heads(self, dense: keras.layers.Dense, rows, batch, seq):
         """`dense` of the [B*S, H] `rows`, split into heads: [B, S, heads, head_size]."""
-        return ops.reshape(dense(rows), (batch, seq, self.config.num_attention_heads, self.config.head_size))
+        return ops.reshape(dense(rows), (batch, seq, self.num_heads, self.head_size))
 
     def call(self, hidden, attention_mask, training=None):
         """`attention_mask`: [B, 1 or S, S], 1 where a query may attend to a key (`kbert.modeling.packing`)."""
         batch, seq = ops.shape(hidden)[0], ops.shape(hidden)[1]
         rows = token_rows(hidden)
         q, k, v = (self._heads(dense, rows, batch, seq) for dense in (self.query, self.key, self.value))
-        scale = 1.0 / float(self.config.head_size) ** 0.5
+        scale = 1.0 / float(self.head_size) ** 0.5
         bias = (1.0 - ops.cast(attention_mask, "float32"))[:, None, :, :] * _MASK_VALUE
         if (training and self.dropout.rate > 0) or not _fused(self.compute_dtype):
             scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32") * scale
@@ -90,4 +142,4 @@ class BertSelfAttention(keras.layers.Layer):
             if keras.backend.backend() == "jax":  # cuDNN takes a bias of [B, 1, S, S] only, not [B, 1, 1, S]
                 bias = ops.broadcast_to(bias, (batch, 1, seq, seq))
             context = ops.dot_product_attention(q, k, v, bias=bias, scale=scale, flash_attention=_flash_attention())
-        return ops.reshape(context, (batch, seq, self.config.hidden_size))
+        return ops.reshape(context, (batch, seq, self.hidden_size))

@@ -7,7 +7,8 @@ import json
 import os
 from typing import Any
 
-from kbert.errors import MissingFileError
+from kbert.errors import ConfigError, MissingFileError
+from kbert.modeling.transformer_block import FEED_FORWARDS, NORM_PLACEMENTS
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "gelu_new", "relu", "silu", "swish", "tanh")
 
@@ -64,6 +65,13 @@ class BertConfig:
     # Google's and Hugging Face's BERT. `to_dict` leaves them out while None, so bert_config.json stays Google's.
     mlm_hidden_act: str | None = None
     mlm_layer_norm_eps: float | None = None
+    # The block's parts beyond Google's BERT (`TransformerBlock`); `to_dict` leaves each out at its default, and
+    # formats that hold Google's layout only refuse a model that changes one (`require_google_layout`).
+    norm_placement: str = "post"  # "pre": x + f(LayerNorm(x)) in each sublayer, a final LayerNorm before the heads
+    embedding_layer_norm: bool = True  # whether the embeddings' sum is normalised
+    first_block_attention_norm: bool = True  # False: block 0's attention has no norm (pre only; ModernBERT's)
+    feed_forward: str = "plain"  # "gated": a GLU (GeGLU with gelu), intermediate_size its gated width
+    use_bias: bool = True  # the encoder's projections' biases and its norms' offsets (the heads keep theirs)
 
     def __post_init__(self):
         for name in (
@@ -92,6 +100,18 @@ class BertConfig:
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {getattr(self, name)!r}.")
+        if self.norm_placement not in NORM_PLACEMENTS:
+            raise ValueError(f"BertConfig.norm_placement={self.norm_placement!r}: choose one of {NORM_PLACEMENTS}.")
+        if self.feed_forward not in FEED_FORWARDS:
+            raise ValueError(f"BertConfig.feed_forward={self.feed_forward!r}: choose one of {FEED_FORWARDS}.")
+        for name in ("embedding_layer_norm", "first_block_attention_norm", "use_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"BertConfig.{name} must be true or false, got {getattr(self, name)!r}.")
+        if not self.first_block_attention_norm and self.norm_placement != "pre":
+            raise ValueError(
+                "BertConfig.first_block_attention_norm=false needs norm_placement='pre': a post-LayerNorm block "
+                "normalises its attention's residual sum."
+            )
         if self.initializer_range <= 0 or self.layer_norm_eps <= 0 or (self.mlm_layer_norm_eps or 1) <= 0:
             raise ValueError(
                 "BertConfig.initializer_range and layer_norm_eps (and mlm_layer_norm_eps) must be positive."
@@ -111,13 +131,32 @@ class BertConfig:
         """The masked-LM head's LayerNorm epsilon."""
         return self.mlm_layer_norm_eps or self.layer_norm_eps
 
+    def layout_changes(self) -> dict[str, Any]:
+        """The block-part fields set away from Google's BERT (`norm_placement`, ... at their non-default values)."""
+        return {name: getattr(self, name) for name, default in _PART_DEFAULTS.items() if getattr(self, name) != default}
+
+    def require_google_layout(self, where: str, fix: str) -> None:
+        """Raises a one-line ConfigError naming `where` (a format) and `fix` if the model is not Google's BERT
+        layout, which that format alone can hold."""
+        changes = self.layout_changes()
+        if changes:
+            raise ConfigError(
+                f"{where} holds Google's BERT layout only (post-LayerNorm blocks of plain feed-forwards with biases), "
+                f"and this model sets {', '.join(f'{k}={v}' for k, v in changes.items())}: {fix}"
+            )
+
     def replace(self, **changes: Any) -> BertConfig:
         """A copy with some fields changed (e.g. another depth for MSLT)."""
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields, without the masked-LM head's own activation and epsilon while they are the encoder's."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None or not k.startswith("mlm_")}
+        """The fields, without the masked-LM head's own activation and epsilon while they are the encoder's, nor
+        the block-part fields at Google's values: a Google model's dict is its `bert_config.json`."""
+        return {
+            k: v
+            for k, v in dataclasses.asdict(self).items()
+            if (v is not None or not k.startswith("mlm_")) and (k not in _PART_DEFAULTS or v != _PART_DEFAULTS[k])
+        }
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], source: str = "config") -> BertConfig:
@@ -166,3 +205,9 @@ class BertConfig:
         if name_or_path.endswith(".json") or os.path.sep in name_or_path:
             return cls.from_json_file(name_or_path)
         return cls.preset(name_or_path)
+
+
+_PART_DEFAULTS = {
+    name: BertConfig.__dataclass_fields__[name].default
+    for name in ("norm_placement", "embedding_layer_norm", "first_block_attention_norm", "feed_forward", "use_bias")
+}

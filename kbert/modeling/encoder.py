@@ -1,14 +1,52 @@
-"""`BertEncoder`: embeddings, a list of transformer blocks, and the tanh pooler (`bert/...`)."""
+"""`BertEncoder`: embeddings, a list of transformer blocks (a final LayerNorm after pre-LayerNorm ones), and the
+tanh pooler (`bert/...`): the composition of the parts a `BertConfig` describes."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import keras
 from keras import ops
 
 from kbert.modeling.config import BertConfig
+from kbert.modeling.costs import Cost, dense_cost, norm_cost
 from kbert.modeling.embeddings import BertEmbeddings, kernel_initializer
 from kbert.modeling.packing import attention_mask
 from kbert.modeling.transformer_block import TransformerBlock
+from kbert.modeling.weight_names import WeightName, part_names
+
+
+def embeddings_config(config: BertConfig) -> dict[str, Any]:
+    """The `BertEmbeddings` hyperparameters of `config`."""
+    return {
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.hidden_size,
+        "max_position_embeddings": config.max_position_embeddings,
+        "type_vocab_size": config.type_vocab_size,
+        "layer_norm_epsilon": config.layer_norm_eps,
+        "dropout_rate": config.hidden_dropout_prob,
+        "initializer_range": config.initializer_range,
+        "layer_norm": config.embedding_layer_norm,
+        "use_bias": config.use_bias,
+    }
+
+
+def block_config(config: BertConfig, index: int) -> dict[str, Any]:
+    """The `TransformerBlock` hyperparameters of block `index` of `config`."""
+    return {
+        "hidden_size": config.hidden_size,
+        "num_heads": config.num_attention_heads,
+        "intermediate_size": config.intermediate_size,
+        "activation": config.hidden_act,
+        "dropout_rate": config.hidden_dropout_prob,
+        "attention_dropout_rate": config.attention_probs_dropout_prob,
+        "layer_norm_epsilon": config.layer_norm_eps,
+        "initializer_range": config.initializer_range,
+        "norm_placement": config.norm_placement,
+        "attention_norm": index > 0 or config.first_block_attention_norm,
+        "feed_forward": config.feed_forward,
+        "use_bias": config.use_bias,
+    }
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -57,14 +95,23 @@ class BertEncoder(keras.layers.Layer):
         self.stop_gradient_below = stop_gradient_below
         self.dropout_below_cut = dropout_below_cut
         self.pooler_initializer = pooler_initializer
-        self.embeddings = BertEmbeddings(config, dtype=self.dtype_policy, name="embeddings")
+        self.embeddings = BertEmbeddings(**embeddings_config(config), dtype=self.dtype_policy, name="embeddings")
         # One attribute per block, not a list attribute: tf.train.Checkpoint does not see Keras 3's tracked lists.
         for i in range(config.num_hidden_layers):
-            setattr(self, f"layer_{i}", TransformerBlock(config, dtype=self.dtype_policy, name=f"layer_{i}"))
+            block = TransformerBlock(**block_config(config, i), dtype=self.dtype_policy, name=f"layer_{i}")
+            setattr(self, f"layer_{i}", block)
+        # Pre-LayerNorm blocks leave their sum unnormalised: the heads and the pooler read it normalised.
+        self.final_layer_norm = (
+            keras.layers.LayerNormalization(
+                epsilon=config.layer_norm_eps, center=config.use_bias, dtype=self.dtype_policy, name="final_layer_norm"
+            )
+            if config.norm_placement == "pre"
+            else None
+        )
         self.pooler = keras.layers.Dense(
             config.hidden_size,
             activation="tanh",
-            kernel_initializer=kernel_initializer(config, pooler_initializer),
+            kernel_initializer=kernel_initializer(config.initializer_range, pooler_initializer),
             dtype=self.dtype_policy,
             name="pooler",
         )
@@ -79,7 +126,32 @@ class BertEncoder(keras.layers.Layer):
         self.embeddings.build()
         for block in self.blocks:
             block.build()
+        if self.final_layer_norm is not None:
+            self.final_layer_norm.build((None, None, self.config.hidden_size))
         self.pooler.build((None, self.config.hidden_size))
+
+    @staticmethod
+    def cost(config: BertConfig, seq_length: int) -> dict[str, Cost]:
+        """The parts' costs over one sequence: `embeddings`, `blocks` (one per block), `final_norm`, `pooler`
+        (on the [CLS] token)."""
+        h = config.hidden_size
+        return {
+            "embeddings": BertEmbeddings.cost(embeddings_config(config)),
+            "blocks": [
+                TransformerBlock.cost(block_config(config, i), seq_length) for i in range(config.num_hidden_layers)
+            ],
+            "final_norm": norm_cost(h, config.use_bias) if config.norm_placement == "pre" else Cost(),
+            "pooler": dense_cost(h, h, 1),
+        }
+
+    def weight_names(self) -> list[WeightName]:
+        """Every weight's names (`kbert.modeling.weight_names`), as each part declares them."""
+        names = self.embeddings.weight_names()
+        for i, block in enumerate(self.blocks):
+            names += block.weight_names(i)
+        if self.final_layer_norm is not None:  # no BERT format has it: the name is kbert's own
+            names += part_names(self.final_layer_norm, "bert/encoder/LayerNorm")
+        return names + part_names(self.pooler, "bert/pooler/dense", "pooled_dense", "pooler_transform")
 
     def call(self, inputs, training=None):
         mask = attention_mask(inputs)
@@ -97,6 +169,8 @@ class BertEncoder(keras.layers.Layer):
                 hidden = ops.stop_gradient(hidden)
             hidden = block(hidden, mask, training=training if i >= cut else below_cut)
             outputs.append(hidden)
+        if self.final_layer_norm is not None:
+            hidden = self.final_layer_norm(hidden)
         return {
             "sequence_output": hidden,
             "pooled_output": self.pooler(hidden[:, 0, :]),

@@ -16,6 +16,11 @@ from kbert.modeling.checkpoint_fit import describe_model, mismatch
 from kbert.modeling.encoder import BertEncoder
 from kbert.modeling.pretrainer import BertPretrainer
 
+# What to do instead when a model's layout is beyond what BERT's formats hold.
+GOOGLE_LAYOUT_FIX = (
+    "kbert's training checkpoints (model_dir/checkpoints/ckpt-N) hold it: fine-tune from one, or export it with "
+    "--format=tf_hub."
+)
 # Entries a pretraining checkpoint may carry besides weights: optimizer slots and counters.
 _NOT_WEIGHTS = re.compile(
     r"(^|/)(adam_[mv]|Momentum|lamb_[mv]|ExponentialMovingAverage)$|^global_step$|"
@@ -23,49 +28,10 @@ _NOT_WEIGHTS = re.compile(
 )
 
 
-def _add_dense(names: dict, prefix: str, dense: keras.layers.Dense) -> None:
-    names[f"{prefix}/kernel"] = (dense.kernel, False)
-    names[f"{prefix}/bias"] = (dense.bias, False)
-
-
-def _add_norm(names: dict, prefix: str, norm: keras.layers.LayerNormalization) -> None:
-    names[f"{prefix}/gamma"] = (norm.gamma, False)
-    names[f"{prefix}/beta"] = (norm.beta, False)
-
-
-def _encoder_names(encoder: BertEncoder) -> dict:
-    emb = encoder.embeddings
-    names = {
-        "bert/embeddings/word_embeddings": (emb.word_embeddings.embeddings, False),
-        "bert/embeddings/token_type_embeddings": (emb.token_type_embeddings.embeddings, False),
-        "bert/embeddings/position_embeddings": (emb.position_embeddings.embeddings, False),
-    }
-    _add_norm(names, "bert/embeddings/LayerNorm", emb.layer_norm)
-    for i, block in enumerate(encoder.blocks):
-        prefix = f"bert/encoder/layer_{i}"
-        for part in ("query", "key", "value"):
-            _add_dense(names, f"{prefix}/attention/self/{part}", getattr(block.attention, part))
-        _add_dense(names, f"{prefix}/attention/output/dense", block.attention_output)
-        _add_norm(names, f"{prefix}/attention/output/LayerNorm", block.attention_layer_norm)
-        _add_dense(names, f"{prefix}/intermediate/dense", block.intermediate)
-        _add_dense(names, f"{prefix}/output/dense", block.output_dense)
-        _add_norm(names, f"{prefix}/output/LayerNorm", block.output_layer_norm)
-    _add_dense(names, "bert/pooler/dense", encoder.pooler)
-    return names
-
-
 def google_variable_map(model: BertPretrainer | BertEncoder) -> dict[str, tuple[keras.Variable, bool]]:
-    """Google checkpoint name -> (kbert variable, stored transposed?) for every weight of `model`."""
-    if isinstance(model, BertEncoder):
-        return _encoder_names(model)
-    names = _encoder_names(model.encoder)
-    _add_dense(names, "cls/predictions/transform/dense", model.mlm_head.transform)
-    _add_norm(names, "cls/predictions/transform/LayerNorm", model.mlm_head.layer_norm)
-    names["cls/predictions/output_bias"] = (model.mlm_head.output_bias, False)
-    # Google stores the NSP weights as [2, hidden], the transpose of a Dense kernel.
-    names["cls/seq_relationship/output_weights"] = (model.nsp_head.dense.kernel, True)
-    names["cls/seq_relationship/output_bias"] = (model.nsp_head.dense.bias, False)
-    return names
+    """Google checkpoint name -> (kbert variable, stored transposed?) for every weight of `model`, as its parts
+    declare them (`model.weight_names()`)."""
+    return {name.google: (name.variable, name.transposed) for name in model.weight_names()}
 
 
 def _stored_shape(variable: keras.Variable, transposed: bool) -> tuple:
@@ -97,6 +63,7 @@ def load_google_checkpoint(model: BertPretrainer | BertEncoder, path: str, stric
     """
     import tensorflow as tf
 
+    model.config.require_google_layout(f"{path!r}, a google-research/bert checkpoint,", GOOGLE_LAYOUT_FIX)
     try:
         reader = tf.train.load_checkpoint(path)
     except (tf.errors.NotFoundError, ValueError) as e:
@@ -146,6 +113,9 @@ def export_google_checkpoint(model: BertPretrainer | BertEncoder, path: str) -> 
 
     The result loads with google-research/bert, Model Garden's converters and `load_google_checkpoint`.
 
+    Raises:
+        ConfigError: the model is not Google's BERT layout (`BertConfig.require_google_layout`).
+
     Example:
 
     ```python
@@ -157,6 +127,7 @@ def export_google_checkpoint(model: BertPretrainer | BertEncoder, path: str) -> 
 
     from kbert.checkpoint_index import write_checkpoint_index
 
+    model.config.require_google_layout("Google's TF1 checkpoint format", GOOGLE_LAYOUT_FIX)
     directory = os.path.dirname(path) or "."
     tf.io.gfile.makedirs(directory)
     names, tensors = [], []

@@ -7,8 +7,10 @@ from keras import ops
 
 from kbert.modeling.activations import get_activation
 from kbert.modeling.config import BertConfig
+from kbert.modeling.costs import Cost, dense_cost, norm_cost
 from kbert.modeling.embeddings import kernel_initializer, truncated_normal
 from kbert.modeling.rows import tied_logits, token_rows
+from kbert.modeling.weight_names import WeightName, part_names
 
 
 class MaskedLMHead(keras.layers.Layer):
@@ -35,7 +37,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.transform = keras.layers.Dense(
             config.hidden_size,
             activation=get_activation(config.head_act),
-            kernel_initializer=truncated_normal(config),
+            kernel_initializer=truncated_normal(config.initializer_range),
             dtype=self.dtype_policy,
             name="transform",
         )
@@ -49,6 +51,36 @@ class MaskedLMHead(keras.layers.Layer):
         self.transform.build(hidden)
         self.layer_norm.build(hidden)
         self.output_bias = self.add_weight(shape=(self.config.vocab_size,), initializer="zeros", name="output_bias")
+
+    @staticmethod
+    def cost(config: BertConfig, predictions: int) -> Cost:
+        """The transform, its norm, the bias and the tied logits (the table is the embeddings') of `predictions`
+        tokens."""
+        h, v = config.hidden_size, config.vocab_size
+        return dense_cost(h, h, predictions) + norm_cost(h) + Cost(v, 2 * predictions * h * v)
+
+    def weight_names(self) -> list[WeightName]:
+        head = "task/masked_lm_head"
+        return [
+            *part_names(
+                self.transform,
+                "cls/predictions/transform/dense",
+                f"{head}/_intermediate_dense",
+                "bert/cls/predictions/transform/dense",
+            ),
+            *part_names(
+                self.layer_norm,
+                "cls/predictions/transform/LayerNorm",
+                f"{head}/_intermediate_layer_norm",
+                "bert/cls/predictions/transform/LayerNorm",
+            ),
+            WeightName(
+                self.output_bias,
+                "cls/predictions/output_bias",
+                f"{head}/_bias",
+                "bert/cls/predictions/output_bias/bias",
+            ),
+        ]
 
     def call(self, sequence_output, masked_lm_positions, embedding_table):
         gathered = ops.take_along_axis(sequence_output, ops.cast(masked_lm_positions, "int32")[:, :, None], axis=1)
@@ -74,7 +106,7 @@ class NextSentenceHead(keras.layers.Layer):
         self.config = config
         self.dense = keras.layers.Dense(
             2,
-            kernel_initializer=kernel_initializer(config, SENTENCE_HEAD_INITIALIZER),
+            kernel_initializer=kernel_initializer(config.initializer_range, SENTENCE_HEAD_INITIALIZER),
             dtype=self.dtype_policy,
             name="seq_relationship",
         )
@@ -82,6 +114,19 @@ class NextSentenceHead(keras.layers.Layer):
 
     def build(self, input_shape=None):
         self.dense.build((None, self.config.hidden_size))
+
+    @staticmethod
+    def cost(config: BertConfig) -> Cost:
+        return dense_cost(config.hidden_size, 2, 1)
+
+    def weight_names(self) -> list[WeightName]:
+        """Google stores the kernel as [2, hidden], its transpose; keras-hub's BERT has no such head."""
+        return [
+            WeightName(
+                self.dense.kernel, "cls/seq_relationship/output_weights", "", "bert/next_sentence/logits/kernel", True
+            ),
+            WeightName(self.dense.bias, "cls/seq_relationship/output_bias", "", "bert/next_sentence/logits/bias"),
+        ]
 
     def call(self, pooled_output):
         return ops.cast(self.dense(pooled_output), "float32")

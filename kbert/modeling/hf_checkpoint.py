@@ -35,7 +35,7 @@ from kbert.choices import HF_ARCHITECTURES
 from kbert.errors import CheckpointMismatchError, ConfigError, MissingFileError
 from kbert.modeling.checkpoint_fit import describe_model, mismatch
 from kbert.modeling.encoder import BertEncoder
-from kbert.modeling.google_checkpoint import google_variable_map
+from kbert.modeling.google_checkpoint import GOOGLE_LAYOUT_FIX, google_variable_map
 from kbert.modeling.hf_config import hf_config_of
 from kbert.modeling.pretrainer import BertPretrainer
 
@@ -190,6 +190,7 @@ def load_hf_checkpoint(model: BertPretrainer | BertEncoder, directory: str) -> l
       CheckpointMismatchError: a weight missing, unexpected or of another shape (listed; nothing assigned), or
         a decoder weight that is not the word table.
     """
+    model.config.require_google_layout(f"{directory}, a Hugging Face BERT checkpoint,", GOOGLE_LAYOUT_FIX)
     stored = stored_shapes(directory)
     if isinstance(model, BertEncoder):
         stored = {n: s for n, s in stored.items() if not n.startswith("cls.")}
@@ -234,7 +235,8 @@ def export_hf_checkpoint(model: BertPretrainer, directory: str, architecture: st
     BertModel (the encoder and pooler, without the `bert.` prefix). Returns the weights' path.
 
     Raises:
-      ConfigError: an unknown architecture, or a masked-LM head whose activation or epsilon is not the encoder's
+      ConfigError: an unknown architecture, a model beyond BERT's layout (`BertConfig.require_google_layout`), or
+        a masked-LM head whose activation or epsilon is not the encoder's
         (Hugging Face's head computes the encoder's).
     """
     from safetensors.numpy import save
@@ -242,6 +244,7 @@ def export_hf_checkpoint(model: BertPretrainer, directory: str, architecture: st
     if architecture not in HF_ARCHITECTURES:
         raise ConfigError(f"--hf_architecture={architecture}: choose one of {', '.join(HF_ARCHITECTURES)}.")
     c = model.config
+    c.require_google_layout("--format=hf (Hugging Face's BERT classes)", GOOGLE_LAYOUT_FIX)
     if architecture != "BertModel" and (c.head_act, c.head_layer_norm_eps) != (c.hidden_act, c.layer_norm_eps):
         raise ConfigError(
             f"--format=hf: the masked-LM head computes {c.head_act} with epsilon "

@@ -32,6 +32,7 @@ from kbert.errors import CheckpointMismatchError, ConfigError, MissingFileError
 from kbert.modeling.checkpoint_fit import describe_model, mismatch
 from kbert.modeling.config import BertConfig
 from kbert.modeling.encoder import BertEncoder
+from kbert.modeling.google_checkpoint import GOOGLE_LAYOUT_FIX
 from kbert.modeling.pretrainer import BertPretrainer
 
 BACKBONE = "BertBackbone"
@@ -85,46 +86,26 @@ def computes_keras_hub_head(config: BertConfig) -> bool:
     return (config.head_act, config.head_layer_norm_eps) == (HEAD_ACTIVATION, HEAD_EPSILON)
 
 
-def _norm_pairs(target, source) -> list[tuple]:
-    return [(target.gamma, source.gamma), (target.beta, source.beta)]
-
-
-def _dense_pairs(target, source) -> list[tuple]:
-    return [(target.kernel, source.kernel), (target.bias, source.bias)]
+def _keras_hub_variable(name: str, backbone, task=None) -> keras.Variable:
+    """The variable a declared keras-hub name (`kbert.modeling.weight_names`) points to: `task/...` an attribute
+    path into the BertMaskedLM task, else a BertBackbone layer's name and an attribute path into it."""
+    first, *attributes = name.split("/")
+    target = task if first == "task" else backbone.get_layer(first)
+    for attribute in attributes:
+        target = getattr(target, attribute)
+    return target
 
 
 def backbone_pairs(encoder: BertEncoder, backbone) -> list[tuple[keras.Variable, keras.Variable]]:
     """(kbert variable, keras-hub variable) for every weight of `encoder` and a `keras_hub.models.BertBackbone`
-    (keras-hub's own BERT converter's mapping)."""
-    emb = encoder.embeddings
-    pairs = [
-        (emb.word_embeddings.embeddings, backbone.get_layer("token_embedding").embeddings),
-        (emb.position_embeddings.embeddings, backbone.get_layer("position_embedding").position_embeddings),
-        (emb.token_type_embeddings.embeddings, backbone.get_layer("segment_embedding").embeddings),
-        *_norm_pairs(emb.layer_norm, backbone.get_layer("embeddings_layer_norm")),
-    ]
-    for i, block in enumerate(encoder.blocks):
-        layer = backbone.get_layer(f"transformer_layer_{i}")
-        attention = layer._self_attention_layer
-        for part in ("query", "key", "value"):
-            pairs += _dense_pairs(getattr(block.attention, part), getattr(attention, f"{part}_dense"))
-        pairs += _dense_pairs(block.attention_output, attention.output_dense)
-        pairs += _norm_pairs(block.attention_layer_norm, layer._self_attention_layer_norm)
-        pairs += _dense_pairs(block.intermediate, layer._feedforward_intermediate_dense)
-        pairs += _dense_pairs(block.output_dense, layer._feedforward_output_dense)
-        pairs += _norm_pairs(block.output_layer_norm, layer._feedforward_layer_norm)
-    return pairs + _dense_pairs(encoder.pooler, backbone.get_layer("pooled_dense"))
+    (keras-hub's own BERT converter's mapping), by the names the encoder's parts declare."""
+    return [(n.variable, _keras_hub_variable(n.keras_hub, backbone)) for n in encoder.weight_names()]
 
 
 def head_pairs(model: BertPretrainer, task) -> list[tuple[keras.Variable, keras.Variable]]:
     """(kbert variable, keras-hub variable) for the masked-LM head of `model` and a `BertMaskedLM` (the word table
     is the backbone's, tied in both)."""
-    head = task.masked_lm_head
-    return [
-        *_dense_pairs(model.mlm_head.transform, head._intermediate_dense),
-        *_norm_pairs(model.mlm_head.layer_norm, head._intermediate_layer_norm),
-        (model.mlm_head.output_bias, head._bias),
-    ]
+    return [(n.variable, _keras_hub_variable(n.keras_hub, task.backbone, task)) for n in model.mlm_head.weight_names()]
 
 
 def copy_pairs(pairs: list[tuple], to_keras_hub: bool) -> None:
@@ -152,6 +133,7 @@ def load_keras_hub_preset(model: BertPretrainer | BertEncoder, directory: str) -
       MissingFileError: no preset there.
       CheckpointMismatchError: a weight of another shape (listed; nothing assigned).
     """
+    model.config.require_google_layout(f"{directory}, a keras-hub BERT preset,", GOOGLE_LAYOUT_FIX)
     hub = keras_hub()
     pretrainer = isinstance(model, BertPretrainer)
     with_task = pretrainer and has_masked_lm_task(directory)

@@ -9,6 +9,7 @@ from kbert.modeling.encoder import BertEncoder
 from kbert.modeling.heads import SENTENCE_HEAD_INITIALIZER, MaskedLMHead, NextSentenceHead
 from kbert.modeling.losses import METRICS, pretraining_loss_terms, pretraining_metrics
 from kbert.modeling.packing import gather_tokens
+from kbert.modeling.weight_names import WeightName
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -59,6 +60,10 @@ class BertPretrainer(keras.Model):
             pooled = self.encoder.pooler(gather_tokens(encoded["sequence_output"], inputs["next_sentence_positions"]))
         outputs["nsp_logits"] = self.nsp_head(pooled)
         return outputs
+
+    def weight_names(self) -> list[WeightName]:
+        """Every weight's names (`kbert.modeling.weight_names`): the encoder's, then the heads'."""
+        return self.encoder.weight_names() + self.mlm_head.weight_names() + self.nsp_head.weight_names()
 
     def sentence_head_variables(self) -> list:
         """The pooler's and the next-sentence head's weights: what MLM-only batches leave untouched."""

@@ -32,14 +32,25 @@ def freeze(model: BertPretrainer, stage: Stage) -> None:
     policy = stage.embeddings_policy
     embeddings.word_embeddings.trainable = policy != "frozen"
     for layer in (embeddings.position_embeddings, embeddings.token_type_embeddings, embeddings.layer_norm):
-        layer.trainable = policy == "all"
-    for head in (model.encoder.pooler, model.mlm_head, model.nsp_head):
-        head.trainable = stage.train_heads
+        if layer is not None:
+            layer.trainable = policy == "all"
+    # A pre-LayerNorm encoder's final norm feeds the heads and trains with them.
+    for head in (model.encoder.final_layer_norm, model.encoder.pooler, model.mlm_head, model.nsp_head):
+        if head is not None:
+            head.trainable = stage.train_heads
 
 
 def _copy_weights(target: keras.layers.Layer, source: keras.layers.Layer) -> None:
-    for t, s in zip(target.weights, source.weights, strict=True):
-        t.assign(s)
+    """Each weight of `target` from `source`'s weight of the same path below the layer; one `source` lacks keeps
+    its built value (a block copied from a first block without an attention norm: ModernBERT's)."""
+    sources = {weight.path[len(source.path) :]: weight for weight in source.weights}
+    targets = {weight.path[len(target.path) :]: weight for weight in target.weights}
+    unknown = sorted(set(sources) - set(targets))
+    if unknown:
+        raise ValueError(f"{target.path} has no weights {unknown} to take from {source.path}.")
+    for path, weight in targets.items():
+        if path in sources:
+            weight.assign(sources[path])
 
 
 def build_stage_model(bert: BertConfig, stage: Stage, frozen_dropout: bool = False) -> BertPretrainer:
@@ -64,6 +75,7 @@ def carry_over(model: BertPretrainer, previous: BertPretrainer, stage: Stage, ne
         )
     pairs = [
         (model.encoder.embeddings, previous.encoder.embeddings),
+        (model.encoder.final_layer_norm, previous.encoder.final_layer_norm),
         (model.encoder.pooler, previous.encoder.pooler),
         (model.mlm_head, previous.mlm_head),
         (model.nsp_head, previous.nsp_head),
@@ -75,7 +87,8 @@ def carry_over(model: BertPretrainer, previous: BertPretrainer, stage: Stage, ne
             for j in range(old_layers, stage.num_layers)
         ]
     for target, source in pairs:
-        _copy_weights(target, source)
+        if target is not None:
+            _copy_weights(target, source)
 
 
 def grow(

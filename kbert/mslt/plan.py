@@ -25,7 +25,7 @@ from typing import Any
 
 from kbert.config import Section, need
 from kbert.errors import PlanError
-from kbert.modeling.config import BertConfig
+from kbert.modeling import BertConfig, BertEncoder, MaskedLMHead, NextSentenceHead
 
 MODES = ("mslt", "stacking")
 NEW_LAYER_INITS = ("copy", "random")
@@ -143,7 +143,7 @@ class Stage:
         counts = parameter_counts(bert)
         embeddings = {"all": counts["embeddings"], "word_table": counts["word_table"], "frozen": 0}
         return (
-            len(self.trainable_layers) * counts["block"]
+            sum(counts["blocks"][layer] for layer in self.trainable_layers)
             + embeddings[self.embeddings_policy]
             + (counts["heads"] if self.train_heads else 0)
         )
@@ -191,19 +191,23 @@ class StagePlan:
         return "\n".join(rows)
 
 
-def parameter_counts(bert: BertConfig) -> dict[str, int]:
-    """Parameters of one block, the embeddings, the word table, the heads (pooler, MLM, NSP) and the total."""
-    h, i, v = bert.hidden_size, bert.intermediate_size, bert.vocab_size
-    block = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 2 * 2 * h
-    word_table = v * h
-    embeddings = word_table + (bert.max_position_embeddings + bert.type_vocab_size) * h + 2 * h
-    heads = (h * h + h) + (h * h + h + 2 * h + v) + (2 * h + 2)
+def parameter_counts(bert: BertConfig) -> dict[str, Any]:
+    """Parameters of each block (`blocks`, bottom first; `block`: the top one), the embeddings, the word table, the
+    heads (pooler, MLM, NSP, and a pre-LayerNorm encoder's final norm, which trains with them) and the total, as
+    the parts count them (`BertEncoder.cost`)."""
+    costs = BertEncoder.cost(bert, seq_length=1)
+    blocks = [cost.parameters for cost in costs["blocks"]]
+    embeddings = costs["embeddings"].parameters
+    heads = (
+        costs["pooler"] + costs["final_norm"] + MaskedLMHead.cost(bert, 1) + NextSentenceHead.cost(bert)
+    ).parameters
     return {
-        "block": block,
-        "word_table": word_table,
+        "blocks": blocks,
+        "block": blocks[-1],
+        "word_table": bert.vocab_size * bert.hidden_size,
         "embeddings": embeddings,
         "heads": heads,
-        "total": bert.num_hidden_layers * block + embeddings + heads,
+        "total": sum(blocks) + embeddings + heads,
     }
 
 

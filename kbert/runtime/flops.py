@@ -8,7 +8,7 @@ Blocks the model itself cuts off from the backward pass (an MSLT stage's frozen 
 
 Example:
 
->>> from kbert.modeling import BertConfig
+>>> from kbert.modeling import BertConfig, BertEncoder, MaskedLMHead, NextSentenceHead
 >>> flops = training_flops_per_sequence(BertConfig.load("bert_base"), seq_length=128, max_predictions=20)
 >>> f"{flops / 1e9:.0f} GFLOP per sequence"
 '70 GFLOP per sequence'
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from kbert.modeling import BertConfig
+from kbert.modeling import BertConfig, BertEncoder, MaskedLMHead, NextSentenceHead
 
 # Dense bf16 FLOP/s per TensorFlow device (a GPU; a TPU chip: v4, v5e and v5p have one TF device per chip), from
 # NVIDIA's and Google's data sheets. Checked in order: the first pattern that matches the device's model wins.
@@ -45,11 +45,14 @@ def training_flops_per_sequence(
     """Matmul FLOPs of one forward+backward pass (3x forward) for one sequence; embeddings' gathers excluded.
     `sentence_head=False` leaves out the pooler and next-sentence head (a masked-LM-only model, e.g. keras-hub's
     BertMaskedLM). `forward_only_layers` bottom blocks count their forward pass alone: an MSLT stage's frozen
-    blocks below its backward cut (`BertEncoder.stop_gradient_below`), which have no backward pass in the model."""
-    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-    per_layer = seq_length * (2 * 4 * h * h + 2 * 2 * h * i + 2 * 2 * seq_length * h)
-    head = max_predictions * (2 * h * h + 2 * h * config.vocab_size) + (2 * h * h + 2 * h * 2 if sentence_head else 0)
-    return 3.0 * ((layers - forward_only_layers) * per_layer + head) + forward_only_layers * per_layer
+    blocks below its backward cut (`BertEncoder.stop_gradient_below`), which have no backward pass in the model.
+    The counts are the parts' own (`BertEncoder.cost`, the heads' `cost`)."""
+    costs = BertEncoder.cost(config, seq_length)
+    blocks = [cost.flops for cost in costs["blocks"]]
+    head = MaskedLMHead.cost(config, max_predictions).flops
+    if sentence_head:
+        head += costs["pooler"].flops + NextSentenceHead.cost(config).flops
+    return 3.0 * (sum(blocks[forward_only_layers:]) + head) + sum(blocks[:forward_only_layers])
 
 
 def peak_bf16_flops(device_model: str) -> float | None:

@@ -170,5 +170,9 @@ class BertPretrainingTask:
     def objective(self, layout: RecordLayout) -> str:
         return "masked LM + sentence head" if layout.sentence_labels else "masked LM only"
 
-    def export(self, model: BertPretrainer, directory: str) -> str:
+    def export(self, model: BertPretrainer, directory: str) -> str | None:
+        """Google's format, which holds BERT's layout only: a model beyond it (`BertConfig.layout_changes`, such as
+        pre-LayerNorm blocks) is not exported, and its checkpoints are what fine-tuning starts from."""
+        if model.config.layout_changes():
+            return None
         return export_google_checkpoint(model, os.path.join(directory, EXPORT))

@@ -137,7 +137,8 @@ def eval_line(metrics: dict[str, float], labels: Mapping[str, str] | None = None
 
 
 def write_summary_json(model_dir: str, summary: dict[str, Any], name: str = "summary.json") -> str:
-    """Writes `model_dir/<name>` (atomically, so a reader never sees half a file)."""
+    """Writes `model_dir/<name>` (atomically, so a reader never sees half a file), making `model_dir` if absent."""
+    tf.io.gfile.makedirs(model_dir)
     path = os.path.join(model_dir, name)
     tmp = path + ".tmp"
     with tf.io.gfile.GFile(tmp, "w") as f:

@@ -90,5 +90,6 @@ class PretrainingTask(Protocol):
     def objective(self, layout: RecordLayout) -> str:
         """What trains on records of `layout`, for the summary ("masked LM + sentence head")."""
 
-    def export(self, model: keras.Model, directory: str) -> str:
-        """Writes the model of a finished stage under `directory`; returns the path written."""
+    def export(self, model: keras.Model, directory: str) -> str | None:
+        """Writes the model of a finished stage under `directory`; returns the path written, or None where no
+        export format holds the model (the run's checkpoints do)."""
