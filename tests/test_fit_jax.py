@@ -182,6 +182,7 @@ def test_bfloat16_with_gradient_accumulation_stays_finite(records, tmp_path):
         assert json.load(f)["batch_size"] == BATCH // 2
 
 
+@pytest.mark.slow
 def test_a_pre_layer_norm_model_trains_and_resumes(records, tmp_path):
     """norm_placement=pre with ModernBERT's choices (no attention norm in block 0, GeGLU, no biases) through
     kbert.fit: the loss falls, and the run resumes from its checkpoint with every weight as saved."""

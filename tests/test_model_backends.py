@@ -59,18 +59,22 @@ def _close_to_scale(got, ref, err_msg=""):
     np.testing.assert_allclose(got, ref, atol=max(1e-5, 3e-6 * float(np.abs(ref).max())), rtol=0, err_msg=err_msg)
 
 
-def test_forward_matches_float64_numpy_reference(model):
-    """A padded batch: every layer's output at every token, the pooled output and both heads' logits."""
-    batch = _padded(1)
+def _matches_reference(model, config, batch, close=_close):
+    """On a padded `batch`: every layer's output at every token, the pooled output and both heads' logits."""
     out = inference_outputs(model, batch)
     w = google_weights(model)
-    ref_layers, _, ref_pooled = encode(w, TINY, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
-    ref_mlm, ref_nsp = pretrain_logits(w, TINY, batch)
+    ref_layers, _, ref_pooled = encode(w, config, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
+    ref_mlm, ref_nsp = pretrain_logits(w, config, batch)
     for i, ref in enumerate(ref_layers):
-        _close(out[f"layer_{i}"], ref, f"layer_{i}")
-    _close(out["pooled_output"], ref_pooled)
-    _close(out["nsp_logits"], ref_nsp)
-    _close(out["mlm_logits"], ref_mlm)
+        close(out[f"layer_{i}"], ref, f"layer_{i}")
+    close(out["pooled_output"], ref_pooled)
+    close(out["nsp_logits"], ref_nsp)
+    close(out["mlm_logits"], ref_mlm)
+
+
+def test_forward_matches_float64_numpy_reference(model):
+    """A padded batch: every layer's output at every token, the pooled output and both heads' logits."""
+    _matches_reference(model, TINY, _padded(1))
 
 
 def test_packed_forward_matches_float64_numpy_reference_of_each_sequence(model):
@@ -118,23 +122,14 @@ def test_every_composition_of_parts_matches_float64_numpy_reference(name):
     parts += MaskedLMHead.cost(config, 1) + NextSentenceHead.cost(config)
     parameters = parts.parameters + sum(cost.parameters for cost in costs["blocks"])
     assert parameters == sum(int(np.prod(w.shape)) for w in model.weights)
-    close = _close_to_scale
-    w = google_weights(model)
-    batch = _padded(3)
-    out = inference_outputs(model, batch)
-    ref_layers, _, ref_pooled = encode(w, config, batch["input_ids"], batch["input_mask"], batch["segment_ids"])
-    ref_mlm, ref_nsp = pretrain_logits(w, config, batch)
-    for i, ref in enumerate(ref_layers):
-        close(out[f"layer_{i}"], ref, f"layer_{i}")
-    close(out["pooled_output"], ref_pooled)
-    close(out["nsp_logits"], ref_nsp)
-    close(out["mlm_logits"], ref_mlm)
+    _matches_reference(model, config, _padded(3), _close_to_scale)
     batch = unpacked()
     out = inference_outputs(model, pack(batch))
-    ref_mlm, ref_nsp = pretrain_logits(w, config, batch)
+    ref_mlm, ref_nsp = pretrain_logits(google_weights(model), config, batch)
     for row, slot, source, _, _, predicted, count in packed_slots(batch):
-        close(out["mlm_logits"][row, predicted : predicted + count], ref_mlm[source, :count], f"row {row}")
-        close(out["nsp_logits"][row, slot], ref_nsp[source], f"row {row} slot {slot}")
+        where = f"row {row} slot {slot}"
+        _close_to_scale(out["mlm_logits"][row, predicted : predicted + count], ref_mlm[source, :count], where)
+        _close_to_scale(out["nsp_logits"][row, slot], ref_nsp[source], where)
 
 
 # Runs in a process of the other backend: loads the weights, writes its outputs on the saved batches.

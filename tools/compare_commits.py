@@ -3,7 +3,8 @@ resumes, at the newer commit, a run directory that the older one wrote and was k
 
 Each case is a `kbert-pretrain` run on the same records (random, `kbert.data.synthetic`), in a
 process of its own run from that commit's tree: TF on one device in float32 and mixed_bfloat16, on two logical
-CPUs (mirrored), a two-phase run and an MSLT run. The final checkpoint's model variables are compared through
+CPUs (mirrored), a two-phase run and an MSLT run; and `fit_jax`, `kbert.fit.fit_pretraining` under JAX (its
+`model.keras` checkpoints compared by variable path). The final checkpoint's model variables are compared through
 `PATH_MAP` (old variable path -> new; a variable under another name on either side is a mismatch), so a rename has
 to be declared to pass. The old commit's run is also killed with SIGKILL once it saved step 5 (inside phase 2, or
 MSLT stage 2), and the new commit resumes it in the same model_dir: its final weights must equal the new commit's
@@ -32,7 +33,7 @@ from kbert.data.tfrecord_writer import example_proto
 FLAGS = flags.FLAGS
 flags.DEFINE_string("base", None, "The commit to compare against (a git revision).", required=True)
 flags.DEFINE_string("head", ".", "The tree to compare (default: this working tree).")
-flags.DEFINE_list("cases", ["f32", "bf16", "mirrored2", "phases", "mslt"], "Which runs to compare.")
+flags.DEFINE_list("cases", ["f32", "bf16", "mirrored2", "phases", "mslt", "fit_jax"], "Which runs to compare.")
 flags.DEFINE_string("work_dir", "", "Where the runs go (default: a new temporary folder).")
 
 # Old checkpoint key -> new, for every variable that a change renamed (none yet).
@@ -53,6 +54,30 @@ if cpus > 1:
 sys.argv = ["kbert-pretrain"] + sys.argv[2:]
 from kbert.run_pretraining import run
 run()
+"""
+
+
+# kbert.fit's recipe under JAX on the records, a checkpoint every step; resumes from the newest one in its folder.
+FIT_SCRIPT = """
+import os, sys
+import kbert
+assert os.path.dirname(os.path.dirname(kbert.__file__)) == os.environ["KBERT_TREE"], kbert.__file__
+import keras
+import numpy as np
+from kbert.fit import fit_pretraining
+from kbert.modeling import BertConfig, BertPretrainer
+from kbert.optimizers import LAMB
+records, checkpoints, out = sys.argv[1:]
+config = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                    max_position_embeddings=32)
+def build():
+    model = BertPretrainer(config)
+    model.compile(optimizer=LAMB(1e-2, weight_decay=0.01))
+    return model
+one_device = keras.distribution.DataParallel(devices=keras.distribution.list_devices()[:1])
+model, _ = fit_pretraining(build, records, 16, 4, 8, 8, checkpoints, distribution=one_device, checkpoint_every=1,
+                           keep_checkpoints=100, verbose=0, shuffle_buffer=32)
+np.savez(out, **{w.path: keras.ops.convert_to_numpy(w) for w in model.weights})
 """
 
 
@@ -91,7 +116,7 @@ def case_config(case: str, train: str) -> tuple[dict, int, str]:
         config["model"]["overrides"]["num_hidden_layers"] = 3
         config["mslt"] = {"stages": [{"num_layers": 1, "steps": 3}, {"num_layers": 3, "steps": 3}]}
         config["mslt"]["final_stage"] = {"steps": 2}
-    elif case != "f32":
+    elif case not in ("f32", "fit_jax"):
         raise app.UsageError(f"--cases: no case {case!r}")
     return config, cpus, strategy
 
@@ -100,12 +125,19 @@ def _command(tree: str, config_file: str, model_dir: str, cpus: int, strategy: s
     """How to run kbert-pretrain of `tree`: from the tree, since `python -c` puts the working folder first on
     sys.path, before PYTHONPATH (the launcher asserts which kbert it imported)."""
     tree = os.path.abspath(tree)
-    command = [sys.executable, "-c", LAUNCHER, str(cpus), f"--config_file={config_file}", f"--model_dir={model_dir}"]
     env = dict(os.environ, PYTHONPATH=tree, KBERT_TREE=tree, TF_CPP_MIN_LOG_LEVEL="2")
+    if strategy == "fit_jax":  # config_file: the records
+        out = os.path.join(model_dir, "weights.npz")
+        command = [sys.executable, "-c", FIT_SCRIPT, config_file, os.path.join(model_dir, "checkpoints"), out]
+        return dict(args=command, env=dict(env, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"), cwd=tree)
+    command = [sys.executable, "-c", LAUNCHER, str(cpus), f"--config_file={config_file}", f"--model_dir={model_dir}"]
     return dict(args=command + [f"--strategy={strategy}", "--device=cpu"], env=env, cwd=tree)
 
 
 def final_weights(model_dir: str) -> dict[str, np.ndarray]:
+    if os.path.exists(os.path.join(model_dir, "weights.npz")):  # fit_jax's
+        with np.load(os.path.join(model_dir, "weights.npz")) as weights:
+            return dict(weights)
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(os.path.join(model_dir, "checkpoints")))
     return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map() if k.startswith("model/")}
 
@@ -117,7 +149,7 @@ def train(tree: str, config_file: str, model_dir: str, cpus: int, strategy: str)
 
 def kill_after(tree: str, config_file: str, model_dir: str, cpus: int, strategy: str, step: int) -> None:
     """Runs kbert-pretrain of `tree` and kills it with SIGKILL as soon as it has saved `step`."""
-    index = os.path.join(model_dir, "checkpoints", f"ckpt-{step}.index")
+    index = os.path.join(model_dir, "checkpoints", f"ckpt-{step}" + ("" if strategy == "fit_jax" else ".index"))
     process = subprocess.Popen(
         **_command(tree, config_file, model_dir, cpus, strategy), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -150,6 +182,8 @@ def main(argv):
             config_file = os.path.join(work, f"{case}.yaml")
             with open(config_file, "w") as f:
                 yaml.safe_dump(config, f)
+            if case == "fit_jax":  # its script takes the records, not a config
+                config_file, strategy = records, "fit_jax"
             base = train(base_tree, config_file, os.path.join(work, f"{case}-base"), cpus, strategy)
             head = train(FLAGS.head, config_file, os.path.join(work, f"{case}-head"), cpus, strategy)
             killed = os.path.join(work, f"{case}-killed")
