@@ -122,6 +122,11 @@ def test_every_composition_of_parts_matches_float64_numpy_reference(name):
     parts += MaskedLMHead.cost(config, 1) + NextSentenceHead.cost(config)
     parameters = parts.parameters + sum(cost.parameters for cost in costs["blocks"])
     assert parameters == sum(int(np.prod(w.shape)) for w in model.weights)
+    for part in (model.encoder.embeddings, *model.encoder.blocks):  # explicit hyperparameters, a full config
+        again = type(part).from_config(part.get_config())
+        assert again.get_config() == part.get_config()
+        again.build()
+        assert [w.shape for w in again.weights] == [w.shape for w in part.weights]
     _matches_reference(model, config, _padded(3), _close_to_scale)
     batch = unpacked()
     out = inference_outputs(model, pack(batch))
