@@ -128,7 +128,7 @@ def test_the_command_line_runs_on_beam(tmp_path, vocab_file):
 def test_beam_packs_the_local_tools_rows(tmp_path, vocab_file):
     """Packing on Beam: chunks that span files, cut as the local tool cuts them, give the same set of rows."""
     from kbert.data.beam_pretraining_data import run_beam_packing
-    from kbert.data.pack_pretraining_data import pack_pretraining_data
+    from kbert.data.packing.pack_pretraining_data import pack_pretraining_data
 
     source = write_corpus(tmp_path, corpus_documents(), "text")
     unpacked = shard_paths(str(tmp_path / "unpacked.tfrecord"), 3)

@@ -14,7 +14,7 @@ from training_fixtures import MAX_PREDICTIONS, SEQ_LENGTH, VOCAB_SIZE, cli_env, 
 
 from kbert.data import pretraining_dataset
 from kbert.data.id_ranges import id_error
-from kbert.data.pack_pretraining_data import pack_pretraining_data
+from kbert.data.packing.pack_pretraining_data import pack_pretraining_data
 from kbert.data.synthetic import random_instance
 from kbert.data.tfrecord_writer import example_proto
 

@@ -13,8 +13,8 @@ from tfrecord_fixtures import CLS, make_instances, write_records, write_vocab
 
 from kbert.data import files, schema, validation
 from kbert.data.inspection import inspect_files
-from kbert.data.pack_pretraining_data import check_inputs, pack_pretraining_data
-from kbert.data.packed_layout import row_sequences
+from kbert.data.packing.pack_pretraining_data import check_inputs, pack_pretraining_data
+from kbert.data.packing.sequences import row_sequences
 from kbert.errors import ConfigError, InputDataError, MissingFileError
 
 SEQ, PRED, K = 32, 5, 3

@@ -372,7 +372,7 @@ def short_predictions() -> int:
 def pack(unpacked: str, output: str) -> tuple[str, float]:
     """kbert-pack-pretraining-data's packing of `unpacked` into `output`; ("", 1.0) where the packer is missing."""
     try:
-        from kbert.data.pack_pretraining_data import pack_pretraining_data
+        from kbert.data.packing.pack_pretraining_data import pack_pretraining_data
     except ImportError:
         print("packed: kbert's packer is not installed; the packed contestant is left out", flush=True)
         return "", 1.0

@@ -19,8 +19,8 @@ from kbert.cli import beam_flags, entry
 from kbert.cli.status_line import status_line, wrote
 from kbert.data import files
 from kbert.data.outputs import shard_paths
-from kbert.data.pack_pretraining_data import pack_pretraining_data
-from kbert.data.packer import PackSummary
+from kbert.data.packing.chunk import PackSummary
+from kbert.data.packing.pack_pretraining_data import pack_pretraining_data
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(

@@ -7,8 +7,8 @@ becomes its records on some worker; the units' leftovers ("mlm") meet in one tas
 into the rows the local tool's parent writes. Only the order of records within the output shards differs. The
 same pipeline runs on DirectRunner here, and on PrismRunner, DataflowRunner, FlinkRunner or SparkRunner with their
 own options (docs/data_creation.md). `run_beam_packing` packs records: the input is counted file by file, cut into
-the local tool's chunks (pack_pretraining_data.py), and each chunk is read and packed by some worker, with the
-local tool's seed, so the rows are the same. The totals of both come back as Beam counters and make the local
+the local tool's chunks (packing/pack_pretraining_data.py), and each chunk is read and packed by some worker, with
+the local tool's seed, so the rows are the same. The totals of both come back as Beam counters and make the local
 tools' summaries.
 
 Example:
@@ -40,8 +40,8 @@ from kbert.data import validation
 from kbert.data.create_pretraining_data import checked_job
 from kbert.data.creation_summary import Summary
 from kbert.data.outputs import shard_paths
-from kbert.data.pack_pretraining_data import checked_packing
-from kbert.data.packer import Chunk, PackSettings, PackSummary, pack_chunk
+from kbert.data.packing.chunk import Chunk, PackSettings, PackSummary, pack_chunk
+from kbert.data.packing.pack_pretraining_data import checked_packing
 from kbert.data.tokenization import load_vocabulary
 from kbert.data.unit_processing import Encoder, Job, LeftoverRows, UnitProcessor
 from kbert.errors import ConfigError

@@ -15,7 +15,7 @@ stats.records, stats.sequences, stats.nsp_share_random()
 from __future__ import annotations
 
 from kbert.data import validation
-from kbert.data.packed_layout import row_sequences
+from kbert.data.packing.sequences import row_sequences
 from kbert.data.record_stats import RecordStats, decode
 from kbert.errors import ConfigError
 
