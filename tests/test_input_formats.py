@@ -12,7 +12,7 @@ import pytest
 from kbert.data import documents, sentences
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
-from kbert.data.vocab_file import SPECIAL_TOKENS
+from kbert.data.wordpiece.vocab_file import SPECIAL_TOKENS
 from kbert.errors import InputDataError
 
 WORDS = [f"w{i}" for i in range(60)]
@@ -201,7 +201,7 @@ def test_crlf_text_is_cut_at_document_ends(tmp_path):
 
 
 def test_a_vocabulary_learns_the_same_from_every_format(tmp_path):
-    from kbert.data.vocab import learn_vocabulary
+    from kbert.data.wordpiece.vocab_learning import learn_vocabulary
 
     docs = corpus_documents(num_docs=12)
     learned = {}

@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from kbert.data import files, outputs, storage, vocab_file
+from kbert.data import files, outputs, storage
+from kbert.data.wordpiece import vocab_file
 from kbert.errors import InputDataError, KbertError, MissingFileError
 
 

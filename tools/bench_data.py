@@ -269,7 +269,7 @@ def _vocab_section(work: str) -> None:
 
 def _vocab_run(learner: str, size: int, train: str, heldout_lines: list[str], words: int, work: str) -> VocabRun:
     """One learner in a subprocess (this script with --vocab_job), then its vocabulary on the held-out lines."""
-    from kbert.data.tokenization import WordpieceTokenizer
+    from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
 
     vocab_path = os.path.join(work, f"vocab_{learner}_{size}.txt")
     job = {"learner": learner, "size": size, "train": train, "vocab": vocab_path, "result": vocab_path + ".json"}
@@ -296,7 +296,7 @@ def _vocab_run(learner: str, size: int, train: str, heldout_lines: list[str], wo
 def _vocab_job(spec: str) -> None:
     """Learns one vocabulary (`spec` from `_vocab_run`) and writes its figures. The learner's imports come before
     the clock starts and before the RSS the learning is measured against."""
-    from kbert.data import vocab
+    from kbert.data.wordpiece import vocab_learning
 
     job = json.loads(spec)
     if job["learner"] == "tensorflow_text":
@@ -313,11 +313,11 @@ def _vocab_job(spec: str) -> None:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     start = time.time()
-    tokens, _ = vocab.learn_vocabulary([job["train"]], job["size"], learner=job["learner"])
+    tokens, _ = vocab_learning.learn_vocabulary([job["train"]], job["size"], learner=job["learner"])
     seconds = time.time() - start
     done.set()
     sampler.join()
-    vocab.write_vocabulary(tokens, job["vocab"])
+    vocab_learning.write_vocabulary(tokens, job["vocab"])
     with open(job["result"], "w") as f:
         json.dump(
             {

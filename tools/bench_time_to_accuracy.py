@@ -89,8 +89,8 @@ from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: 
 from kbert.data.instances import InstanceConfig  # noqa: E402
 from kbert.data.masking import predictions_needed  # noqa: E402
 from kbert.data.pipeline import pretraining_dataset  # noqa: E402
-from kbert.data.tokenization import load_vocabulary  # noqa: E402
-from kbert.data.vocab import learn_vocabulary, write_vocabulary  # noqa: E402
+from kbert.data.wordpiece.tokenizer import load_vocabulary  # noqa: E402
+from kbert.data.wordpiece.vocab_learning import learn_vocabulary, write_vocabulary  # noqa: E402
 from kbert.errors import KbertError  # noqa: E402
 from kbert.experiment import load_experiment, stages_of  # noqa: E402
 from kbert.training.evaluation_history import final_accuracy, first_reaching, read_summary, time_to_target  # noqa: E402

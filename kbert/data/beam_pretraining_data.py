@@ -42,8 +42,8 @@ from kbert.data.creation_summary import Summary
 from kbert.data.outputs import shard_paths
 from kbert.data.packing.chunk import Chunk, PackSettings, PackSummary, pack_chunk
 from kbert.data.packing.pack_pretraining_data import checked_packing
-from kbert.data.tokenization import load_vocabulary
 from kbert.data.unit_processing import Encoder, Job, LeftoverRows, UnitProcessor
+from kbert.data.wordpiece.tokenizer import load_vocabulary
 from kbert.errors import ConfigError
 
 NAMESPACE = "kbert"

@@ -30,8 +30,8 @@ from kbert.data import instances as instances_lib
 from kbert.data import outputs
 from kbert.data.creation_summary import Summary
 from kbert.data.tfrecord_writer import ShardedWriter
-from kbert.data.tokenization import load_vocabulary
 from kbert.data.unit_processing import Encoder, Job, LeftoverRows, UnitOutput, UnitProcessor
+from kbert.data.wordpiece.tokenizer import load_vocabulary
 from kbert.errors import ConfigError
 
 _worker: UnitProcessor | None = None

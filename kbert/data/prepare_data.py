@@ -18,10 +18,11 @@ import os
 import platform
 from collections.abc import Callable, Sequence, Set
 
-from kbert.data import docstring_corpus, files, text_documents, vocab
+from kbert.data import docstring_corpus, files, text_documents
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.document_sources import DocumentSources
 from kbert.data.instances import InstanceConfig
+from kbert.data.wordpiece import vocab_learning
 
 
 @dataclasses.dataclass
@@ -84,8 +85,8 @@ def prepare_data(
 
     vocab_file = os.path.join(data_dir, "vocab.txt")
     print_fn(f"{step_format.format(3)} learning a WordPiece vocabulary of at most {settings.vocab_size:,} tokens")
-    tokens, _ = vocab.learn_vocabulary([train_txt], settings.vocab_size, lower_case=True, layout="compact")
-    vocab.write_vocabulary(tokens, vocab_file)
+    tokens, _ = vocab_learning.learn_vocabulary([train_txt], settings.vocab_size, lower_case=True, layout="compact")
+    vocab_learning.write_vocabulary(tokens, vocab_file)
     print_fn(f"      {len(tokens):,} tokens -> {vocab_file}")
 
     print_fn(f"{step_format.format(4)} writing TFRecords")

@@ -28,7 +28,7 @@ from kbert.data import instances as instances_lib
 from kbert.data.creation_summary import Summary
 from kbert.data.masking import SpecialIds
 from kbert.data.tfrecord_writer import encode_examples
-from kbert.data.tokenization import WordpieceTokenizer
+from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,9 +14,9 @@ ones is dropped for one that splits words. The result is a function of the text 
 Example:
 
 ```python
-from kbert.data import vocab
-tokens, stats = vocab.learn_vocabulary(["corpus.txt"], vocab_size=8000, lower_case=True)
-vocab.write_vocabulary(tokens, "vocab.txt")
+from kbert.data.wordpiece import vocab_learning
+tokens, stats = vocab_learning.learn_vocabulary(["corpus.txt"], vocab_size=8000, lower_case=True)
+vocab_learning.write_vocabulary(tokens, "vocab.txt")
 ```
 """
 
@@ -33,7 +33,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 from kbert.data import documents, outputs, storage
 from kbert.data.files import require_text
 from kbert.data.storage import io_errors
-from kbert.data.vocab_file import reserved_tokens
+from kbert.data.wordpiece.vocab_file import reserved_tokens
 from kbert.errors import ConfigError, InputDataError
 
 LEARNERS = ("tokenizers", "tensorflow_text")
