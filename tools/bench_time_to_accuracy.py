@@ -84,7 +84,7 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from kbert.data import text_documents  # noqa: E402
+from kbert.data import text_corpus  # noqa: E402
 from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: E402
 from kbert.data.instances import InstanceConfig  # noqa: E402
 from kbert.data.masking import predictions_needed  # noqa: E402
@@ -313,8 +313,8 @@ def make_data(work_dir: str) -> Data:
         return Data(**made)
     os.makedirs(directory, exist_ok=True)
     text = {name: os.path.join(directory, f"{name}.txt") for name in ("train", "heldout")}
-    split = text_documents.write_split(
-        text_documents.read_documents([FLAGS.corpus]), text["train"], text["heldout"], HELDOUT_EVERY
+    split = text_corpus.write_split(
+        text_corpus.read_documents([FLAGS.corpus]), text["train"], text["heldout"], HELDOUT_EVERY
     )
     print(f"corpus: {split.train_documents:,} training documents, {split.heldout_documents:,} held out", flush=True)
     vocab_file = FLAGS.vocab_file or os.path.join(directory, f"vocab_{FLAGS.vocab_size}.txt")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from absl import flags
 
 from kbert.data import files
-from kbert.data.documents import FORMATS, InputFormat
+from kbert.data.work_units import FORMATS, InputFormat
 
 FLAGS = flags.FLAGS
 

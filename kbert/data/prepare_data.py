@@ -18,9 +18,9 @@ import os
 import platform
 from collections.abc import Callable, Sequence, Set
 
-from kbert.data import docstring_corpus, files, text_documents
+from kbert.data import docstring_corpus, files, text_corpus
 from kbert.data.create_pretraining_data import create_pretraining_data
-from kbert.data.document_sources import DocumentSources
+from kbert.data.docstring_packages import DocumentSources
 from kbert.data.instances import InstanceConfig
 from kbert.data.wordpiece import vocab_learning
 
@@ -72,8 +72,8 @@ def prepare_data(
     source, sources_file = _source_text(settings, data_dir, print_fn, step_format.format(1))
     print_fn(f"{step_format.format(2)} train/held-out split of {source}")
     train_txt, heldout_txt = os.path.join(data_dir, "train.txt"), os.path.join(data_dir, "heldout.txt")
-    split = text_documents.write_split(
-        text_documents.read_documents([source], resplit=bool(settings.text)),
+    split = text_corpus.write_split(
+        text_corpus.read_documents([source], resplit=bool(settings.text)),
         train_txt,
         heldout_txt,
         settings.heldout_every,
