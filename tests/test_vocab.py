@@ -8,7 +8,7 @@ import sys
 import pytest
 import tensorflow_text as tft
 
-from kbert.data import files
+from kbert.data import input_files
 from kbert.data.wordpiece import vocab_learning
 from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
 from kbert.data.wordpiece.vocab_file import reserved_tokens
@@ -176,9 +176,9 @@ def test_vocab_size_too_small_for_layout_is_an_error(corpus):
 
 
 def test_expand_patterns_errors_name_flag_and_pattern(tmp_path, corpus):
-    assert files.expand_patterns(f"{corpus},{tmp_path}/*.txt", "--input_file") == [str(corpus)]
+    assert input_files.expand_patterns(f"{corpus},{tmp_path}/*.txt", "--input_file") == [str(corpus)]
     with pytest.raises(FileNotFoundError, match=r"--input_file.*nothing-\*\.txt"):
-        files.expand_patterns(f"{corpus},{tmp_path}/nothing-*.txt", "--input_file")
+        input_files.expand_patterns(f"{corpus},{tmp_path}/nothing-*.txt", "--input_file")
 
 
 @pytest.mark.spawns

@@ -226,9 +226,9 @@ def _data_section(work: str) -> None:
 
 def _vocab_section(work: str) -> None:
     """Both vocabulary learners on the same training text, then their vocabularies on the same held-out text."""
-    from kbert.data import files, text_corpus
+    from kbert.data import input_files, text_corpus
 
-    inputs = files.expand_patterns(FLAGS.vocab_text or FLAGS.corpus, "--vocab_text")
+    inputs = input_files.expand_patterns(FLAGS.vocab_text or FLAGS.corpus, "--vocab_text")
     train, heldout = os.path.join(work, "vocab_train.txt"), os.path.join(work, "vocab_heldout.txt")
     split = text_corpus.write_split(text_corpus.read_documents(inputs), train, heldout, FLAGS.heldout_every)
     with open(heldout, encoding="utf-8") as f:

@@ -18,7 +18,7 @@ import os
 import platform
 from collections.abc import Callable, Sequence, Set
 
-from kbert.data import docstring_corpus, files, text_corpus
+from kbert.data import docstring_corpus, input_files, text_corpus
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.docstring_packages import DocumentSources
 from kbert.data.instances import InstanceConfig
@@ -127,7 +127,7 @@ def _source_text(settings: DataSettings, data_dir: str, print_fn, step: str) -> 
     """The file the documents come from (the user's files joined, or a freshly built docstring corpus) and, for
     the corpus, the file naming each document's package."""
     if settings.text:
-        inputs = files.expand_patterns(",".join(settings.text), "--text")
+        inputs = input_files.expand_patterns(",".join(settings.text), "--text")
         print_fn(f"{step} using your text: {', '.join(inputs)}")
         combined = os.path.join(data_dir, "text.txt")
         with open(combined, "w", encoding="utf-8") as out:

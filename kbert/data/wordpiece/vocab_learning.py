@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
 from kbert.data import outputs, storage, work_units
-from kbert.data.files import require_text
+from kbert.data.input_files import require_text
 from kbert.data.storage import io_errors
 from kbert.data.wordpiece.vocab_file import reserved_tokens
 from kbert.errors import ConfigError, InputDataError
