@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from test_input_formats import corpus_documents, records_of, vocab_file, write_corpus  # noqa: F401 (fixture)
 
-from kbert.data import documents
+from kbert.data import work_units
 from kbert.data.beam_pretraining_data import run_beam
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
@@ -19,7 +19,7 @@ DIRECT = ("--runner=DirectRunner",)
 
 def local_and_beam(tmp_path, vocab_file, source, input_format, config, **kwargs):
     local = shard_paths(str(tmp_path / "local.tfrecord"), 3)
-    fmt = documents.InputFormat(input_format)
+    fmt = work_units.InputFormat(input_format)
     local_summary = create_pretraining_data(
         [source], local, vocab_file, True, config, unit_bytes=400, input_format=fmt, **kwargs
     )
@@ -75,7 +75,7 @@ def test_a_bad_first_file_fails_before_the_pipeline(tmp_path, vocab_file):
             vocab_file,
             True,
             InstanceConfig(objective="mlm"),
-            input_format=documents.InputFormat("jsonl"),
+            input_format=work_units.InputFormat("jsonl"),
             pipeline_args=DIRECT,
         )
     assert not list(tmp_path.glob("out*"))
@@ -128,7 +128,7 @@ def test_the_command_line_runs_on_beam(tmp_path, vocab_file):
 def test_beam_packs_the_local_tools_rows(tmp_path, vocab_file):
     """Packing on Beam: chunks that span files, cut as the local tool cuts them, give the same set of rows."""
     from kbert.data.beam_pretraining_data import run_beam_packing
-    from kbert.data.pack_pretraining_data import pack_pretraining_data
+    from kbert.data.packing.pack_pretraining_data import pack_pretraining_data
 
     source = write_corpus(tmp_path, corpus_documents(), "text")
     unpacked = shard_paths(str(tmp_path / "unpacked.tfrecord"), 3)

@@ -18,8 +18,8 @@ from kbert.data import full_sentences, schema
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
 from kbert.data.tfrecord_writer import ShardedWriter, encode_examples, example_proto
-from kbert.data.tokenization import VocabularyError, WordpieceTokenizer
-from kbert.data.vocab_file import SPECIAL_TOKENS
+from kbert.data.wordpiece.tokenizer import VocabularyError, WordpieceTokenizer
+from kbert.data.wordpiece.vocab_file import SPECIAL_TOKENS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NUM_DOCS, SENTENCES = 20, 20

@@ -12,7 +12,7 @@ import tensorflow as tf
 from cli_batch import assert_refused, run_batch
 
 from kbert.data.outputs import STAGING_SUFFIX, staging_path
-from kbert.data.vocab_file import reserved_tokens
+from kbert.data.wordpiece.vocab_file import reserved_tokens
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORDS = [f"w{i}" for i in range(40)]

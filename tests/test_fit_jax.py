@@ -1,6 +1,6 @@
-"""kbert.fit under KERAS_BACKEND=jax (tools/test.sh's second run, on two logical CPU devices): loss falls, two
-devices under DataParallel reach one device's weights, a resumed run equals an uninterrupted one, bfloat16 with
-gradient accumulation, skip_batches, and kbert-pretrain's one line under JAX."""
+"""kbert.fit_pretraining under KERAS_BACKEND=jax (tools/test.sh's second run, on two logical CPU devices): loss
+falls, two devices under DataParallel reach one device's weights, a resumed run equals an uninterrupted one,
+bfloat16 with gradient accumulation, skip_batches, and kbert-pretrain's one line under JAX."""
 
 import json
 import os
@@ -18,8 +18,8 @@ import jax  # noqa: E402
 from tfrecord_fixtures import make_instances, write_records  # noqa: E402
 from training_fixtures import cli_env  # noqa: E402
 
-from kbert.fit import fit_dataset, fit_pretraining, newest_checkpoint  # noqa: E402
-from kbert.fit.checkpoints import PROGRESS_FILE, list_checkpoints  # noqa: E402
+from kbert.fit_pretraining import fit_dataset, fit_pretraining, newest_checkpoint  # noqa: E402
+from kbert.fit_pretraining.checkpoints import PROGRESS_FILE, list_checkpoints  # noqa: E402
 from kbert.modeling import BertConfig, BertPretrainer  # noqa: E402
 from kbert.optimizers import LAMB  # noqa: E402
 
@@ -227,4 +227,4 @@ def test_kbert_pretrain_says_it_is_the_tensorflow_engine(tmp_path):
     assert result.returncode == 1
     lines = [line for line in result.stderr.splitlines() if line.startswith("kbert-pretrain:")]
     assert len(lines) == 1 and lines[0].startswith("kbert-pretrain: error: KERAS_BACKEND=jax: "), result.stderr
-    assert "kbert.fit.fit_pretraining" in lines[0] and "docs/jax.md" in lines[0]
+    assert "kbert.fit_pretraining.fit_pretraining" in lines[0] and "docs/jax.md" in lines[0]

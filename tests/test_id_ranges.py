@@ -1,5 +1,6 @@
 """Every record's ids are checked as it is read (`kbert.data.id_ranges`): the first out-of-range id stops the input
-pipeline, `kbert-pretrain` and `kbert.fit` in one line naming its file and index; good records pass unchanged."""
+pipeline, `kbert-pretrain` and `kbert.fit_pretraining` in one line naming its file and index; good records pass
+unchanged."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from training_fixtures import MAX_PREDICTIONS, SEQ_LENGTH, VOCAB_SIZE, cli_env, 
 
 from kbert.data import pretraining_dataset
 from kbert.data.id_ranges import id_error
-from kbert.data.pack_pretraining_data import pack_pretraining_data
+from kbert.data.packing.pack_pretraining_data import pack_pretraining_data
 from kbert.data.synthetic import random_instance
 from kbert.data.tfrecord_writer import example_proto
 
@@ -99,7 +100,7 @@ def test_kbert_fit_stops_in_one_line_taking_the_bounds_from_the_model(tmp_path):
     import keras
 
     from kbert.errors import InputDataError
-    from kbert.fit import fit_pretraining
+    from kbert.fit_pretraining import fit_pretraining
     from kbert.modeling import BertConfig, BertPretrainer
 
     bad = _write(str(tmp_path / "bad.tfrecord"), bad={"masked_lm_ids": VOCAB_SIZE})

@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from kbert.data import documents, sentences
+from kbert.data import sentences, work_units
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
-from kbert.data.vocab_file import SPECIAL_TOKENS
+from kbert.data.wordpiece.vocab_file import SPECIAL_TOKENS
 from kbert.errors import InputDataError
 
 WORDS = [f"w{i}" for i in range(60)]
@@ -80,7 +80,7 @@ def create(tmp_path, vocab_file, source, input_format, objective, name, **kwargs
         True,
         config,
         unit_bytes=400,
-        input_format=documents.InputFormat(input_format),
+        input_format=work_units.InputFormat(input_format),
         **kwargs,
     )
     return records_of(outputs), summary
@@ -137,7 +137,7 @@ def test_all_bad_records_fail_before_writing(tmp_path, vocab_file):
             vocab_file,
             True,
             InstanceConfig(objective="mlm"),
-            input_format=documents.InputFormat("jsonl"),
+            input_format=work_units.InputFormat("jsonl"),
         )
     assert out.read_bytes() == b"kept"
 
@@ -150,13 +150,13 @@ def test_a_missing_column_is_one_line_naming_the_columns(tmp_path, vocab_file, i
         match=r"--text_column: .* has no column 'body' \(its columns: 'id', "
         r"'text'\); pass --text_column=NAME",
     ):
-        documents.plan_work_units([source], 1 << 20, documents.InputFormat(input_format, text_column="body"))
+        work_units.plan_work_units([source], 1 << 20, work_units.InputFormat(input_format, text_column="body"))
 
 
 def test_a_column_that_is_not_text_is_one_line(tmp_path):
     source = write_corpus(tmp_path, corpus_documents(num_docs=2), "parquet")
     with pytest.raises(InputDataError, match=r"column 'id' holds int64, not text"):
-        documents.plan_work_units([source], 1 << 20, documents.InputFormat("parquet", text_column="id"))
+        work_units.plan_work_units([source], 1 << 20, work_units.InputFormat("parquet", text_column="id"))
 
 
 def test_records_stream_through_byte_ranges(tmp_path):
@@ -164,18 +164,18 @@ def test_records_stream_through_byte_ranges(tmp_path):
     docs = corpus_documents(num_docs=30)
     for input_format in FORMATS[1:]:
         source = write_corpus(tmp_path, docs, input_format)
-        fmt = documents.InputFormat(input_format)
+        fmt = work_units.InputFormat(input_format)
         for unit_bytes in (1, 300, 1 << 20):
-            units, report = documents.plan_work_units([source], unit_bytes, fmt)
-            read = [doc for unit in units for doc in documents.read_documents(unit)[0]]
+            units, report = work_units.plan_work_units([source], unit_bytes, fmt)
+            read = [doc for unit in units for doc in work_units.read_documents(unit)[0]]
             assert read == docs and report.records == 30, (input_format, unit_bytes)
 
 
 def test_corpus_lines_are_the_records_lines(tmp_path):
     docs = corpus_documents(num_docs=4)
     source = write_corpus(tmp_path, docs, "jsonl", extra_rows=["not json"])
-    report = documents.ScanReport()
-    assert list(documents.corpus_lines([source], documents.InputFormat("jsonl"), report)) == sum(docs, [])
+    report = work_units.ScanReport()
+    assert list(work_units.corpus_lines([source], work_units.InputFormat("jsonl"), report)) == sum(docs, [])
     assert (report.records, report.bad) == (5, 1)
 
 
@@ -196,19 +196,19 @@ def test_crlf_text_is_cut_at_document_ends(tmp_path):
     source = tmp_path / "corpus.txt"
     source.write_bytes("".join("\r\n".join(doc) + "\r\n\r\n" for doc in docs).encode())
     for unit_bytes in (1, 300):
-        units, _ = documents.plan_work_units([str(source)], unit_bytes)
-        assert [doc for unit in units for doc in documents.read_documents(unit)[0]] == docs
+        units, _ = work_units.plan_work_units([str(source)], unit_bytes)
+        assert [doc for unit in units for doc in work_units.read_documents(unit)[0]] == docs
 
 
 def test_a_vocabulary_learns_the_same_from_every_format(tmp_path):
-    from kbert.data.vocab import learn_vocabulary
+    from kbert.data.wordpiece.vocab_learning import learn_vocabulary
 
     docs = corpus_documents(num_docs=12)
     learned = {}
     for input_format in FORMATS:
         source = write_corpus(tmp_path, docs, input_format)
         learned[input_format], stats = learn_vocabulary(
-            [source], 120, layout="compact", input_format=documents.InputFormat(input_format)
+            [source], 120, layout="compact", input_format=work_units.InputFormat(input_format)
         )
         assert stats.lines == sum(map(len, docs))
     assert all(learned[f] == learned["text"] for f in FORMATS)
@@ -227,4 +227,4 @@ def test_a_missing_extra_is_named(tmp_path, monkeypatch, input_format, module, e
         ConfigError,
         match=re.escape(f"--input_format={input_format} needs") + ".*" + re.escape(f"pip install '{extra}'"),
     ):
-        documents.plan_work_units([source], 1 << 20, documents.InputFormat(input_format))
+        work_units.plan_work_units([source], 1 << 20, work_units.InputFormat(input_format))

@@ -14,7 +14,7 @@ from training_fixtures import cli_env, pretrain_command, run_cli, run_here, writ
 
 from kbert import experiment
 from kbert.data import first_layout
-from kbert.data.pack_pretraining_data import pack_pretraining_data
+from kbert.data.packing.pack_pretraining_data import pack_pretraining_data
 from kbert.experiment import load_experiment
 from kbert.modeling import BertPretrainer, export_google_checkpoint
 from kbert.runtime.strategy import make_strategy

@@ -11,10 +11,10 @@ import pytest
 from cli_batch import assert_refused, run_batch
 from tfrecord_fixtures import CLS, make_instances, write_records, write_vocab
 
-from kbert.data import files, schema, validation
+from kbert.data import input_files, schema, validation
 from kbert.data.inspection import inspect_files
-from kbert.data.pack_pretraining_data import check_inputs, pack_pretraining_data
-from kbert.data.packed_layout import row_sequences
+from kbert.data.packing.pack_pretraining_data import check_inputs, pack_pretraining_data
+from kbert.data.packing.sequences import row_sequences
 from kbert.errors import ConfigError, InputDataError, MissingFileError
 
 SEQ, PRED, K = 32, 5, 3
@@ -224,5 +224,5 @@ def test_an_output_that_is_an_input_a_pattern_that_matches_nothing_or_empty_shar
     with pytest.raises(InputDataError, match="--num_output_shards: .* for 5 output files .* pack more input records"):
         pack_pretraining_data([four], [str(tmp_path / "out" / f"packed-{i}") for i in range(5)])
     with pytest.raises(MissingFileError, match="--input_file: no file matches"):
-        files.expand_patterns(str(tmp_path / "nothing-*.tfrecord"), "--input_file")
+        input_files.expand_patterns(str(tmp_path / "nothing-*.tfrecord"), "--input_file")
     assert _snapshot(folder) == before and not any(p.is_file() for p in tmp_path.rglob("*"))

@@ -1,4 +1,4 @@
-"""The SPFHP planner (kbert/data/packing_plan.py) and its filling with sequences (kbert/data/pack_rows.py): every
+"""The SPFHP planner (kbert/data/packing/plan.py) and its filling with sequences (kbert/data/packing/rows.py): every
 sequence placed exactly once, no row over S tokens, K sequences or its prediction slots, and the padding SPFHP
 reaches on a synthetic Wikipedia-like length distribution."""
 
@@ -7,8 +7,8 @@ import collections
 import numpy as np
 import pytest
 
-from kbert.data.pack_rows import assign_rows
-from kbert.data.packing_plan import padding_share, plan_packs
+from kbert.data.packing.plan import padding_share, plan_packs
+from kbert.data.packing.rows import assign_rows
 
 
 def _check_plan(histogram, seq_length, per_pack):

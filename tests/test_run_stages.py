@@ -205,7 +205,7 @@ def test_a_run_of_the_per_stage_layout_gets_one_line_then_converts_and_resumes_b
     positions) beside mslt_plan.json; a run killed at step 6 in that layout, converted, ends as one that was not."""
     import shutil
 
-    from kbert.runtime.stage_layout import convert_stage_checkpoints
+    from kbert.runtime.convert_mslt_run import convert_stage_checkpoints
 
     mslt = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 8}], "final_stage": {"steps": 0}}
     config = load_experiment(

@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from kbert.data import files, outputs, storage, vocab_file
+from kbert.data import input_files, outputs, storage
+from kbert.data.wordpiece import vocab_file
 from kbert.errors import InputDataError, KbertError, MissingFileError
 
 
@@ -20,7 +21,7 @@ def test_files_are_written_read_found_moved_and_removed_alike(folder):
     storage.makedirs(f"{folder}/sub")  # no error when it exists
     with storage.open(f"{folder}/a.txt", "w") as f:
         f.write("één\r\ntwee\n")
-    assert list(files.raw_lines(f"{folder}/a.txt")) == ["één\r\n".encode(), b"twee\n"]  # line ends as stored
+    assert list(input_files.raw_lines(f"{folder}/a.txt")) == ["één\r\n".encode(), b"twee\n"]  # line ends as stored
     with storage.open(f"{folder}/.hidden.txt", "wb") as f:
         f.write(b"x\n")
     assert sorted(storage.glob(f"{folder}/*.txt")) == [f"{folder}/.hidden.txt", f"{folder}/a.txt"]
@@ -37,7 +38,7 @@ def test_data_tools_read_and_write_either_kind_of_path(folder):
     storage.makedirs(folder)
     with outputs.staged(f"{folder}/out/vocab.txt") as temp, storage.open(temp, "w") as f:
         f.write("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nword\n")
-    assert files.expand_patterns(f"{folder}/out/*.txt", "--vocab_file") == [f"{folder}/out/vocab.txt"]
+    assert input_files.expand_patterns(f"{folder}/out/*.txt", "--vocab_file") == [f"{folder}/out/vocab.txt"]
     assert vocab_file.read_vocabulary(f"{folder}/out/vocab.txt")[-1] == "word"
 
 

@@ -1,11 +1,11 @@
-"""kbert.runtime.flops and kbert.training.flops: FLOPs per sequence, the data-sheet peak of a device's model name,
+"""kbert.runtime.flops and kbert.training.peak_flops: FLOPs per sequence, the data-sheet peak of a device's model name,
 and a matmul timed on the spot."""
 
 import tensorflow as tf
 
 from kbert.modeling import BertConfig
 from kbert.runtime.flops import peak_bf16_flops, training_flops_per_sequence
-from kbert.training.flops import measured_peak_flops, peak_flops_of
+from kbert.training.peak_flops import measured_peak_flops, peak_flops_of
 
 
 def test_the_first_matching_data_sheet_entry_wins():

@@ -8,9 +8,10 @@ import sys
 import pytest
 import tensorflow_text as tft
 
-from kbert.data import files, vocab
-from kbert.data.tokenization import WordpieceTokenizer
-from kbert.data.vocab_file import reserved_tokens
+from kbert.data import input_files
+from kbert.data.wordpiece import vocab_learning
+from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
+from kbert.data.wordpiece.vocab_file import reserved_tokens
 from kbert.errors import ConfigError, InputDataError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -58,7 +59,7 @@ def _run_cli(*args):
 
 @pytest.mark.parametrize("layout", ["bert", "compact"])
 def test_default_learner_gives_the_asked_size_with_the_reserved_layout_on_top(rich_corpus, layout):
-    tokens, stats = vocab.learn_vocabulary([str(rich_corpus)], vocab_size=500, layout=layout)
+    tokens, stats = vocab_learning.learn_vocabulary([str(rich_corpus)], vocab_size=500, layout=layout)
     reserved = reserved_tokens(layout)
     assert len(tokens) == stats.vocab_size == stats.vocab_size_asked == 500 and stats.shortfall is None
     assert tokens[: len(reserved)] == reserved and stats.num_reserved == len(reserved)
@@ -70,19 +71,19 @@ def test_default_learner_gives_the_asked_size_with_the_reserved_layout_on_top(ri
 def test_every_character_that_continues_words_is_also_a_suffix_piece(tmp_path):
     path = tmp_path / "corpus.txt"  # "q" and "z" start words only; "." and "," are split off by BERT
     path.write_text("\n".join(["qa ab ba, zb."] * 50) + "\n")
-    tokens, _ = vocab.learn_vocabulary([str(path)], vocab_size=60, layout="compact")
+    tokens, _ = vocab_learning.learn_vocabulary([str(path)], vocab_size=60, layout="compact")
     assert {"##q", "##z"} <= set(tokens) and not {"##.", "##,"} & set(tokens)
     out = tmp_path / "vocab.txt"
-    vocab.write_vocabulary(tokens, str(out))
+    vocab_learning.write_vocabulary(tokens, str(out))
     tokenizer = WordpieceTokenizer(str(out), lower_case=True)
     ids, _ = tokenizer.tokenize(["aq bz za."])  # words never seen, made of seen characters
     assert tokenizer.vocab.index("[UNK]") not in ids.tolist()
 
 
 def test_vocabulary_round_trips_through_kberts_tokenizer(rich_corpus, tmp_path):
-    tokens, _ = vocab.learn_vocabulary([str(rich_corpus)], vocab_size=400)
+    tokens, _ = vocab_learning.learn_vocabulary([str(rich_corpus)], vocab_size=400)
     out = tmp_path / "vocab.txt"
-    vocab.write_vocabulary(tokens, str(out))
+    vocab_learning.write_vocabulary(tokens, str(out))
     tokenizer = WordpieceTokenizer(str(out), lower_case=True)  # read_vocabulary's checks, as create_pretraining_data
     assert tokenizer.vocab == tokens
     ids, splits = tokenizer.tokenize(rich_corpus.read_text().splitlines())
@@ -105,22 +106,22 @@ def test_learning_the_same_text_in_two_processes_writes_the_same_file(tied_corpu
 def test_pieces_only_on_the_way_to_longer_ones_give_way_to_used_ones(tmp_path):
     path = tmp_path / "corpus.txt"  # merges xy, xyz, xyzw: only the whole word splits any word of the text
     path.write_text("\n".join(["xyzw xyzw xyzw"] * 20) + "\n")
-    tokens, _ = vocab.learn_vocabulary([str(path)], vocab_size=15, layout="compact")  # room for 2 of the 3
+    tokens, _ = vocab_learning.learn_vocabulary([str(path)], vocab_size=15, layout="compact")  # room for 2 of the 3
     assert tokens[5:] == ["w", "x", "y", "z", "##w", "##x", "##y", "##z", "xy", "xyzw"]
 
 
 def test_lower_case_false_keeps_case(tmp_path):
     path = tmp_path / "cased.txt"
     path.write_text("\n".join(["The Quick brown Fox. The lazy DOG."] * 40) + "\n")
-    cased, _ = vocab.learn_vocabulary([str(path)], vocab_size=200, lower_case=False, layout="compact")
-    lowered, _ = vocab.learn_vocabulary([str(path)], vocab_size=200, lower_case=True, layout="compact")
+    cased, _ = vocab_learning.learn_vocabulary([str(path)], vocab_size=200, lower_case=False, layout="compact")
+    lowered, _ = vocab_learning.learn_vocabulary([str(path)], vocab_size=200, lower_case=True, layout="compact")
     assert {"The", "Quick", "Fox", "DOG", "T", "##O"} <= set(cased)
     assert {"the", "quick", "fox", "dog"} <= set(lowered) and not any(t != t.lower() for t in lowered[5:])
 
 
 def test_text_with_too_few_pieces_gives_a_smaller_vocabulary_and_says_so(corpus):
     seen = []
-    tokens, stats = vocab.learn_vocabulary(
+    tokens, stats = vocab_learning.learn_vocabulary(
         [str(corpus)],
         vocab_size=30522,
         layout="compact",
@@ -137,17 +138,17 @@ def test_text_with_too_few_pieces_gives_a_smaller_vocabulary_and_says_so(corpus)
 
 def test_errors_name_the_flag(corpus, tmp_path):
     with pytest.raises(ConfigError, match="--vocab_size=110 .* raise it to at least"):
-        vocab.learn_vocabulary([str(corpus)], vocab_size=110)  # 6 tokens left for the corpus' ~50 characters
+        vocab_learning.learn_vocabulary([str(corpus)], vocab_size=110)  # 6 tokens left for the corpus' ~50 characters
     with pytest.raises(ConfigError, match="--learner='sentencepiece'"):
-        vocab.learn_vocabulary([str(corpus)], vocab_size=300, learner="sentencepiece")
+        vocab_learning.learn_vocabulary([str(corpus)], vocab_size=300, learner="sentencepiece")
     controls = tmp_path / "controls.txt"
     controls.write_bytes(b"\x01\x02\n\x03\n")
     with pytest.raises(InputDataError, match="--input_file: no words"):
-        vocab.learn_vocabulary([str(controls)], vocab_size=300)
+        vocab_learning.learn_vocabulary([str(controls)], vocab_size=300)
 
 
 def test_bert_layout_puts_special_tokens_at_bert_base_ids(corpus):
-    tokens, stats = vocab.learn_vocabulary([str(corpus)], vocab_size=300, lower_case=True, layout="bert")
+    tokens, stats = vocab_learning.learn_vocabulary([str(corpus)], vocab_size=300, lower_case=True, layout="bert")
     ids = {t: i for i, t in enumerate(tokens)}
     assert (ids["[PAD]"], ids["[UNK]"], ids["[CLS]"], ids["[SEP]"], ids["[MASK]"]) == (0, 100, 101, 102, 103)
     assert tokens[1:100] == [f"[unused{i}]" for i in range(99)]
@@ -157,12 +158,12 @@ def test_bert_layout_puts_special_tokens_at_bert_base_ids(corpus):
 
 
 def test_compact_layout_and_learned_vocab_tokenizes_corpus_without_unk(corpus, tmp_path):
-    tokens, _ = vocab.learn_vocabulary([str(corpus)], vocab_size=120, lower_case=True, layout="compact")
+    tokens, _ = vocab_learning.learn_vocabulary([str(corpus)], vocab_size=120, lower_case=True, layout="compact")
     assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     assert len(set(tokens)) == len(tokens)
     assert not any(t.lower() != t for t in tokens[5:])  # lower-cased learning
     path = tmp_path / "vocab.txt"
-    vocab.write_vocabulary(tokens, str(path))
+    vocab_learning.write_vocabulary(tokens, str(path))
     assert path.read_text().splitlines() == tokens
     tokenizer = tft.FastBertTokenizer(tokens, lower_case_nfd_strip_accents=True, unknown_token="[UNK]")
     ids = tokenizer.tokenize(corpus.read_text().splitlines()).flat_values.numpy()
@@ -171,13 +172,13 @@ def test_compact_layout_and_learned_vocab_tokenizes_corpus_without_unk(corpus, t
 
 def test_vocab_size_too_small_for_layout_is_an_error(corpus):
     with pytest.raises(ValueError, match="reserved_layout=compact"):
-        vocab.learn_vocabulary([str(corpus)], vocab_size=100, layout="bert")
+        vocab_learning.learn_vocabulary([str(corpus)], vocab_size=100, layout="bert")
 
 
 def test_expand_patterns_errors_name_flag_and_pattern(tmp_path, corpus):
-    assert files.expand_patterns(f"{corpus},{tmp_path}/*.txt", "--input_file") == [str(corpus)]
+    assert input_files.expand_patterns(f"{corpus},{tmp_path}/*.txt", "--input_file") == [str(corpus)]
     with pytest.raises(FileNotFoundError, match=r"--input_file.*nothing-\*\.txt"):
-        files.expand_patterns(f"{corpus},{tmp_path}/nothing-*.txt", "--input_file")
+        input_files.expand_patterns(f"{corpus},{tmp_path}/nothing-*.txt", "--input_file")
 
 
 @pytest.mark.spawns

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.data.tfrecord_writer import example_proto
-from kbert.data.vocab_file import BERT_SPECIAL_IDS, SPECIAL_TOKENS, reserved_tokens
+from kbert.data.wordpiece.vocab_file import BERT_SPECIAL_IDS, SPECIAL_TOKENS, reserved_tokens
 
 PAD, UNK, CLS, SEP, MASK = (BERT_SPECIAL_IDS[t] for t in SPECIAL_TOKENS)
 FIRST_WORD = len(reserved_tokens("bert"))

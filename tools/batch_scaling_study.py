@@ -120,7 +120,7 @@ class Run:
 
 def _data(out: str):
     from kbert.data.prepare_data import DataSettings, PreparedData, prepare_data
-    from kbert.data.vocab_file import read_vocabulary
+    from kbert.data.wordpiece.vocab_file import read_vocabulary
 
     if FLAGS.data_dir:
         paths = {

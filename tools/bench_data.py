@@ -226,11 +226,11 @@ def _data_section(work: str) -> None:
 
 def _vocab_section(work: str) -> None:
     """Both vocabulary learners on the same training text, then their vocabularies on the same held-out text."""
-    from kbert.data import files, text_documents
+    from kbert.data import input_files, text_corpus
 
-    inputs = files.expand_patterns(FLAGS.vocab_text or FLAGS.corpus, "--vocab_text")
+    inputs = input_files.expand_patterns(FLAGS.vocab_text or FLAGS.corpus, "--vocab_text")
     train, heldout = os.path.join(work, "vocab_train.txt"), os.path.join(work, "vocab_heldout.txt")
-    split = text_documents.write_split(text_documents.read_documents(inputs), train, heldout, FLAGS.heldout_every)
+    split = text_corpus.write_split(text_corpus.read_documents(inputs), train, heldout, FLAGS.heldout_every)
     with open(heldout, encoding="utf-8") as f:
         heldout_lines = [line.strip() for line in f if line.strip()]
     words = _count_words(heldout_lines)
@@ -269,7 +269,7 @@ def _vocab_section(work: str) -> None:
 
 def _vocab_run(learner: str, size: int, train: str, heldout_lines: list[str], words: int, work: str) -> VocabRun:
     """One learner in a subprocess (this script with --vocab_job), then its vocabulary on the held-out lines."""
-    from kbert.data.tokenization import WordpieceTokenizer
+    from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
 
     vocab_path = os.path.join(work, f"vocab_{learner}_{size}.txt")
     job = {"learner": learner, "size": size, "train": train, "vocab": vocab_path, "result": vocab_path + ".json"}
@@ -296,7 +296,7 @@ def _vocab_run(learner: str, size: int, train: str, heldout_lines: list[str], wo
 def _vocab_job(spec: str) -> None:
     """Learns one vocabulary (`spec` from `_vocab_run`) and writes its figures. The learner's imports come before
     the clock starts and before the RSS the learning is measured against."""
-    from kbert.data import vocab
+    from kbert.data.wordpiece import vocab_learning
 
     job = json.loads(spec)
     if job["learner"] == "tensorflow_text":
@@ -313,11 +313,11 @@ def _vocab_job(spec: str) -> None:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     start = time.time()
-    tokens, _ = vocab.learn_vocabulary([job["train"]], job["size"], learner=job["learner"])
+    tokens, _ = vocab_learning.learn_vocabulary([job["train"]], job["size"], learner=job["learner"])
     seconds = time.time() - start
     done.set()
     sampler.join()
-    vocab.write_vocabulary(tokens, job["vocab"])
+    vocab_learning.write_vocabulary(tokens, job["vocab"])
     with open(job["result"], "w") as f:
         json.dump(
             {

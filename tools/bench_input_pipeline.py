@@ -27,7 +27,7 @@ from model_garden_peer import kbert_train_step  # noqa: E402
 
 from kbert.data import pretraining_dataset  # noqa: E402
 from kbert.data.tfrecord_writer import example_proto  # noqa: E402
-from kbert.data.vocab_file import BERT_SPECIAL_IDS  # noqa: E402
+from kbert.data.wordpiece.vocab_file import BERT_SPECIAL_IDS  # noqa: E402
 from kbert.modeling import BertConfig  # noqa: E402
 
 bench_flags.define(

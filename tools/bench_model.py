@@ -24,7 +24,7 @@ from model_garden_peer import kbert_train_step, model_garden_train_step, synthet
 from kbert.modeling import BertConfig  # noqa: E402
 from kbert.runtime.cpu_isa import cpu_flags, onednn_cap  # noqa: E402
 from kbert.runtime.flops import model_flops_utilisation, training_flops_per_sequence  # noqa: E402
-from kbert.training.flops import measured_peak_flops  # noqa: E402
+from kbert.training.peak_flops import measured_peak_flops  # noqa: E402
 
 bench_flags.define("model", "seq_length", "max_predictions", "batch_size", "steps", rounds=4)
 flags.DEFINE_bool("jit_compile", False, "XLA-compile both training steps.")

@@ -193,7 +193,7 @@ def main(argv):
     from kbert.modeling import BertConfig
     from kbert.runtime.flops import model_flops_utilisation, training_flops_per_sequence
     from kbert.runtime.strategy import make_strategy
-    from kbert.training.flops import measured_peak_flops
+    from kbert.training.peak_flops import measured_peak_flops
 
     config = BertConfig.load(FLAGS.model)
     batch = synthetic_batch(config, FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions)

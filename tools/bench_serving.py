@@ -43,7 +43,7 @@ def finetuned_run(work_dir: str) -> str:
     """A one-epoch kbert-finetune run of `--model`'s size on the synthetic task; its model_dir."""
     import tensorflow as tf
 
-    from kbert.data.vocab_file import reserved_tokens
+    from kbert.data.wordpiece.vocab_file import reserved_tokens
     from kbert.finetuning import load_finetune_config, run_finetuning
 
     vocab = reserved_tokens("bert") + [f"w{i}" for i in range(FLAGS.vocab_size - len(reserved_tokens("bert")))]

@@ -84,13 +84,13 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from kbert.data import text_documents  # noqa: E402
+from kbert.data import text_corpus  # noqa: E402
 from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: E402
 from kbert.data.instances import InstanceConfig  # noqa: E402
 from kbert.data.masking import predictions_needed  # noqa: E402
 from kbert.data.pipeline import pretraining_dataset  # noqa: E402
-from kbert.data.tokenization import load_vocabulary  # noqa: E402
-from kbert.data.vocab import learn_vocabulary, write_vocabulary  # noqa: E402
+from kbert.data.wordpiece.tokenizer import load_vocabulary  # noqa: E402
+from kbert.data.wordpiece.vocab_learning import learn_vocabulary, write_vocabulary  # noqa: E402
 from kbert.errors import KbertError  # noqa: E402
 from kbert.experiment import load_experiment, stages_of  # noqa: E402
 from kbert.training.evaluation_history import final_accuracy, first_reaching, read_summary, time_to_target  # noqa: E402
@@ -313,8 +313,8 @@ def make_data(work_dir: str) -> Data:
         return Data(**made)
     os.makedirs(directory, exist_ok=True)
     text = {name: os.path.join(directory, f"{name}.txt") for name in ("train", "heldout")}
-    split = text_documents.write_split(
-        text_documents.read_documents([FLAGS.corpus]), text["train"], text["heldout"], HELDOUT_EVERY
+    split = text_corpus.write_split(
+        text_corpus.read_documents([FLAGS.corpus]), text["train"], text["heldout"], HELDOUT_EVERY
     )
     print(f"corpus: {split.train_documents:,} training documents, {split.heldout_documents:,} held out", flush=True)
     vocab_file = FLAGS.vocab_file or os.path.join(directory, f"vocab_{FLAGS.vocab_size}.txt")
@@ -372,7 +372,7 @@ def short_predictions() -> int:
 def pack(unpacked: str, output: str) -> tuple[str, float]:
     """kbert-pack-pretraining-data's packing of `unpacked` into `output`; ("", 1.0) where the packer is missing."""
     try:
-        from kbert.data.pack_pretraining_data import pack_pretraining_data
+        from kbert.data.packing.pack_pretraining_data import pack_pretraining_data
     except ImportError:
         print("packed: kbert's packer is not installed; the packed contestant is left out", flush=True)
         return "", 1.0

@@ -11,7 +11,8 @@ import time
 from absl import flags, logging
 
 from kbert.cli import entry, input_flags
-from kbert.data import outputs, vocab, vocab_file
+from kbert.data import outputs
+from kbert.data.wordpiece import vocab_file, vocab_learning
 
 FLAGS = flags.FLAGS
 input_flags.define_input_flags()
@@ -28,7 +29,7 @@ flags.DEFINE_enum(
 flags.DEFINE_enum(
     "learner",
     "tokenizers",
-    list(vocab.LEARNERS),
+    list(vocab_learning.LEARNERS),
     "tokenizers: Hugging Face's WordPiece trainer, the asked size whenever the text holds enough pieces; "
     "tensorflow_text: tensorflow-text's bert_vocab_from_dataset (slower, aims within 5% below the size).",
 )
@@ -48,7 +49,7 @@ def main(argv: list[str]) -> None:
         elapsed = time.time() - start
         print(f"\r{stage}: read {lines:,} lines, {chars / 1e6:,.1f}M characters, {elapsed:,.0f} s", end="", flush=True)
 
-    tokens, stats = vocab.learn_vocabulary(
+    tokens, stats = vocab_learning.learn_vocabulary(
         inputs,
         FLAGS.vocab_size,
         lower_case=FLAGS.lower_case,
@@ -57,7 +58,7 @@ def main(argv: list[str]) -> None:
         learner=FLAGS.learner,
         input_format=input_format,
     )
-    vocab.write_vocabulary(tokens, FLAGS.output_file)
+    vocab_learning.write_vocabulary(tokens, FLAGS.output_file)
     print()
     print(
         f"vocabulary: {stats.vocab_size:,} tokens ({stats.num_reserved} reserved, "

@@ -19,7 +19,7 @@ flags.mark_flags_as_required(["model_dir"])
 
 def main(argv: list[str]) -> None:
     del argv
-    from kbert.runtime.stage_layout import convert_stage_checkpoints
+    from kbert.runtime.convert_mslt_run import convert_stage_checkpoints
 
     moved = convert_stage_checkpoints(FLAGS.model_dir)
     print(

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from absl import flags
 
-from kbert.data import files
-from kbert.data.documents import FORMATS, InputFormat
+from kbert.data import input_files
+from kbert.data.work_units import FORMATS, InputFormat
 
 FLAGS = flags.FLAGS
 
@@ -44,6 +44,6 @@ def input_files_and_format() -> tuple[list[str], InputFormat]:
     """The files (or dataset folders) the flags name, and their `InputFormat`."""
     language = FLAGS.sentence_language if "sentence_language" in FLAGS else "en"
     input_format = InputFormat(FLAGS.input_format, FLAGS.text_column, language)
-    return files.expand_patterns(
+    return input_files.expand_patterns(
         FLAGS.input_file, "--input_file", folders=FLAGS.input_format == "hf_dataset"
     ), input_format

@@ -14,7 +14,7 @@ from absl import flags
 
 from kbert.cli import entry
 from kbert.data.inspection import inspect_files
-from kbert.data.vocab_file import read_vocabulary
+from kbert.data.wordpiece.vocab_file import read_vocabulary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "TFRecord files: comma-separated list of globs.")

@@ -17,10 +17,10 @@ from absl import flags
 
 from kbert.cli import beam_flags, entry
 from kbert.cli.status_line import status_line, wrote
-from kbert.data import files
+from kbert.data import input_files
 from kbert.data.outputs import shard_paths
-from kbert.data.pack_pretraining_data import pack_pretraining_data
-from kbert.data.packer import PackSummary
+from kbert.data.packing.chunk import PackSummary
+from kbert.data.packing.pack_pretraining_data import pack_pretraining_data
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -57,7 +57,7 @@ def _progress(show: Callable[[str], None], summary: PackSummary) -> None:
 
 def main(argv: list[str]) -> None:
     del argv
-    inputs = files.expand_patterns(FLAGS.input_file, "--input_file")
+    inputs = input_files.expand_patterns(FLAGS.input_file, "--input_file")
     outputs = shard_paths(FLAGS.output_file, FLAGS.num_output_shards)
     if FLAGS.runner:
         args = beam_flags.pipeline_args()

@@ -22,14 +22,15 @@ flags.DEFINE_enum("mode", "train", list(MODES), "What to run.")
 
 
 def _refuse_other_backends() -> None:
-    """One line under another Keras backend: this engine is tf.distribute's, the recipe for JAX is kbert.fit."""
+    """One line under another Keras backend: this engine is tf.distribute's, the recipe for JAX is
+    kbert.fit_pretraining."""
     import keras
 
     backend = keras.backend.backend()
     if backend != "tensorflow":
         raise KbertError(
             f"KERAS_BACKEND={backend}: {PROGRAM} is the TensorFlow engine (tf.distribute); unset "
-            "KERAS_BACKEND to run it, or pretrain with model.fit through kbert.fit.fit_pretraining "
+            "KERAS_BACKEND to run it, or pretrain with model.fit through kbert.fit_pretraining.fit_pretraining "
             "(docs/jax.md)."
         )
 

@@ -7,8 +7,8 @@ becomes its records on some worker; the units' leftovers ("mlm") meet in one tas
 into the rows the local tool's parent writes. Only the order of records within the output shards differs. The
 same pipeline runs on DirectRunner here, and on PrismRunner, DataflowRunner, FlinkRunner or SparkRunner with their
 own options (docs/data_creation.md). `run_beam_packing` packs records: the input is counted file by file, cut into
-the local tool's chunks (pack_pretraining_data.py), and each chunk is read and packed by some worker, with the
-local tool's seed, so the rows are the same. The totals of both come back as Beam counters and make the local
+the local tool's chunks (packing/pack_pretraining_data.py), and each chunk is read and packed by some worker, with
+the local tool's seed, so the rows are the same. The totals of both come back as Beam counters and make the local
 tools' summaries.
 
 Example:
@@ -34,16 +34,15 @@ from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from kbert.data import documents as documents_lib
 from kbert.data import instances as instances_lib
-from kbert.data import validation
+from kbert.data import validation, work_units
 from kbert.data.create_pretraining_data import checked_job
 from kbert.data.creation_summary import Summary
 from kbert.data.outputs import shard_paths
-from kbert.data.pack_pretraining_data import checked_packing
-from kbert.data.packer import Chunk, PackSettings, PackSummary, pack_chunk
-from kbert.data.tokenization import load_vocabulary
+from kbert.data.packing.chunk import Chunk, PackSettings, PackSummary, pack_chunk
+from kbert.data.packing.pack_pretraining_data import checked_packing
 from kbert.data.unit_processing import Encoder, Job, LeftoverRows, UnitProcessor
+from kbert.data.wordpiece.tokenizer import load_vocabulary
 from kbert.errors import ConfigError
 
 NAMESPACE = "kbert"
@@ -59,10 +58,10 @@ def _count(summary: Summary) -> None:
 
 
 def _plan(
-    item: tuple[int, str], unit_bytes: int, input_format: documents_lib.InputFormat
+    item: tuple[int, str], unit_bytes: int, input_format: work_units.InputFormat
 ) -> tuple[int, str, list[tuple[int, int]]]:
     index, path = item
-    spans, report = documents_lib.plan_file(path, unit_bytes, input_format)
+    spans, report = work_units.plan_file(path, unit_bytes, input_format)
     _count(Summary(records=report.records, bad_records=report.bad, problems=tuple(report.problems)))
     return index, path, spans
 
@@ -79,12 +78,12 @@ def _numbering(counts: Sequence[tuple[int, int]]) -> tuple[dict[int, int], int]:
 def _units(
     plan: tuple[int, str, list[tuple[int, int]]],
     numbering: tuple[dict[int, int], int],
-    input_format: documents_lib.InputFormat,
-) -> Iterator[documents_lib.WorkUnit]:
+    input_format: work_units.InputFormat,
+) -> Iterator[work_units.WorkUnit]:
     index, path, spans = plan
     first = numbering[0][index]
     for offset, (start, end) in enumerate(spans):
-        yield documents_lib.WorkUnit(first + offset, path, start, end, input_format)
+        yield work_units.WorkUnit(first + offset, path, start, end, input_format)
 
 
 class _ProcessUnits(beam.DoFn):
@@ -98,7 +97,7 @@ class _ProcessUnits(beam.DoFn):
     def setup(self) -> None:
         self.processor = UnitProcessor(self.job)
 
-    def process(self, unit: documents_lib.WorkUnit) -> Iterator:
+    def process(self, unit: work_units.WorkUnit) -> Iterator:
         output = self.processor(unit)
         _count(output.summary)
         yield from output.records
@@ -127,13 +126,13 @@ def _check_shards(output_file: str, num_shards: int) -> list[str]:
     return outputs
 
 
-def _preflight(input_files: Sequence[str], input_format: documents_lib.InputFormat) -> None:
+def _preflight(input_files: Sequence[str], input_format: work_units.InputFormat) -> None:
     """The first file's first records, read here: a wrong format or column fails before the pipeline starts."""
     records = input_format.records
     if records is None:
-        documents_lib.plan_file(input_files[0], 1 << 62, input_format)  # require_text
+        work_units.plan_file(input_files[0], 1 << 62, input_format)  # require_text
         return
-    report = documents_lib.ScanReport()
+    report = work_units.ScanReport()
     for record, _ in zip(records.scan(input_files[0]), range(_PREFLIGHT_RECORDS)):
         report.count(input_files[0], record)
     report.check(input_files[:1], input_format)
@@ -185,7 +184,7 @@ def run_beam(
     use_v2_feature_names: bool = False,
     gzip: bool = False,
     unit_bytes: int = 1 << 20,
-    input_format: documents_lib.InputFormat = documents_lib.TEXT,
+    input_format: work_units.InputFormat = work_units.TEXT,
     pipeline_args: Sequence[str] = ("--runner=DirectRunner",),
 ) -> Summary:
     """Writes the records `create_pretraining_data` would write, as `num_shards` files named like
@@ -231,9 +230,7 @@ def run_beam(
     )
     _write((outputs_by_tag.records, tail) | "All" >> beam.Flatten(), output_file, num_shards, gzip)
     summary = _summary(_run(pipeline), config.objective, time.time() - start)
-    documents_lib.ScanReport(summary.records, summary.bad_records, list(summary.problems)).check(
-        input_files, input_format
-    )
+    work_units.ScanReport(summary.records, summary.bad_records, list(summary.problems)).check(input_files, input_format)
     return summary
 
 

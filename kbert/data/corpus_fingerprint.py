@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import platform
 
-from kbert.data.text_documents import read_documents
+from kbert.data.text_corpus import read_documents
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Text files to pretraining TFRecords: work units over worker processes, merged in unit order.
 
-Each work unit (about `unit_bytes` of whole documents, documents.py) becomes serialized records in a worker
+Each work unit (about `unit_bytes` of whole documents, work_units.py) becomes serialized records in a worker
 (unit_processing.py). The parent writes the records in unit order, round-robin over the output files, with the
 rows it completes from the units' leftovers ("mlm"). So the bytes written depend on the seed, the input and
 `unit_bytes`, never on `num_workers` nor on the input's format, and memory is bounded by the units in flight (two per
@@ -25,13 +25,12 @@ import multiprocessing
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from kbert.data import documents as documents_lib
 from kbert.data import instances as instances_lib
-from kbert.data import outputs
+from kbert.data import outputs, work_units
 from kbert.data.creation_summary import Summary
 from kbert.data.tfrecord_writer import ShardedWriter
-from kbert.data.tokenization import load_vocabulary
 from kbert.data.unit_processing import Encoder, Job, LeftoverRows, UnitOutput, UnitProcessor
+from kbert.data.wordpiece.tokenizer import load_vocabulary
 from kbert.errors import ConfigError
 
 _worker: UnitProcessor | None = None
@@ -42,13 +41,13 @@ def _init_worker(job: Job) -> None:
     _worker = UnitProcessor(job)
 
 
-def _process_unit(unit: documents_lib.WorkUnit) -> UnitOutput:
+def _process_unit(unit: work_units.WorkUnit) -> UnitOutput:
     return _worker(unit)
 
 
 @contextlib.contextmanager
 def _outputs_in_unit_order(
-    units: Sequence[documents_lib.WorkUnit], job: Job, num_workers: int, start_method: str
+    units: Sequence[work_units.WorkUnit], job: Job, num_workers: int, start_method: str
 ) -> Iterator[Iterator[UnitOutput]]:
     """The units' outputs, in unit order. With several workers, the pool is started and its first window (two
     units per worker) submitted on entry, before the caller opens any output file; the next unit is submitted as
@@ -83,7 +82,7 @@ def checked_job(
     random_seed: int,
     use_v2_feature_names: bool,
     unit_bytes: int,
-    input_format: documents_lib.InputFormat,
+    input_format: work_units.InputFormat,
 ) -> tuple[Job, list[str]]:
     """The run's job and vocabulary, after every check that needs no reading of the corpus: settings, output
     names, the vocabulary (see `create_pretraining_data`)."""
@@ -108,7 +107,7 @@ def create_pretraining_data(
     unit_bytes: int = 1 << 20,
     progress: Callable[[Summary, int], None] | None = None,
     start_method: str = "forkserver",
-    input_format: documents_lib.InputFormat = documents_lib.TEXT,
+    input_format: work_units.InputFormat = work_units.TEXT,
 ) -> Summary:
     """Writes pretraining instances of `input_files` (in `input_format`) to `output_files`; returns the totals.
 
@@ -137,7 +136,7 @@ def create_pretraining_data(
     if start_method not in ("fork", "forkserver", "spawn"):
         raise ValueError(f"start_method={start_method!r}: use 'forkserver', 'fork' or 'spawn'.")
     start = time.time()
-    units, report = documents_lib.plan_work_units(input_files, unit_bytes, input_format)
+    units, report = work_units.plan_work_units(input_files, unit_bytes, input_format)
     leftovers = LeftoverRows(Encoder(job, vocab))
     summary = Summary(
         objective=config.objective, records=report.records, bad_records=report.bad, problems=tuple(report.problems)

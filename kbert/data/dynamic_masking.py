@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.data.masking import BERT_MASKED_LM_PROB
-from kbert.data.vocab_file import BERT_SPECIAL_IDS, MASKING_TOKENS, read_vocabulary
+from kbert.data.wordpiece.vocab_file import BERT_SPECIAL_IDS, MASKING_TOKENS, read_vocabulary
 
 
 class DynamicMasker:

@@ -6,7 +6,7 @@ counted apart, lengths and labels are those of the sequences, and an example row
 Example:
 
 ```python
-from kbert.data.vocab_file import read_vocabulary
+from kbert.data.wordpiece.vocab_file import read_vocabulary
 stats = inspect_files("data/train.tfrecord-*", 128, 20, vocab=read_vocabulary("vocab.txt"))
 stats.records, stats.sequences, stats.nsp_share_random()
 ```
@@ -15,7 +15,7 @@ stats.records, stats.sequences, stats.nsp_share_random()
 from __future__ import annotations
 
 from kbert.data import validation
-from kbert.data.packed_layout import row_sequences
+from kbert.data.packing.sequences import row_sequences
 from kbert.data.record_stats import RecordStats, decode
 from kbert.errors import ConfigError
 

@@ -21,7 +21,7 @@ import tensorflow as tf
 from kbert.data import id_ranges, schema, validation
 from kbert.data.dynamic_masking import DynamicMasker
 from kbert.data.masking import BERT_MASKED_LM_PROB
-from kbert.data.vocab_file import MASKING_TOKENS, read_vocabulary
+from kbert.data.wordpiece.vocab_file import MASKING_TOKENS, read_vocabulary
 from kbert.errors import ConfigError
 
 # Batches each accelerator replica holds in its own memory: the next one is copied in while the current one trains.

@@ -18,10 +18,11 @@ import os
 import platform
 from collections.abc import Callable, Sequence, Set
 
-from kbert.data import docstring_corpus, files, text_documents, vocab
+from kbert.data import docstring_corpus, input_files, text_corpus
 from kbert.data.create_pretraining_data import create_pretraining_data
-from kbert.data.document_sources import DocumentSources
+from kbert.data.docstring_packages import DocumentSources
 from kbert.data.instances import InstanceConfig
+from kbert.data.wordpiece import vocab_learning
 
 
 @dataclasses.dataclass
@@ -71,8 +72,8 @@ def prepare_data(
     source, sources_file = _source_text(settings, data_dir, print_fn, step_format.format(1))
     print_fn(f"{step_format.format(2)} train/held-out split of {source}")
     train_txt, heldout_txt = os.path.join(data_dir, "train.txt"), os.path.join(data_dir, "heldout.txt")
-    split = text_documents.write_split(
-        text_documents.read_documents([source], resplit=bool(settings.text)),
+    split = text_corpus.write_split(
+        text_corpus.read_documents([source], resplit=bool(settings.text)),
         train_txt,
         heldout_txt,
         settings.heldout_every,
@@ -84,8 +85,8 @@ def prepare_data(
 
     vocab_file = os.path.join(data_dir, "vocab.txt")
     print_fn(f"{step_format.format(3)} learning a WordPiece vocabulary of at most {settings.vocab_size:,} tokens")
-    tokens, _ = vocab.learn_vocabulary([train_txt], settings.vocab_size, lower_case=True, layout="compact")
-    vocab.write_vocabulary(tokens, vocab_file)
+    tokens, _ = vocab_learning.learn_vocabulary([train_txt], settings.vocab_size, lower_case=True, layout="compact")
+    vocab_learning.write_vocabulary(tokens, vocab_file)
     print_fn(f"      {len(tokens):,} tokens -> {vocab_file}")
 
     print_fn(f"{step_format.format(4)} writing TFRecords")
@@ -126,7 +127,7 @@ def _source_text(settings: DataSettings, data_dir: str, print_fn, step: str) -> 
     """The file the documents come from (the user's files joined, or a freshly built docstring corpus) and, for
     the corpus, the file naming each document's package."""
     if settings.text:
-        inputs = files.expand_patterns(",".join(settings.text), "--text")
+        inputs = input_files.expand_patterns(",".join(settings.text), "--text")
         print_fn(f"{step} using your text: {', '.join(inputs)}")
         combined = os.path.join(data_dir, "text.txt")
         with open(combined, "w", encoding="utf-8") as out:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kbert.data.packed_layout import sentence_labels, sequence_lengths
+from kbert.data.packing.sequences import sentence_labels, sequence_lengths
 
 
 class RecordStats:

@@ -22,13 +22,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from kbert.data import documents as documents_lib
-from kbert.data import full_sentences
+from kbert.data import full_sentences, work_units
 from kbert.data import instances as instances_lib
 from kbert.data.creation_summary import Summary
 from kbert.data.masking import SpecialIds
 from kbert.data.tfrecord_writer import encode_examples
-from kbert.data.tokenization import WordpieceTokenizer
+from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +37,7 @@ class Job:
     config: instances_lib.InstanceConfig
     random_seed: int
     use_v2_feature_names: bool
-    input_format: documents_lib.InputFormat = documents_lib.TEXT
+    input_format: work_units.InputFormat = work_units.TEXT
 
 
 @dataclasses.dataclass
@@ -109,8 +108,8 @@ class UnitProcessor:
         self.tokenizer = WordpieceTokenizer(job.vocab_file, lower_case=job.do_lower_case)
         self.encoder = Encoder(job, self.tokenizer.vocab)
 
-    def __call__(self, unit: documents_lib.WorkUnit) -> UnitOutput:
-        texts, read_stats = documents_lib.read_documents(unit, split_sentences=self.job.config.objective == "nsp")
+    def __call__(self, unit: work_units.WorkUnit) -> UnitOutput:
+        texts, read_stats = work_units.read_documents(unit, split_sentences=self.job.config.objective == "nsp")
         summary = Summary(
             units=1,
             lines=read_stats.lines,

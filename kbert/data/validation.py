@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
-from kbert.data import files, id_ranges, schema
+from kbert.data import id_ranges, input_files, schema
 from kbert.errors import InputDataError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -69,7 +69,7 @@ def match_files(file_pattern: str | Sequence[str], flag: str = "file_pattern") -
     """
     patterns = file_pattern if isinstance(file_pattern, str) else ",".join(file_pattern)
     try:
-        return files.expand_patterns(patterns, flag)
+        return input_files.expand_patterns(patterns, flag)
     except FileNotFoundError as error:
         raise InputDataError(f"{error} Create the files with kbert-create-pretraining-data.") from None
 

@@ -15,7 +15,7 @@ training document: no eval sentence was seen in pretraining or fine-tuning.
 Example:
 
 ```python
-from kbert.data.text_documents import read_documents
+from kbert.data.text_corpus import read_documents
 
 train, held_out = (list(read_documents([path])) for path in ("train.txt", "eval.txt"))
 train_file, eval_file = write_task(train, held_out, "task", 2000, 1000)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_text as tft
 
-from kbert.data.tokenization import load_vocabulary
+from kbert.data.wordpiece.tokenizer import load_vocabulary
 from kbert.finetuning.examples import Examples
 
 _COUNT_BATCH = 1024

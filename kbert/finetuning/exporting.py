@@ -26,7 +26,7 @@ import os
 
 import tensorflow as tf
 
-from kbert.data.tokenization import load_vocabulary
+from kbert.data.wordpiece.tokenizer import load_vocabulary
 from kbert.errors import ConfigError
 from kbert.finetuning import pretrained
 from kbert.finetuning.vocabulary import vocab_file_for

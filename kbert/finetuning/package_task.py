@@ -2,7 +2,7 @@
 downstream task, and tools/bench_mslt.py's with --downstream_sources.)
 
 Each example is one docstring (its sentences joined) labelled with the top-level package of its source file
-(`kbert.data.document_sources`); the package's own name is removed from the text, so the label is not one keyword
+(`kbert.data.docstring_packages`); the package's own name is removed from the text, so the label is not one keyword
 away. The classes are the `num_classes` packages with the most distinct docstrings, each cut to the same number of
 examples, spread over the package (evenly spaced in corpus order); every `eval_every`-th example of a class is
 evaluated on.
@@ -26,7 +26,7 @@ import os
 import re
 from collections.abc import Sequence
 
-from kbert.data.text_documents import read_documents
+from kbert.data.text_corpus import read_documents
 from kbert.finetuning.config import TaskConfig
 from kbert.finetuning.examples import TaskData, load_task_data
 from kbert.finetuning.tasks import resolve_task

@@ -6,15 +6,15 @@ pretraining run (`stages.py`), which `kbert.training.engine` trains. No loop liv
 
 from kbert.errors import PlanError
 from kbert.mslt.grow import build_stage_model, carry_over, freeze, grow, load_stage_export
-from kbert.mslt.plan import MsltConfig, Stage, StageConfig, StagePlan, build_plan, parameter_counts
+from kbert.mslt.plan import MsltConfig, MsltPlan, MsltStage, MsltStageConfig, build_plan, parameter_counts
 from kbert.mslt.stages import mslt_stages, plan_for
 
 __all__ = [
     "MsltConfig",
     "PlanError",
-    "Stage",
-    "StageConfig",
-    "StagePlan",
+    "MsltStage",
+    "MsltStageConfig",
+    "MsltPlan",
     "build_plan",
     "build_stage_model",
     "carry_over",

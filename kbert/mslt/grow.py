@@ -21,10 +21,10 @@ from __future__ import annotations
 import keras
 
 from kbert.modeling import BertConfig, BertPretrainer, load_google_checkpoint
-from kbert.mslt.plan import Stage
+from kbert.mslt.plan import MsltStage
 
 
-def freeze(model: BertPretrainer, stage: Stage) -> None:
+def freeze(model: BertPretrainer, stage: MsltStage) -> None:
     """Sets `trainable` on every sublayer of `model` as `stage` says (blocks, embeddings, pooler and heads)."""
     for i, block in enumerate(model.encoder.blocks):
         block.trainable = i in stage.trainable_layers
@@ -53,7 +53,7 @@ def _copy_weights(target: keras.layers.Layer, source: keras.layers.Layer) -> Non
             weight.assign(sources[path])
 
 
-def build_stage_model(bert: BertConfig, stage: Stage, frozen_dropout: bool = False) -> BertPretrainer:
+def build_stage_model(bert: BertConfig, stage: MsltStage, frozen_dropout: bool = False) -> BertPretrainer:
     """The model of `stage` with the weights it is built with, frozen as the stage says; the blocks below the cut
     apply dropout only with `frozen_dropout=True`."""
     model = BertPretrainer(
@@ -65,7 +65,7 @@ def build_stage_model(bert: BertConfig, stage: Stage, frozen_dropout: bool = Fal
     return model
 
 
-def carry_over(model: BertPretrainer, previous: BertPretrainer, stage: Stage, new_layer_init: str = "copy") -> None:
+def carry_over(model: BertPretrainer, previous: BertPretrainer, stage: MsltStage, new_layer_init: str = "copy") -> None:
     """Sets the weights `model` shares with `previous` (the last stage's model) from it; with `copy`, new block j
     starts as `previous` block `stage.source_layer(j)`, with `random` it keeps its built weights."""
     old_layers = previous.config.num_hidden_layers
@@ -93,7 +93,7 @@ def carry_over(model: BertPretrainer, previous: BertPretrainer, stage: Stage, ne
 
 def grow(
     bert: BertConfig,
-    stage: Stage,
+    stage: MsltStage,
     previous: BertPretrainer | None = None,
     new_layer_init: str = "copy",
     frozen_dropout: bool = False,

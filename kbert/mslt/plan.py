@@ -37,7 +37,7 @@ FINAL_RATE_SCALE = 0.1
 
 
 @dataclasses.dataclass
-class StageConfig(Section):
+class MsltStageConfig(Section):
     """One stage of `mslt.stages` (or `mslt.final_stage`). `None` takes the default described per field.
 
     num_layers: depth of the model in this stage; strictly increasing over the stages, the last one equal to
@@ -97,12 +97,12 @@ class MsltConfig(Section):
     build_ahead: bool = True
     init_layers: int = 0
     warmup_fraction: float = 0.1
-    stages: list[StageConfig] = dataclasses.field(default_factory=list)
-    final_stage: StageConfig = dataclasses.field(default_factory=StageConfig)
+    stages: list[MsltStageConfig] = dataclasses.field(default_factory=list)
+    final_stage: MsltStageConfig = dataclasses.field(default_factory=MsltStageConfig)
 
 
 @dataclasses.dataclass(frozen=True)
-class Stage:
+class MsltStage:
     """One resolved stage: global steps [start_step, end_step), depth, what trains, and its learning rate."""
 
     number: int
@@ -150,20 +150,20 @@ class Stage:
 
 
 @dataclasses.dataclass(frozen=True)
-class StagePlan:
+class MsltPlan:
     """The validated stages of an MSLT run; stage boundaries are global steps."""
 
     mode: str
     new_layer_init: str
     bert: BertConfig
-    stages: tuple[Stage, ...]
+    stages: tuple[MsltStage, ...]
     frozen_dropout: bool = False
 
     @property
     def total_steps(self) -> int:
         return self.stages[-1].end_step
 
-    def stage_at(self, step: int) -> Stage:
+    def stage_at(self, step: int) -> MsltStage:
         """The stage that trains global step `step` (0-based); the last stage for `step >= total_steps`."""
         for stage in self.stages:
             if step < stage.end_step:
@@ -228,7 +228,7 @@ def _is_int(value: Any) -> bool:
 
 
 class _StageResolver:
-    """Turns one StageConfig into a Stage, raising PlanError that names `where` and the field."""
+    """Turns one MsltStageConfig into a MsltStage, raising PlanError that names `where` and the field."""
 
     def __init__(
         self,
@@ -251,7 +251,7 @@ class _StageResolver:
 
     def resolve(
         self,
-        cfg: StageConfig,
+        cfg: MsltStageConfig,
         where: str,
         number: int,
         previous_layers: int,
@@ -259,7 +259,7 @@ class _StageResolver:
         steps: int,
         is_final: bool,
         rate_scale: float = 1.0,
-    ) -> Stage:
+    ) -> MsltStage:
         depth = self.bert.num_hidden_layers
         layers = cfg.num_layers if cfg.num_layers is not None else depth
         self.need(_is_int(layers) and layers > 0, where, "num_layers", layers, "must be a positive integer.")
@@ -324,7 +324,7 @@ class _StageResolver:
             cfg.train_embeddings, self.mslt.embeddings, first or trains_all, where, "train_embeddings"
         )
         train_heads = self.policy(cfg.train_heads, self.mslt.heads, first or trains_all, where, "train_heads")
-        return Stage(
+        return MsltStage(
             number=number,
             num_layers=layers,
             previous_layers=previous_layers,
@@ -354,7 +354,7 @@ def build_plan(
     peak_learning_rate: float,
     decay_power: float = 1.0,
     end_learning_rate: float = 0.0,
-) -> StagePlan:
+) -> MsltPlan:
     """Validates `mslt` against the model and resolves every default; nothing is built or trained.
 
     Args:
@@ -427,7 +427,7 @@ def build_plan(
                 final, where, len(stages) + 1, layers, step, final_steps, is_final=True, rate_scale=FINAL_RATE_SCALE
             )
         )
-    return StagePlan(
+    return MsltPlan(
         mode=mslt.mode,
         new_layer_init=mslt.new_layer_init,
         bert=bert,

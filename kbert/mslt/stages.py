@@ -25,7 +25,7 @@ from kbert.errors import PlanError
 from kbert.modeling import BertPretrainer
 from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.mslt.grow import build_stage_model, carry_over
-from kbert.mslt.plan import Stage, StagePlan, build_plan
+from kbert.mslt.plan import MsltPlan, MsltStage, build_plan
 from kbert.tasks.bert import BertPretrainingTask
 from kbert.training.config import PretrainingConfig
 from kbert.training.phases import phase_config
@@ -40,7 +40,7 @@ class GrowingBertTask(BertPretrainingTask):
     memory (`carry_over`) or from its checkpoint (`load`, through a model of that depth). Stage 1 of a plan that
     starts fresh grows from nothing: it loads a checkpoint whole."""
 
-    def __init__(self, plan: StagePlan, stage: Stage):
+    def __init__(self, plan: MsltPlan, stage: MsltStage):
         super().__init__(plan.bert)
         self.plan, self.stage = plan, stage
 
@@ -90,7 +90,7 @@ def _init_layers(config: PretrainingConfig) -> int:
     return depth
 
 
-def plan_for(config: PretrainingConfig) -> StagePlan:
+def plan_for(config: PretrainingConfig) -> MsltPlan:
     """The validated stage plan of a config with an `mslt` section; `schedule` gives the stages' default rates."""
     if config.mslt is None:
         raise PlanError("The experiment has no `mslt` section.")
@@ -104,7 +104,7 @@ def plan_for(config: PretrainingConfig) -> StagePlan:
     )
 
 
-def _stage_config(config: PretrainingConfig, stage: Stage) -> PretrainingConfig:
+def _stage_config(config: PretrainingConfig, stage: MsltStage) -> PretrainingConfig:
     """The first phase's config, trained for the stage's steps on the stage's own schedule (stage 1 alone ramps
     the batch)."""
     first = phase_config(config, 0, stage.steps)
@@ -121,7 +121,7 @@ def _stage_config(config: PretrainingConfig, stage: Stage) -> PretrainingConfig:
     )
 
 
-def _training_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage) -> TrainingStage:
+def _training_stage(config: PretrainingConfig, plan: MsltPlan, stage: MsltStage) -> TrainingStage:
     return TrainingStage(
         number=stage.number,
         label=f"MSLT stage {stage.number}/{len(plan.stages)}",
@@ -143,7 +143,7 @@ def _training_stage(config: PretrainingConfig, plan: StagePlan, stage: Stage) ->
     )
 
 
-def mslt_stages(config: PretrainingConfig, plan: StagePlan) -> list[TrainingStage]:
+def mslt_stages(config: PretrainingConfig, plan: MsltPlan) -> list[TrainingStage]:
     """The run's stages of `plan`, numbered from 1 at global step 0; with `mslt.build_ahead` each is built on a
     thread while the one before trains."""
     return [_training_stage(config, plan, stage) for stage in plan.stages]

@@ -39,8 +39,8 @@ import tensorflow as tf
 from kbert.errors import ConfigError, MissingFileError, PlanError
 from kbert.runtime import checkpoint_files, checkpointing
 from kbert.runtime.checkpointing import TrainingCheckpoints
+from kbert.runtime.convert_mslt_run import has_old_layout
 from kbert.runtime.preemption import PreemptionWatcher
-from kbert.runtime.stage_layout import has_old_layout
 from kbert.training.build_ahead import BuildAhead, can_build_ahead
 from kbert.training.eval_schedule import EvalSchedule
 from kbert.training.evaluation_history import read_summary

@@ -43,7 +43,7 @@ from kbert.runtime.preemption import PreemptionWatcher
 from kbert.training.batch_ramp import RampedSchedule
 from kbert.training.config import PretrainingConfig
 from kbert.training.eval_schedule import EvalSchedule
-from kbert.training.flops import peak_flops_of
+from kbert.training.peak_flops import peak_flops_of
 from kbert.training.reporting import ProgressReporter, check_finite_weights
 from kbert.training.task import PretrainingTask
 from kbert.training.trainer import PretrainingTrainer

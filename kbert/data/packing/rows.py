@@ -1,4 +1,4 @@
-"""Which sequences share a packed row: the SPFHP plan (packing_plan.py) filled with real sequences.
+"""Which sequences share a packed row: the SPFHP plan (plan.py) filled with real sequences.
 
 The plan says how many rows hold which lengths; each planned row takes the next sequence of each of its lengths
 (per-length queues, in input order). A sequence whose masked-LM predictions would overflow the row's prediction
@@ -24,7 +24,7 @@ import dataclasses
 
 import numpy as np
 
-from kbert.data.packing_plan import plan_packs
+from kbert.data.packing.plan import plan_packs
 
 
 @dataclasses.dataclass(frozen=True)

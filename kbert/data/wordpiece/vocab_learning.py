@@ -14,9 +14,9 @@ ones is dropped for one that splits words. The result is a function of the text 
 Example:
 
 ```python
-from kbert.data import vocab
-tokens, stats = vocab.learn_vocabulary(["corpus.txt"], vocab_size=8000, lower_case=True)
-vocab.write_vocabulary(tokens, "vocab.txt")
+from kbert.data.wordpiece import vocab_learning
+tokens, stats = vocab_learning.learn_vocabulary(["corpus.txt"], vocab_size=8000, lower_case=True)
+vocab_learning.write_vocabulary(tokens, "vocab.txt")
 ```
 """
 
@@ -30,10 +30,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from kbert.data import documents, outputs, storage
-from kbert.data.files import require_text
+from kbert.data import outputs, storage, work_units
+from kbert.data.input_files import require_text
 from kbert.data.storage import io_errors
-from kbert.data.vocab_file import reserved_tokens
+from kbert.data.wordpiece.vocab_file import reserved_tokens
 from kbert.errors import ConfigError, InputDataError
 
 LEARNERS = ("tokenizers", "tensorflow_text")
@@ -62,7 +62,7 @@ class VocabStats:
     num_reserved: int
     vocab_size_asked: int
     shortfall: str | None = None
-    records: documents.ScanReport = dataclasses.field(default_factory=documents.ScanReport)
+    records: work_units.ScanReport = dataclasses.field(default_factory=work_units.ScanReport)
 
 
 class _Reading:
@@ -70,11 +70,11 @@ class _Reading:
     characters and the records; every read calls `progress(stage, lines, chars)` every 100,000 lines and at its
     end."""
 
-    def __init__(self, files: Sequence[str], progress: Progress | None, input_format: documents.InputFormat):
+    def __init__(self, files: Sequence[str], progress: Progress | None, input_format: work_units.InputFormat):
         self.files = files
         self.progress = progress
         self.input_format = input_format
-        self.report = documents.ScanReport()
+        self.report = work_units.ScanReport()
         self.lines = 0
         self.chars = 0
         self.reads = 0
@@ -83,7 +83,7 @@ class _Reading:
         first = self.reads == 0
         self.reads += 1
         lines = chars = 0
-        for text in documents.corpus_lines(self.files, self.input_format, self.report if first else None):
+        for text in work_units.corpus_lines(self.files, self.input_format, self.report if first else None):
             lines += 1
             chars += len(text)
             if self.progress is not None and lines % _PROGRESS_EVERY == 0:
@@ -111,7 +111,7 @@ def learn_vocabulary(
     layout: str = "bert",
     progress: Progress | None = None,
     learner: str = "tokenizers",
-    input_format: documents.InputFormat = documents.TEXT,
+    input_format: work_units.InputFormat = work_units.TEXT,
 ) -> tuple[list[str], VocabStats]:
     """Learns a WordPiece vocabulary of `vocab_size` tokens, reserved tokens included, from text files.
 

@@ -1,9 +1,9 @@
-"""kbert.data.text_documents: BERT's text format read into documents, and written split into train and held-out
+"""kbert.data.text_corpus: BERT's text format read into documents, and written split into train and held-out
 text."""
 
 import pytest
 
-from kbert.data.text_documents import read_documents, write_split
+from kbert.data.text_corpus import read_documents, write_split
 
 
 def test_documents_are_runs_of_lines_between_blank_lines(tmp_path):

@@ -1,8 +1,8 @@
 """One chunk of unpacked pretraining records to packed records: parse, assign rows, shuffle them, encode.
 
 A chunk is a run of consecutive input records (`--chunk_records` of them, the last one shorter), packed on its
-own: its length histogram is planned with SPFHP and filled with its sequences (pack_rows.py), its rows are shuffled
-with a stream seeded from (seed, chunk index), laid out (packed_layout.py) and serialized a batch at a time.
+own: its length histogram is planned with SPFHP and filled with its sequences (rows.py), its rows are shuffled
+with a stream seeded from (seed, chunk index), laid out (sequences.py) and serialized a batch at a time.
 
 Invariant: a chunk's output depends only on its records, the settings, the seed and its index, never on which
 process packs it or when; every sequence of the chunk lands in exactly one of its rows.
@@ -22,8 +22,8 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.data import schema, validation
-from kbert.data.pack_rows import assign_rows
-from kbert.data.packed_layout import Sequences, packed_features
+from kbert.data.packing.rows import assign_rows
+from kbert.data.packing.sequences import Sequences, packed_features
 from kbert.data.tfrecord_writer import encode_examples
 from kbert.errors import InputDataError
 

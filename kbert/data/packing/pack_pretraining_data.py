@@ -1,7 +1,7 @@
 """Unpacked pretraining TFRecords to packed ones: input checks, chunks over worker processes, ordered writing.
 
 The parent reads the input files in order and cuts their records into chunks of `chunk_records`; the chunks are
-packed in worker processes (packer.py) and the parent writes their rows in chunk order, round-robin over the
+packed in worker processes (chunk.py) and the parent writes their rows in chunk order, round-robin over the
 output files, as kbert-create-pretraining-data does. So the bytes written depend on the input, the settings and
 the seed, never on `num_workers`; memory is bounded by the chunks in flight (two per worker), never by the input.
 
@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from kbert.data import outputs, validation
 from kbert.data.ordered_pool import ordered_map
-from kbert.data.packer import Chunk, PackSettings, PackSummary, pack_chunk
+from kbert.data.packing.chunk import Chunk, PackSettings, PackSummary, pack_chunk
 from kbert.data.tfrecord_writer import ShardedWriter
 from kbert.errors import ConfigError, InputDataError
 

@@ -1,10 +1,11 @@
-"""`FitCheckpoint`: the callback that checkpoints a `model.fit` pretraining run (`kbert.fit.checkpoints`)."""
+"""`FitCheckpoint`: the callback that checkpoints a `model.fit` pretraining run
+(`kbert.fit_pretraining.checkpoints`)."""
 
 from __future__ import annotations
 
 import keras
 
-from kbert.fit.checkpoints import Progress, write_checkpoint
+from kbert.fit_pretraining.checkpoints import Progress, write_checkpoint
 
 
 class FitCheckpoint(keras.callbacks.Callback):

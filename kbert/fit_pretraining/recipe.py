@@ -11,9 +11,9 @@ import tensorflow as tf
 
 from kbert.data.id_ranges import id_error
 from kbert.errors import ConfigError
-from kbert.fit.callback import FitCheckpoint
-from kbert.fit.checkpoints import newest_checkpoint, restore_checkpoint
-from kbert.fit.inputs import fit_dataset
+from kbert.fit_pretraining.callback import FitCheckpoint
+from kbert.fit_pretraining.checkpoints import newest_checkpoint, restore_checkpoint
+from kbert.fit_pretraining.inputs import fit_dataset
 
 
 def _micro_batch_size(global_batch_size: int, accumulation_steps: int) -> int:
@@ -73,8 +73,9 @@ def fit_pretraining(
 
     Under `distribution` (default: `keras.distribution.DataParallel` over every device) the random seed is set,
     `build_model()` makes and compiles the model (its variables are laid out on the devices as they are made),
-    the newest checkpoint is loaded into it, and `model.fit` trains on `kbert.fit.fit_dataset` from the batch that
-    checkpoint stopped at, writing a checkpoint every `checkpoint_every` steps and at the end (`FitCheckpoint`).
+    the newest checkpoint is loaded into it, and `model.fit` trains on `kbert.fit_pretraining.fit_dataset` from the
+    batch that checkpoint stopped at, writing a checkpoint every `checkpoint_every` steps and at the end
+    (`FitCheckpoint`).
     A rerun of the same call thus continues the run; once it is complete, it returns at once.
 
     Under gradient accumulation (the optimizer's `gradient_accumulation_steps=k`) a step is k batches of
@@ -86,7 +87,7 @@ def fit_pretraining(
       file_pattern, seq_length, max_predictions: the TFRecords, as `kbert.data.pretraining_dataset` takes them.
       global_batch_size: examples per optimizer step, over all devices.
       total_steps: optimizer steps of the whole run, resumed or not.
-      checkpoint_dir: a local directory of this run's checkpoints (`kbert.fit.checkpoints`).
+      checkpoint_dir: a local directory of this run's checkpoints (`kbert.fit_pretraining.checkpoints`).
       distribution: where it runs; its devices share each batch.
       checkpoint_every: optimizer steps between checkpoints.
       keep_checkpoints: how many of the newest checkpoints are kept.

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tft
 
-from kbert.data.vocab_file import SPECIAL_TOKENS, read_vocabulary, reserved_tokens
+from kbert.data.wordpiece.vocab_file import SPECIAL_TOKENS, read_vocabulary, reserved_tokens
 from kbert.errors import VocabularyError
 
 # Lines per tokenizer call: large enough to amortise the op dispatch, small enough to bound the ragged tensors.

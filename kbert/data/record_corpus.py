@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kbert.data import storage
-from kbert.data.files import raw_lines
+from kbert.data.input_files import raw_lines
 from kbert.data.storage import io_errors
 from kbert.errors import ConfigError, InputDataError
 

@@ -2,8 +2,9 @@
 
 `fit_pretraining` is the recipe; its parts serve a `model.fit` call of one's own: `fit_dataset` (kbert's tf.data
 pipeline, the same batches for a seed, any already trained skipped), `FitCheckpoint` (a checkpoint every N
-batches) and `kbert.fit.checkpoints` (write, find and restore them, dropout RNG states included). TensorFlow reads
-the records only.
+batches) and `kbert.fit_pretraining.checkpoints` (write, find and restore them, dropout RNG states included).
+TensorFlow reads the records only. (kbert-pretrain is the other way to pretrain: kbert's own engine,
+`kbert.training`, on `tf.distribute`.)
 
 Example:
 
@@ -18,10 +19,10 @@ model, history = fit_pretraining(build_model, "data/train.tfrecord-*", 128, 20, 
 ```
 """
 
-from kbert.fit.callback import FitCheckpoint
-from kbert.fit.checkpoints import Progress, newest_checkpoint, restore_checkpoint, write_checkpoint
-from kbert.fit.inputs import fit_dataset
-from kbert.fit.recipe import fit_pretraining
+from kbert.fit_pretraining.callback import FitCheckpoint
+from kbert.fit_pretraining.checkpoints import Progress, newest_checkpoint, restore_checkpoint, write_checkpoint
+from kbert.fit_pretraining.inputs import fit_dataset
+from kbert.fit_pretraining.recipe import fit_pretraining
 
 __all__ = [
     "FitCheckpoint",

@@ -1,5 +1,5 @@
 """Reading a corpus in work units: BERT's text format (one sentence a line, a blank line between documents) and
-the record formats of record_files.py (one document a record).
+the record formats of record_corpus.py (one document a record).
 
 A work unit is a run of whole documents of one input file, about `unit_bytes` long: a byte range of a text file,
 a range of records of a record file. Units depend only on the files and `unit_bytes`, never on the number of
@@ -22,8 +22,8 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 
 from kbert.data import sentences, storage
-from kbert.data.files import raw_lines, require_text
-from kbert.data.record_files import RECORD_FORMATS, Record, RecordFormat
+from kbert.data.input_files import raw_lines, require_text
+from kbert.data.record_corpus import RECORD_FORMATS, Record, RecordFormat
 from kbert.data.storage import io_errors
 from kbert.errors import ConfigError, InputDataError
 
@@ -119,7 +119,7 @@ def plan_file(path: str, unit_bytes: int, input_format: InputFormat = TEXT) -> t
     the units' (start, end) positions, and what the scan saw of its records.
 
     Streams the file once, so planning costs a read of the input and no memory. A text file without text is an
-    `InputDataError` naming it (`files.require_text`).
+    `InputDataError` naming it (`input_files.require_text`).
     """
     if input_format.records is not None:
         return _plan_records(path, unit_bytes, input_format.records)

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from kbert.data import schema
-from kbert.data.pack_rows import Rows
+from kbert.data.packing.rows import Rows
 
 _PREDICTIONS = schema.PREDICTION_INT_FEATURES + schema.PREDICTION_FLOAT_FEATURES
 
