@@ -185,7 +185,7 @@ def test_bfloat16_with_gradient_accumulation_stays_finite(records, tmp_path):
 @pytest.mark.slow
 def test_a_pre_layer_norm_model_trains_and_resumes(records, tmp_path):
     """norm_placement=pre with ModernBERT's choices (no attention norm in block 0, GeGLU, no biases) through
-    kbert.fit: the loss falls, and the run resumes from its checkpoint with every weight as saved."""
+    kbert.fit_pretraining: the loss falls, and the run resumes from its checkpoint with every weight as saved."""
     config = CONFIG.replace(
         norm_placement="pre", first_block_attention_norm=False, feed_forward="gated", use_bias=False
     )

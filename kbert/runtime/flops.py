@@ -1,5 +1,5 @@
 """The FLOPs side of model FLOPs utilisation (MFU), without TensorFlow: the matmul FLOPs a BERT training step does
-per sequence, the data sheets' dense bf16 peaks, and their ratio. `kbert.training.flops` adds the peaks of a
+per sequence, the data sheets' dense bf16 peaks, and their ratio. `kbert.training.peak_flops` adds the peaks of a
 `tf.distribute` strategy; `tools/accelerator_check_jax.py` uses these on a host without TensorFlow.
 
 Invariant: MFU counts the model's own matmul FLOPs (forward and backward, the embeddings' gathers excluded),
