@@ -103,13 +103,13 @@ def pack(batch):
 
 
 def inference_outputs(model, batch) -> dict:
-    """A `BertPretrainer`'s logits and its encoder's per-layer outputs on `batch`, at inference, as NumPy arrays."""
+    """A `BertPretrainer`'s logits and its encoder's outputs (each layer's, the sequence's, the pooled one where it
+    has a pooler) on `batch`, at inference, as NumPy arrays."""
     out = model(batch, training=False)
     encoded = model.encoder(batch, training=False)
     arrays = {
-        "mlm_logits": out["mlm_logits"],
-        "nsp_logits": out["nsp_logits"],
-        "pooled_output": encoded["pooled_output"],
+        **{name: out[name] for name in ("mlm_logits", "nsp_logits") if name in out},
+        **{name: encoded[name] for name in ("pooled_output", "sequence_output") if name in encoded},
         **{f"layer_{i}": h for i, h in enumerate(encoded["encoder_outputs"])},
     }
     return {name: keras.ops.convert_to_numpy(value) for name, value in arrays.items()}

@@ -40,6 +40,8 @@ def _gelu(x, form="gelu"):
     """The exact erf GELU (`gelu`), or the tanh approximation (`gelu_approximate`, `gelu_new`)."""
     if form in ("gelu_approximate", "gelu_new"):
         return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    if form in ("silu", "swish"):  # SwiGLU's
+        return x / (1.0 + np.exp(-x))
     erf = np.vectorize(math.erf)
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
@@ -49,11 +51,27 @@ def _softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
-def _attention(h, w, p, config, bias):
-    """Block `p`'s attention sublayer of `h` [B, S, H]: heads, softmax with the additive mask `bias`, projection."""
-    heads, size = config.num_attention_heads, config.head_size
+def _rotate(t, theta):
+    """RoPE of `t` [B, heads, S, d] at positions 0..S-1, rotate-half convention: t cos + [-t2, t1] sin."""
+    size, seq = t.shape[-1], t.shape[-2]
+    angles = np.arange(seq)[:, None] / theta ** (np.arange(0, size, 2) / size)[None]  # [S, d/2]
+    angles = np.concatenate([angles, angles], -1)
+    return t * np.cos(angles) + np.concatenate([-t[..., size // 2 :], t[..., : size // 2]], -1) * np.sin(angles)
+
+
+def _attention(h, w, p, config, bias, index):
+    """Block `p` (number `index`)'s attention sublayer of `h` [B, S, H]: heads (turned by rotary positions), softmax
+    with the additive mask `bias` (and a local layer's band), projection."""
+    heads, size, seq = config.num_attention_heads, config.head_size, h.shape[1]
     split = lambda t: t.reshape(t.shape[0], t.shape[1], heads, size).transpose(0, 2, 1, 3)
     q, k, v = (split(_dense(h, w, f"{p}/attention/self/{n}")) for n in ("query", "key", "value"))
+    is_global = not config.local_attention or index % config.global_attn_every_n_layers == 0
+    if config.position_embedding == "rotary":
+        theta = config.rope_theta if is_global else config.local_rope_theta
+        q, k = _rotate(q, theta), _rotate(k, theta)
+    if not is_global:
+        far = np.abs(np.arange(seq)[:, None] - np.arange(seq)[None]) > config.local_attention // 2
+        bias = bias + far * -10000.0
     probs = _softmax(q @ k.transpose(0, 1, 3, 2) / math.sqrt(size) + bias)
     return _dense((probs @ v).transpose(0, 2, 1, 3).reshape(h.shape), w, f"{p}/attention/output/dense")
 
@@ -62,11 +80,11 @@ def encode(w, config, input_ids, input_mask, segment_ids):
     """Returns (per-layer outputs, sequence output, pooled output); the pooled output is None without pooler
     weights."""
     seq = input_ids.shape[1]
-    x = (
-        w["bert/embeddings/word_embeddings"][input_ids]
-        + w["bert/embeddings/token_type_embeddings"][segment_ids]
-        + w["bert/embeddings/position_embeddings"][:seq][None]
-    )
+    x = w["bert/embeddings/word_embeddings"][input_ids]
+    if "bert/embeddings/token_type_embeddings" in w:
+        x = x + w["bert/embeddings/token_type_embeddings"][segment_ids]
+    if "bert/embeddings/position_embeddings" in w:
+        x = x + w["bert/embeddings/position_embeddings"][:seq][None]
     eps = config.layer_norm_eps
     if config.embedding_layer_norm:
         x = _layer_norm(x, w, "bert/embeddings/LayerNorm", eps)
@@ -75,8 +93,8 @@ def encode(w, config, input_ids, input_mask, segment_ids):
     for i in range(config.num_hidden_layers):
         p = f"bert/encoder/layer_{i}"
 
-        def attend(h, p=p):
-            return _attention(h, w, p, config, bias)
+        def attend(h, p=p, i=i):
+            return _attention(h, w, p, config, bias, i)
 
         if config.norm_placement == "post":
             x = _layer_norm(x + attend(x), w, f"{p}/attention/output/LayerNorm", eps)
@@ -103,7 +121,7 @@ def pretrain_logits(w, config, batch, with_nsp=True):
     h = _gelu(_dense(gathered, w, "cls/predictions/transform/dense"), config.head_act)
     h = _layer_norm(h, w, "cls/predictions/transform/LayerNorm", config.head_layer_norm_eps)
     mlm = h @ w["bert/embeddings/word_embeddings"].T + w["cls/predictions/output_bias"]
-    if not with_nsp:
+    if not with_nsp or pooled is None:
         return mlm, None
     nsp = pooled @ w["cls/seq_relationship/output_weights"].T + w["cls/seq_relationship/output_bias"]
     return mlm, nsp

@@ -368,6 +368,10 @@ def test_config_validation_and_presets(tmp_path):
             4 * hidden,
         )
         assert BertConfig.from_json_file(os.path.join(REPO, "configs", "models", f"{name}.json")) == config
+    for name in ("modernbert_tiny", "modernbert_base", "modernbert_large"):
+        config = BertConfig.load(name)
+        assert config.position_embedding == "rotary" and not config.sentence_head and config.layout_changes()
+        assert BertConfig.from_json_file(os.path.join(REPO, "configs", "models", f"{name}.json")) == config
 
 
 def test_the_block_part_fields_are_checked_and_stay_out_of_a_google_config(tmp_path):

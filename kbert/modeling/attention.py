@@ -1,6 +1,7 @@
 """Multi-head self-attention, the attention part of a block: query, key and value projections with Google's variable
 layout (`attention/self/{query,key,value}`) and the scaled dot product over all heads. Positions enter below it
-(the embeddings' absolute table): a rotary encoding would rotate q and k in `_heads`.
+(BERT's absolute table, in the embeddings) or in it: with `rope_theta`, q and k are turned per head by each token's
+position (`kbert.modeling.rotary`). With `window`, a local layer: each token attends to those within window / 2.
 
 Without dropout on the probabilities (inference, or `attention_probs_dropout_prob=0`) it runs through
 `keras.ops.dot_product_attention`, which picks cuDNN's flash attention on JAX GPUs; the fused kernels take no
@@ -16,6 +17,7 @@ from keras import ops
 from kbert.modeling.costs import Cost, dense_cost
 from kbert.modeling.dropout import ReplicaDropout
 from kbert.modeling.embeddings import truncated_normal
+from kbert.modeling.rotary import rotate, window_mask
 from kbert.modeling.rows import token_rows
 from kbert.modeling.weight_names import WeightName, part_names
 
@@ -56,6 +58,8 @@ class SelfAttention(keras.layers.Layer):
         dropout_rate: dropout on the attention probabilities in training.
         initializer_range: the standard deviation of the projections' truncated-normal kernels.
         use_bias: whether the projections add a bias.
+        rope_theta: with a value, rotary positions of that base on q and k (None: the input carries positions).
+        window: with a value, a local layer: a token attends where |i - j| <= window // 2 (None: everywhere).
 
     Example:
 
@@ -72,12 +76,15 @@ class SelfAttention(keras.layers.Layer):
         dropout_rate: float = 0.0,
         initializer_range: float = 0.02,
         use_bias: bool = True,
+        rope_theta: float | None = None,
+        window: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.hidden_size, self.num_heads = hidden_size, num_heads
         self.head_size = hidden_size // num_heads
         self.initializer_range, self.use_bias = initializer_range, use_bias
+        self.rope_theta, self.window = rope_theta, window
 
         def dense(name: str) -> keras.layers.Dense:
             return keras.layers.Dense(
@@ -99,13 +106,17 @@ class SelfAttention(keras.layers.Layer):
             "dropout_rate": self.dropout.rate,
             "initializer_range": self.initializer_range,
             "use_bias": self.use_bias,
+            "rope_theta": self.rope_theta,
+            "window": self.window,
         }
 
     @staticmethod
-    def cost(hidden_size: int, seq_length: int, use_bias: bool = True) -> Cost:
-        """The projections, and the scores and context products over `seq_length` tokens."""
+    def cost(hidden_size: int, seq_length: int, use_bias: bool = True, window: int | None = None) -> Cost:
+        """The projections, and the scores and context products over `seq_length` tokens, each query against
+        min(S, window + 1) keys in a local layer (rotary positions turn vectors: no matmul)."""
         projections = dense_cost(hidden_size, hidden_size, seq_length, use_bias)
-        return projections + projections + projections + Cost(0, 2 * 2 * seq_length * seq_length * hidden_size)
+        keys = seq_length if window is None else min(seq_length, window + 1)
+        return projections + projections + projections + Cost(0, 2 * 2 * seq_length * keys * hidden_size)
 
     def weight_names(self, google: str, keras_hub: str, model_garden: str) -> list[WeightName]:
         """Query, key and value under Google's `{google}/self/query`, keras-hub's `query_dense`, Model Garden's
@@ -126,11 +137,19 @@ class SelfAttention(keras.layers.Layer):
         """`dense` of the [B*S, H] `rows`, split into heads: [B, S, heads, head_size]."""
         return ops.reshape(dense(rows), (batch, seq, self.num_heads, self.head_size))
 
-    def call(self, hidden, attention_mask, training=None):
-        """`attention_mask`: [B, 1 or S, S], 1 where a query may attend to a key (`kbert.modeling.packing`)."""
+    def call(self, hidden, attention_mask, positions=None, training=None):
+        """`attention_mask`: [B, 1 or S, S], 1 where a query may attend to a key (`kbert.modeling.packing`);
+        `positions` [B, S]: each token's position id (packed rows restart them), for rotary positions; None: 0, 1,
+        ... per row."""
         batch, seq = ops.shape(hidden)[0], ops.shape(hidden)[1]
         rows = token_rows(hidden)
         q, k, v = (self._heads(dense, rows, batch, seq) for dense in (self.query, self.key, self.value))
+        if self.rope_theta is not None:
+            if positions is None:
+                positions = ops.broadcast_to(ops.arange(seq)[None], (batch, seq))
+            q, k = rotate(q, positions, self.rope_theta), rotate(k, positions, self.rope_theta)
+        if self.window is not None:  # packed sequences are contiguous: the band within one is that of positions
+            attention_mask = attention_mask * window_mask(seq, self.window)
         scale = 1.0 / float(self.head_size) ** 0.5
         bias = (1.0 - ops.cast(attention_mask, "float32"))[:, None, :, :] * _MASK_VALUE
         if (training and self.dropout.rate > 0) or not _fused(self.compute_dtype):

@@ -10,6 +10,7 @@ from typing import Any
 from kbert.errors import ConfigError, MissingFileError
 from kbert.modeling.transformer_block import FEED_FORWARDS, NORM_PLACEMENTS
 
+POSITION_EMBEDDINGS = ("absolute", "rotary")
 ACTIVATIONS = ("gelu", "gelu_approximate", "gelu_new", "relu", "silu", "swish", "tanh")
 
 # Google's released sizes (A = H / 64, intermediate 4H); `configs/models/*.json` holds the same table as files.
@@ -20,6 +21,44 @@ PRESET_SIZES = {
     "bert_medium": (8, 512),
     "bert_base": (12, 768),
     "bert_large": (24, 1024),
+}
+# ModernBERT's published sizes (arXiv 2412.13663, the Hub's config.json: rotary positions, GeGLU, pre-LayerNorm
+# without biases, a global layer every third, 128-token local windows, masked LM only), and one sized for a CPU.
+_MODERNBERT = dict(
+    vocab_size=50368,
+    max_position_embeddings=8192,
+    type_vocab_size=0,
+    hidden_act="gelu",
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+    layer_norm_eps=1e-5,
+    norm_placement="pre",
+    first_block_attention_norm=False,
+    feed_forward="gated",
+    use_bias=False,
+    position_embedding="rotary",
+    rope_theta=160000.0,
+    local_attention=128,
+    local_rope_theta=10000.0,
+    global_attn_every_n_layers=3,
+    sentence_head=False,
+    head_use_bias=False,
+)
+MODERN_PRESETS = {
+    "modernbert_tiny": dict(
+        _MODERNBERT,
+        num_hidden_layers=6,
+        hidden_size=128,
+        num_attention_heads=2,
+        intermediate_size=192,
+        max_position_embeddings=1024,
+    ),
+    "modernbert_base": dict(
+        _MODERNBERT, num_hidden_layers=22, hidden_size=768, num_attention_heads=12, intermediate_size=1152
+    ),
+    "modernbert_large": dict(
+        _MODERNBERT, num_hidden_layers=28, hidden_size=1024, num_attention_heads=16, intermediate_size=2624
+    ),
 }
 
 
@@ -72,6 +111,13 @@ class BertConfig:
     first_block_attention_norm: bool = True  # False: block 0's attention has no norm (pre only; ModernBERT's)
     feed_forward: str = "plain"  # "gated": a GLU (GeGLU with gelu), intermediate_size its gated width
     use_bias: bool = True  # the encoder's projections' biases and its norms' offsets (the heads keep theirs)
+    position_embedding: str = "absolute"  # "rotary": no position table; each attention turns q and k (RoPE)
+    rope_theta: float = 10000.0  # the rotary base of global layers (ModernBERT: 160000)
+    local_attention: int = 0  # > 0: local layers attend where |i - j| <= local_attention // 2 (ModernBERT: 128)
+    local_rope_theta: float = 10000.0  # the rotary base of local layers
+    global_attn_every_n_layers: int = 1  # layer i is global where i % n == 0, local elsewhere (ModernBERT: 3)
+    sentence_head: bool = True  # the pooler and next-sentence head; false: a masked-LM-only model (ModernBERT)
+    head_use_bias: bool = True  # the masked-LM head's transform bias and norm offset (ModernBERT: false)
 
     def __post_init__(self):
         for name in (
@@ -82,10 +128,14 @@ class BertConfig:
             "intermediate_size",
             "max_position_embeddings",
             "type_vocab_size",
+            "local_attention",
+            "global_attn_every_n_layers",
         ):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}.")
+            smallest = 0 if name in ("type_vocab_size", "local_attention") else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < smallest:
+                kind = "a non-negative" if smallest == 0 else "a positive"
+                raise ValueError(f"BertConfig.{name} must be {kind} integer, got {value!r}.")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
@@ -104,7 +154,23 @@ class BertConfig:
             raise ValueError(f"BertConfig.norm_placement={self.norm_placement!r}: choose one of {NORM_PLACEMENTS}.")
         if self.feed_forward not in FEED_FORWARDS:
             raise ValueError(f"BertConfig.feed_forward={self.feed_forward!r}: choose one of {FEED_FORWARDS}.")
-        for name in ("embedding_layer_norm", "first_block_attention_norm", "use_bias"):
+        if self.position_embedding not in POSITION_EMBEDDINGS:
+            raise ValueError(
+                f"BertConfig.position_embedding={self.position_embedding!r}: choose one of {POSITION_EMBEDDINGS}."
+            )
+        if self.position_embedding == "rotary" and self.head_size % 2:
+            raise ValueError(
+                f"BertConfig: rotary positions turn pairs of dimensions; head size {self.head_size} is odd."
+            )
+        if not (self.rope_theta > 0 and self.local_rope_theta > 0):
+            raise ValueError("BertConfig.rope_theta and local_rope_theta must be positive.")
+        for name in (
+            "embedding_layer_norm",
+            "first_block_attention_norm",
+            "use_bias",
+            "sentence_head",
+            "head_use_bias",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"BertConfig.{name} must be true or false, got {getattr(self, name)!r}.")
         if not self.first_block_attention_norm and self.norm_placement != "pre":
@@ -132,8 +198,17 @@ class BertConfig:
         return self.mlm_layer_norm_eps or self.layer_norm_eps
 
     def layout_changes(self) -> dict[str, Any]:
-        """The block-part fields set away from Google's BERT (`norm_placement`, ... at their non-default values)."""
-        return {name: getattr(self, name) for name, default in _PART_DEFAULTS.items() if getattr(self, name) != default}
+        """The part fields set away from Google's BERT (`norm_placement`, ... at their non-default values; no
+        token-type table)."""
+        changes = {
+            name: getattr(self, name) for name, default in _PART_DEFAULTS.items() if getattr(self, name) != default
+        }
+        return {**changes, "type_vocab_size": 0} if self.type_vocab_size == 0 else changes
+
+    def layer_is_global(self, index: int) -> bool:
+        """Whether block `index` attends over the whole row (every `global_attn_every_n_layers`-th from block 0, or
+        every block without `local_attention`)."""
+        return not self.local_attention or index % self.global_attn_every_n_layers == 0
 
     def require_google_layout(self, where: str, fix: str) -> None:
         """Raises a one-line ConfigError naming `where` (a format) and `fix` if the model is not Google's BERT
@@ -186,10 +261,13 @@ class BertConfig:
 
     @classmethod
     def preset(cls, name: str) -> BertConfig:
-        """One of Google's sizes: bert_tiny, bert_mini, bert_small, bert_medium, bert_base, bert_large."""
+        """One of Google's sizes (bert_tiny, bert_mini, bert_small, bert_medium, bert_base, bert_large) or
+        ModernBERT's (modernbert_tiny, modernbert_base, modernbert_large)."""
+        if name in MODERN_PRESETS:
+            return cls(**MODERN_PRESETS[name])
         if name not in PRESET_SIZES:
             raise ValueError(
-                f"Unknown BERT preset {name!r}; choose one of {sorted(PRESET_SIZES)} "
+                f"Unknown BERT preset {name!r}; choose one of {sorted(PRESET_SIZES) + sorted(MODERN_PRESETS)} "
                 "or pass the path of a bert_config.json."
             )
         layers, hidden = PRESET_SIZES[name]
@@ -200,7 +278,7 @@ class BertConfig:
     @classmethod
     def load(cls, name_or_path: str) -> BertConfig:
         """A preset name (`bert_base`) or the path of a `bert_config.json`."""
-        if name_or_path in PRESET_SIZES:
+        if name_or_path in PRESET_SIZES or name_or_path in MODERN_PRESETS:
             return cls.preset(name_or_path)
         if name_or_path.endswith(".json") or os.path.sep in name_or_path:
             return cls.from_json_file(name_or_path)
@@ -209,5 +287,18 @@ class BertConfig:
 
 _PART_DEFAULTS = {
     name: BertConfig.__dataclass_fields__[name].default
-    for name in ("norm_placement", "embedding_layer_norm", "first_block_attention_norm", "feed_forward", "use_bias")
+    for name in (
+        "norm_placement",
+        "embedding_layer_norm",
+        "first_block_attention_norm",
+        "feed_forward",
+        "use_bias",
+        "position_embedding",
+        "rope_theta",
+        "local_attention",
+        "local_rope_theta",
+        "global_attn_every_n_layers",
+        "sentence_head",
+        "head_use_bias",
+    )
 }

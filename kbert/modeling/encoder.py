@@ -28,11 +28,14 @@ def embeddings_config(config: BertConfig) -> dict[str, Any]:
         "initializer_range": config.initializer_range,
         "layer_norm": config.embedding_layer_norm,
         "use_bias": config.use_bias,
+        "position_table": config.position_embedding == "absolute",
     }
 
 
 def block_config(config: BertConfig, index: int) -> dict[str, Any]:
-    """The `TransformerBlock` hyperparameters of block `index` of `config`."""
+    """The `TransformerBlock` hyperparameters of block `index` of `config` (a local or global layer by its index)."""
+    is_global = config.layer_is_global(index)
+    rope_theta = config.rope_theta if is_global else config.local_rope_theta
     return {
         "hidden_size": config.hidden_size,
         "num_heads": config.num_attention_heads,
@@ -46,6 +49,8 @@ def block_config(config: BertConfig, index: int) -> dict[str, Any]:
         "attention_norm": index > 0 or config.first_block_attention_norm,
         "feed_forward": config.feed_forward,
         "use_bias": config.use_bias,
+        "rope_theta": rope_theta if config.position_embedding == "rotary" else None,
+        "window": None if is_global else config.local_attention,
     }
 
 
@@ -108,12 +113,16 @@ class BertEncoder(keras.layers.Layer):
             if config.norm_placement == "pre"
             else None
         )
-        self.pooler = keras.layers.Dense(
-            config.hidden_size,
-            activation="tanh",
-            kernel_initializer=kernel_initializer(config.initializer_range, pooler_initializer),
-            dtype=self.dtype_policy,
-            name="pooler",
+        self.pooler = (
+            keras.layers.Dense(
+                config.hidden_size,
+                activation="tanh",
+                kernel_initializer=kernel_initializer(config.initializer_range, pooler_initializer),
+                dtype=self.dtype_policy,
+                name="pooler",
+            )
+            if config.sentence_head
+            else None
         )
         self.build()
 
@@ -128,7 +137,8 @@ class BertEncoder(keras.layers.Layer):
             block.build()
         if self.final_layer_norm is not None:
             self.final_layer_norm.build((None, None, self.config.hidden_size))
-        self.pooler.build((None, self.config.hidden_size))
+        if self.pooler is not None:
+            self.pooler.build((None, self.config.hidden_size))
 
     @staticmethod
     def cost(config: BertConfig, seq_length: int) -> dict[str, Cost]:
@@ -141,7 +151,7 @@ class BertEncoder(keras.layers.Layer):
                 TransformerBlock.cost(block_config(config, i), seq_length) for i in range(config.num_hidden_layers)
             ],
             "final_norm": norm_cost(h, config.use_bias) if config.norm_placement == "pre" else Cost(),
-            "pooler": dense_cost(h, h, 1),
+            "pooler": dense_cost(h, h, 1) if config.sentence_head else Cost(),
         }
 
     def weight_names(self) -> list[WeightName]:
@@ -151,6 +161,8 @@ class BertEncoder(keras.layers.Layer):
             names += block.weight_names(i)
         if self.final_layer_norm is not None:  # no BERT format has it: the name is kbert's own
             names += part_names(self.final_layer_norm, "bert/encoder/LayerNorm")
+        if self.pooler is None:
+            return names
         return names + part_names(self.pooler, "bert/pooler/dense", "pooled_dense", "pooler_transform")
 
     def call(self, inputs, training=None):
@@ -167,15 +179,14 @@ class BertEncoder(keras.layers.Layer):
         for i, block in enumerate(self.blocks):
             if i == cut and i > 0:
                 hidden = ops.stop_gradient(hidden)
-            hidden = block(hidden, mask, training=training if i >= cut else below_cut)
+            hidden = block(hidden, mask, inputs.get("positions"), training=training if i >= cut else below_cut)
             outputs.append(hidden)
         if self.final_layer_norm is not None:
             hidden = self.final_layer_norm(hidden)
-        return {
-            "sequence_output": hidden,
-            "pooled_output": self.pooler(hidden[:, 0, :]),
-            "encoder_outputs": outputs,
-        }
+        encoded = {"sequence_output": hidden, "encoder_outputs": outputs}
+        if self.pooler is not None:  # a masked-LM-only model has none
+            encoded["pooled_output"] = self.pooler(hidden[:, 0, :])
+        return encoded
 
     def get_config(self):
         return {

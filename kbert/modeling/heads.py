@@ -14,8 +14,8 @@ from kbert.modeling.weight_names import WeightName, part_names
 
 
 class MaskedLMHead(keras.layers.Layer):
-    """Dense + activation + LayerNorm (the config's `head_act`, `head_layer_norm_eps`), then logits against the
-    tied word-embedding table plus `output_bias`.
+    """Dense + activation + LayerNorm (the config's `head_act`, `head_layer_norm_eps`; biases with
+    `head_use_bias`), then logits against the tied word-embedding table plus `output_bias`.
 
     Only the hidden states at `masked_lm_positions` are transformed, so the vocabulary matmul costs
     [B, P, V] instead of [B, S, V].
@@ -36,13 +36,14 @@ class MaskedLMHead(keras.layers.Layer):
         self.config = config
         self.transform = keras.layers.Dense(
             config.hidden_size,
+            use_bias=config.head_use_bias,
             activation=get_activation(config.head_act),
             kernel_initializer=truncated_normal(config.initializer_range),
             dtype=self.dtype_policy,
             name="transform",
         )
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=config.head_layer_norm_eps, dtype=self.dtype_policy, name="layer_norm"
+            epsilon=config.head_layer_norm_eps, center=config.head_use_bias, dtype=self.dtype_policy, name="layer_norm"
         )
         self.build()
 
@@ -56,8 +57,8 @@ class MaskedLMHead(keras.layers.Layer):
     def cost(config: BertConfig, predictions: int) -> Cost:
         """The transform, its norm, the bias and the tied logits (the table is the embeddings') of `predictions`
         tokens."""
-        h, v = config.hidden_size, config.vocab_size
-        return dense_cost(h, h, predictions) + norm_cost(h) + Cost(v, 2 * predictions * h * v)
+        h, v, bias = config.hidden_size, config.vocab_size, config.head_use_bias
+        return dense_cost(h, h, predictions, bias) + norm_cost(h, bias) + Cost(v, 2 * predictions * h * v)
 
     def weight_names(self) -> list[WeightName]:
         head = "task/masked_lm_head"
@@ -117,7 +118,8 @@ class NextSentenceHead(keras.layers.Layer):
 
     @staticmethod
     def cost(config: BertConfig) -> Cost:
-        return dense_cost(config.hidden_size, 2, 1)
+        """The classifier on one [CLS] token, in a model of `config` (nothing where it has no sentence head)."""
+        return dense_cost(config.hidden_size, 2, 1) if config.sentence_head else Cost()
 
     def weight_names(self) -> list[WeightName]:
         """Google stores the kernel as [2, hidden], its transpose; keras-hub's BERT has no such head."""

@@ -43,17 +43,20 @@ class BertPretrainer(keras.Model):
             name="bert",
         )
         self.mlm_head = MaskedLMHead(config, dtype=self.dtype_policy, name="predictions")
-        self.nsp_head = NextSentenceHead(config, dtype=self.dtype_policy, name="seq_relationship")
+        self.nsp_head = (
+            NextSentenceHead(config, dtype=self.dtype_policy, name="seq_relationship") if config.sentence_head else None
+        )
         self._metric_trackers = [keras.metrics.Mean(name=name) for name in METRICS[1:]]
         self.built = True
 
     def call(self, inputs, training=None):
         """`mlm_logits` [B, P, V]; `nsp_logits` [B, 2], or [B, K, 2] on packed rows (each sequence's [CLS]), and
-        none for MLM-only batches (no `next_sentence_labels`): their sentence head does not run."""
+        none for MLM-only batches (no `next_sentence_labels`) or a model without a sentence head
+        (`BertConfig.sentence_head`)."""
         encoded = self.encoder(inputs, training=training)
         table = self.encoder.embeddings.word_embeddings.embeddings
         outputs = {"mlm_logits": self.mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"], table)}
-        if "next_sentence_labels" not in inputs:
+        if "next_sentence_labels" not in inputs or self.nsp_head is None:
             return outputs
         pooled = encoded["pooled_output"]
         if "next_sentence_positions" in inputs:
@@ -63,10 +66,14 @@ class BertPretrainer(keras.Model):
 
     def weight_names(self) -> list[WeightName]:
         """Every weight's names (`kbert.modeling.weight_names`): the encoder's, then the heads'."""
-        return self.encoder.weight_names() + self.mlm_head.weight_names() + self.nsp_head.weight_names()
+        heads = self.mlm_head.weight_names() + (self.nsp_head.weight_names() if self.nsp_head is not None else [])
+        return self.encoder.weight_names() + heads
 
     def sentence_head_variables(self) -> list:
-        """The pooler's and the next-sentence head's weights: what MLM-only batches leave untouched."""
+        """The pooler's and the next-sentence head's weights: what MLM-only batches leave untouched (none in a
+        masked-LM-only model)."""
+        if self.nsp_head is None:
+            return []
         return [*self.encoder.pooler.weights, *self.nsp_head.weights]
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):

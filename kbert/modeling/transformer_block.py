@@ -71,6 +71,8 @@ class TransformerBlock(keras.layers.Layer):
             the embeddings' norm precedes it).
         feed_forward: `plain` (`output(activation(intermediate(x)))`) or `gated` (`output(GatedDense(x))`).
         use_bias: whether the projections add biases and the norms an offset.
+        rope_theta, window: the attention's rotary base and local window (`SelfAttention`); None: absolute
+            positions from the embeddings, global attention.
 
     Example:
 
@@ -93,6 +95,8 @@ class TransformerBlock(keras.layers.Layer):
         attention_norm: bool = True,
         feed_forward: str = "plain",
         use_bias: bool = True,
+        rope_theta: float | None = None,
+        window: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -129,6 +133,8 @@ class TransformerBlock(keras.layers.Layer):
             attention_dropout_rate,
             initializer_range,
             use_bias,
+            rope_theta,
+            window,
             dtype=self.dtype_policy,
             name="attention",
         )
@@ -174,6 +180,8 @@ class TransformerBlock(keras.layers.Layer):
             "attention_norm": self.attention_layer_norm is not None,
             "feed_forward": self.feed_forward,
             "use_bias": self.use_bias,
+            "rope_theta": self.attention.rope_theta,
+            "window": self.attention.window,
         }
 
     @staticmethod
@@ -183,7 +191,7 @@ class TransformerBlock(keras.layers.Layer):
         bias = config.get("use_bias", True)
         inner = 2 * i if config.get("feed_forward", "plain") == "gated" else i
         norms = 2 if config.get("attention_norm", True) else 1
-        total = SelfAttention.cost(h, seq_length, bias) + dense_cost(h, h, seq_length, bias)
+        total = SelfAttention.cost(h, seq_length, bias, config.get("window")) + dense_cost(h, h, seq_length, bias)
         total += dense_cost(h, inner, seq_length, bias) + dense_cost(i, h, seq_length, bias)
         for _ in range(norms):
             total += norm_cost(h, bias)
@@ -217,22 +225,24 @@ class TransformerBlock(keras.layers.Layer):
                 names += part_names(layer, f"{google}/{google_name}", hub_name, f"{garden}/{garden_name}")
         return names
 
-    def _attend(self, hidden, attention_mask, training):
+    def _attend(self, hidden, attention_mask, positions, training):
         """The attention sublayer's output on token rows (before dropout and the residual)."""
-        return self.attention_output(token_rows(self.attention(hidden, attention_mask, training=training)))
+        attended = self.attention(hidden, attention_mask, positions, training=training)
+        return self.attention_output(token_rows(attended))
 
-    def call(self, hidden, attention_mask, training=None):
+    def call(self, hidden, attention_mask, positions=None, training=None):
+        """`positions` [B, S]: each token's position id, for rotary positions (`SelfAttention`)."""
         # Dense sublayers on [B*S, H] token rows fuse with their bias and GELU (kbert.modeling.rows); the rest is
         # per token.
         rows = token_rows(hidden)
         if self.norm_placement == "post":
-            attended = self._attend(hidden, attention_mask, training)
+            attended = self._attend(hidden, attention_mask, positions, training)
             rows = self.attention_layer_norm(rows + self.dropout(attended, training=training))
             ffn = self.output_dense(self.intermediate(rows))
             rows = self.output_layer_norm(rows + self.dropout(ffn, training=training))
         else:
             normed = self.attention_layer_norm(rows) if self.attention_layer_norm is not None else rows
-            attended = self._attend(ops.reshape(normed, ops.shape(hidden)), attention_mask, training)
+            attended = self._attend(ops.reshape(normed, ops.shape(hidden)), attention_mask, positions, training)
             rows = rows + self.dropout(attended, training=training)
             ffn = self.output_dense(self.intermediate(self.output_layer_norm(rows)))
             rows = rows + self.dropout(ffn, training=training)
