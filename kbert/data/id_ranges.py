@@ -42,7 +42,8 @@ _BOUNDS = {
 _FIXES = {
     "vocab_size": "use the vocabulary the file was made with (--vocab_file / --vocab_size), or regenerate the file "
     "with this vocabulary",
-    "type_vocab_size": "give the model a type_vocab_size that covers the file's segments, or regenerate the file",
+    "type_vocab_size": "give the model a type_vocab_size that covers the file's segments, or regenerate the file (a "
+    "model without a segment table, type_vocab_size=0, takes segment id 0 alone)",
     "max_position_embeddings": "give the model a max_position_embeddings above the file's rows, or repack the "
     "file at this length",
 }
@@ -72,7 +73,8 @@ def id_bounds(
     """feature -> bound, for the id-valued features a file's records have (`layout_spec`) and the bounds given."""
     given = {
         "vocab_size": vocab_size,
-        "type_vocab_size": type_vocab_size,
+        # a model without a segment table (ModernBERT's) takes segment id 0 alone
+        "type_vocab_size": None if type_vocab_size is None else max(1, type_vocab_size),
         "max_position_embeddings": max_position_embeddings,
     }
     return {

@@ -118,14 +118,20 @@ class SelfAttention(keras.layers.Layer):
         keys = seq_length if window is None else min(seq_length, window + 1)
         return projections + projections + projections + Cost(0, 2 * 2 * seq_length * keys * hidden_size)
 
-    def weight_names(self, google: str, keras_hub: str, model_garden: str) -> list[WeightName]:
+    def weight_names(self, google: str, keras_hub: str, model_garden: str, modernbert: str) -> list[WeightName]:
         """Query, key and value under Google's `{google}/self/query`, keras-hub's `query_dense`, Model Garden's
-        `query`."""
+        `query`, and ModernBERT's rows of `{modernbert}.Wqkv` (q, k, v in that order)."""
+        h = self.hidden_size
         return [
             name
-            for part in ("query", "key", "value")
+            for i, part in enumerate(("query", "key", "value"))
             for name in part_names(
-                getattr(self, part), f"{google}/self/{part}", f"{keras_hub}/{part}_dense", f"{model_garden}/{part}"
+                getattr(self, part),
+                f"{google}/self/{part}",
+                f"{keras_hub}/{part}_dense",
+                f"{model_garden}/{part}",
+                f"{modernbert}.Wqkv",
+                (i * h, (i + 1) * h),
             )
         ]
 

@@ -140,14 +140,24 @@ class BertEmbeddings(keras.layers.Layer):
             ),
         ]
         names = [
-            WeightName(table.embeddings, f"bert/embeddings/{google}", keras_hub, model_garden)
+            WeightName(
+                table.embeddings,
+                f"bert/embeddings/{google}",
+                keras_hub,
+                model_garden,
+                modernbert="embeddings.tok_embeddings.weight" if google == "word_embeddings" else "",
+            )
             for table, google, keras_hub, model_garden in tables
             if table is not None
         ]
         if self.layer_norm is None:
             return names
         return names + part_names(
-            self.layer_norm, "bert/embeddings/LayerNorm", "embeddings_layer_norm", "embeddings/layer_norm"
+            self.layer_norm,
+            "bert/embeddings/LayerNorm",
+            "embeddings_layer_norm",
+            "embeddings/layer_norm",
+            "embeddings.norm",
         )
 
     def call(self, input_ids, segment_ids, positions=None, training=None):

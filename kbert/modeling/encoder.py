@@ -160,7 +160,7 @@ class BertEncoder(keras.layers.Layer):
         for i, block in enumerate(self.blocks):
             names += block.weight_names(i)
         if self.final_layer_norm is not None:  # no BERT format has it: the name is kbert's own
-            names += part_names(self.final_layer_norm, "bert/encoder/LayerNorm")
+            names += part_names(self.final_layer_norm, "bert/encoder/LayerNorm", modernbert="final_norm")
         if self.pooler is None:
             return names
         return names + part_names(self.pooler, "bert/pooler/dense", "pooled_dense", "pooler_transform")

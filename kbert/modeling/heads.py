@@ -68,18 +68,21 @@ class MaskedLMHead(keras.layers.Layer):
                 "cls/predictions/transform/dense",
                 f"{head}/_intermediate_dense",
                 "bert/cls/predictions/transform/dense",
+                "head.dense",
             ),
             *part_names(
                 self.layer_norm,
                 "cls/predictions/transform/LayerNorm",
                 f"{head}/_intermediate_layer_norm",
                 "bert/cls/predictions/transform/LayerNorm",
+                "head.norm",
             ),
             WeightName(
                 self.output_bias,
                 "cls/predictions/output_bias",
                 f"{head}/_bias",
                 "bert/cls/predictions/output_bias/bias",
+                modernbert="decoder.bias",
             ),
         ]
 

@@ -149,23 +149,35 @@ def _header(path: str) -> dict[str, tuple[int, ...]]:
     return {name: tuple(entry["shape"]) for name, entry in entries.items()}
 
 
+def file_shapes(directory: str) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor of `directory`'s safetensors files, as stored (headers only)."""
+    shapes = {}
+    for path in weight_files(directory):
+        shapes.update(_header(path))
+    return shapes
+
+
+def file_tensors(directory: str) -> dict[str, np.ndarray]:
+    """Name -> value of every tensor of `directory`'s safetensors files, as stored."""
+    from safetensors.numpy import load
+
+    tensors = {}
+    for path in weight_files(directory):
+        tensors.update(load(_read(path)))
+    return tensors
+
+
 def stored_shapes(directory: str) -> dict[str, tuple[int, ...]]:
     """BertForPreTraining name -> shape of every weight stored in `directory` (buffers and the tied decoder
     aside)."""
-    shapes = {}
-    for path in weight_files(directory):
-        shapes.update({_canonical(name): shape for name, shape in _header(path).items()})
+    shapes = {_canonical(name): shape for name, shape in file_shapes(directory).items()}
     if "cls.predictions.bias" not in shapes and _DECODER + "bias" in shapes:
         shapes["cls.predictions.bias"] = shapes[_DECODER + "bias"]
     return {name: shape for name, shape in shapes.items() if not name.startswith((_DECODER,) + _BUFFERS)}
 
 
 def _tensors(directory: str) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load
-
-    tensors = {}
-    for path in weight_files(directory):
-        tensors.update({_canonical(name): value for name, value in load(_read(path)).items()})
+    tensors = {_canonical(name): value for name, value in file_tensors(directory).items()}
     if "cls.predictions.bias" not in tensors and _DECODER + "bias" in tensors:
         tensors["cls.predictions.bias"] = tensors[_DECODER + "bias"]
     return tensors

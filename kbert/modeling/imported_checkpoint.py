@@ -1,7 +1,8 @@
 """Checkpoints kbert imports: a Hugging Face BERT directory (`config.json`, `model.safetensors`, `vocab.txt`,
-`tokenizer_config.json`) or a keras-hub BERT preset (`config.json` of a BertBackbone, `model.weights.h5`,
-`assets/tokenizer/vocabulary.txt`, `tokenizer.json`), told apart by their `config.json`; each with the model it
-holds, its vocabulary, its lower-casing and its load.
+`tokenizer_config.json`), a Hugging Face ModernBERT directory (`config.json` of `model_type: modernbert`,
+`model.safetensors`, `tokenizer.json`) or a keras-hub BERT preset (`config.json` of a BertBackbone,
+`model.weights.h5`, `assets/tokenizer/vocabulary.txt`, `tokenizer.json`), told apart by their `config.json`; each
+with the model it holds, its vocabulary, its lower-casing and its load.
 
 Example:
 
@@ -23,28 +24,30 @@ import os
 import tensorflow as tf
 
 from kbert.errors import ConfigError
-from kbert.modeling import hf_checkpoint, keras_hub_checkpoint
+from kbert.modeling import hf_checkpoint, keras_hub_checkpoint, modernbert_checkpoint
 from kbert.modeling.config import BertConfig
 from kbert.modeling.encoder import BertEncoder
 from kbert.modeling.hf_config import bert_config_from_hf
 from kbert.modeling.pretrainer import BertPretrainer
 
 HUGGING_FACE = "Hugging Face"
+MODERNBERT = "Hugging Face ModernBERT"
 KERAS_HUB = "keras-hub"
 # Each kind's tokenizer config, and the field of it that says whether the tokenizer lower-cases.
 TOKENIZER_CONFIGS = {
     HUGGING_FACE: ("tokenizer_config.json", "do_lower_case"),
+    MODERNBERT: ("tokenizer_config.json", "do_lower_case"),
     KERAS_HUB: ("tokenizer.json", "lowercase"),
 }
 
 
 @dataclasses.dataclass(frozen=True)
 class ImportedCheckpoint:
-    """A Hugging Face or keras-hub BERT directory: `kind` (HUGGING_FACE or KERAS_HUB), the model it holds
-    (`config`), `architecture` (BertForPreTraining, BertForMaskedLM or BertModel by the weights stored; BertMaskedLM
-    or BertBackbone), its vocabulary file (None where it has none), whether it holds the masked-LM head, its
-    tokenizer config file (None where it has none) and whether that says the tokenizer lower-cases (None where it
-    says nothing)."""
+    """A Hugging Face BERT or ModernBERT directory or a keras-hub BERT preset: `kind` (HUGGING_FACE, MODERNBERT or
+    KERAS_HUB), the model it holds (`config`), `architecture` (BertForPreTraining, BertForMaskedLM or BertModel by
+    the weights stored; ModernBertForMaskedLM or ModernBertModel; BertMaskedLM or BertBackbone), its vocabulary
+    file (None where it has none), whether it holds the masked-LM head, its tokenizer config file (None where it has
+    none) and whether that says the tokenizer lower-cases (None where it says nothing)."""
 
     path: str
     kind: str
@@ -60,6 +63,8 @@ class ImportedCheckpoint:
         weights because the checkpoint has none ('masked-LM head', 'next-sentence head', 'pooler')."""
         if self.kind == HUGGING_FACE:
             return hf_checkpoint.load_hf_checkpoint(model, self.path)
+        if self.kind == MODERNBERT:
+            return modernbert_checkpoint.load_modernbert_checkpoint(model, self.path)
         return keras_hub_checkpoint.load_keras_hub_preset(model, self.path)
 
     def fresh_line(self, parts: list[str]) -> str:
@@ -134,6 +139,18 @@ def imported_checkpoint(path: str) -> ImportedCheckpoint | None:
             _existing(os.path.join(directory, keras_hub_checkpoint.VOCABULARY)),
             task,
             *_tokenizer(directory, KERAS_HUB),
+        )
+    if values.get("model_type") == modernbert_checkpoint.MODEL_TYPE:
+        config = modernbert_checkpoint.modernbert_config(values, config_path)
+        head = modernbert_checkpoint.has_masked_lm_head(directory)
+        return ImportedCheckpoint(
+            directory,
+            MODERNBERT,
+            config,
+            modernbert_checkpoint.MASKED_LM if head else modernbert_checkpoint.MODEL,
+            None,  # a BPE tokenizer.json: records come from "Any tokenizer"'s tools
+            head,
+            *_tokenizer(directory, MODERNBERT),
         )
     config = bert_config_from_hf(values, config_path)
     stored = hf_checkpoint.stored_shapes(directory)

@@ -198,9 +198,10 @@ class TransformerBlock(keras.layers.Layer):
         return total
 
     def weight_names(self, index: int) -> list[WeightName]:
-        """Each part's names, as block `index` of Google's `bert/encoder`, keras-hub's `transformer_layer_{index}`
-        and Model Garden's `transformer/layer_{index}`."""
+        """Each part's names, as block `index` of Google's `bert/encoder`, keras-hub's `transformer_layer_{index}`,
+        Model Garden's `transformer/layer_{index}` and ModernBERT's `layers.{index}`."""
         google, hub, garden = f"bert/encoder/layer_{index}", f"transformer_layer_{index}", f"transformer/layer_{index}"
+        modern = f"layers.{index}"
         attention = f"{hub}/_self_attention_layer"
         parts = [
             (
@@ -208,21 +209,39 @@ class TransformerBlock(keras.layers.Layer):
                 "attention/output/dense",
                 f"{attention}/output_dense",
                 "self_attention/attention_output",
+                "attn.Wo",
             ),
             (
                 self.attention_layer_norm,
                 "attention/output/LayerNorm",
                 f"{hub}/_self_attention_layer_norm",
                 "self_attention_layer_norm",
+                "attn_norm",
             ),
-            (self.intermediate, "intermediate/dense", f"{hub}/_feedforward_intermediate_dense", "intermediate"),
-            (self.output_dense, "output/dense", f"{hub}/_feedforward_output_dense", "output"),
-            (self.output_layer_norm, "output/LayerNorm", f"{hub}/_feedforward_layer_norm", "output_layer_norm"),
+            (
+                self.intermediate,
+                "intermediate/dense",
+                f"{hub}/_feedforward_intermediate_dense",
+                "intermediate",
+                "mlp.Wi",
+            ),
+            (self.output_dense, "output/dense", f"{hub}/_feedforward_output_dense", "output", "mlp.Wo"),
+            (
+                self.output_layer_norm,
+                "output/LayerNorm",
+                f"{hub}/_feedforward_layer_norm",
+                "output_layer_norm",
+                "mlp_norm",
+            ),
         ]
-        names = self.attention.weight_names(f"{google}/attention", attention, f"{garden}/self_attention")
-        for layer, google_name, hub_name, garden_name in parts:
+        names = self.attention.weight_names(
+            f"{google}/attention", attention, f"{garden}/self_attention", f"{modern}.attn"
+        )
+        for layer, google_name, hub_name, garden_name, modern_name in parts:
             if layer is not None:
-                names += part_names(layer, f"{google}/{google_name}", hub_name, f"{garden}/{garden_name}")
+                names += part_names(
+                    layer, f"{google}/{google_name}", hub_name, f"{garden}/{garden_name}", f"{modern}.{modern_name}"
+                )
         return names
 
     def _attend(self, hidden, attention_mask, positions, training):

@@ -89,7 +89,8 @@ def with_layouts(stages: Sequence[TrainingStage], evaluates: bool = False) -> li
     once per set of files: it decides which variables train and what the progress line shows.
 
     Raises:
-      InputDataError: a stage's training records are of another sequence length than the stage trains at (or,
+      InputDataError: a stage's records carry next-sentence labels its model has no head for, or its training
+        records are of another sequence length than the stage trains at (or,
         when the run `evaluates`, its eval records are longer than its model's positions): said before the first
         stage starts, not when that stage does. Eval records of another length are read at their own.
     """
@@ -111,9 +112,17 @@ def with_layouts(stages: Sequence[TrainingStage], evaluates: bool = False) -> li
                 f"or set its seq_length to {layout.seq_length} (data.seq_length, or phases[N].seq_length for a "
                 "phase)."
             )
+        bert = stage.config.model.bert_config()
+        for files, key in ((d.train_files, "train_files"), (d.eval_files if evaluates else "", "eval_files")):
+            if files and layout_of(files, f"data.{key}").sentence_labels and not bert.sentence_head:
+                raise InputDataError(
+                    f"{stage.label}: its {key}={files!r} hold records with next-sentence labels, but the model has no "
+                    "sentence head (sentence_head: false, as ModernBERT's): give it MLM-only records "
+                    "(kbert-create-pretraining-data --objective=mlm)."
+                )
         if evaluates and d.eval_files:
             evaluated = layout_of(d.eval_files, "data.eval_files").seq_length
-            positions = stage.config.model.bert_config().max_position_embeddings
+            positions = bert.max_position_embeddings
             if evaluated > positions:
                 raise InputDataError(
                     f"{stage.label}: its eval_files={d.eval_files!r} hold records of seq_length {evaluated}, longer "
