@@ -195,9 +195,19 @@ def test_finetuning_and_export_take_an_hf_directory(tmp_path):
     assert sorted(os.listdir(tmp_path / "out")) == [
         "config.json",
         "model.safetensors",
+        "tokenizer.json",
         "tokenizer_config.json",
         "vocab.txt",
     ]
+    # tokenizer.json (what transformers 5's AutoTokenizer reads) splits text as kbert's own tokenizer does
+    from tokenizers import Tokenizer
+
+    from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
+
+    text = "Héllo w1w2 unseenword, w3!"
+    ours, _ = WordpieceTokenizer(os.path.join(directory, "vocab.txt"), lower_case=True).tokenize([text])
+    theirs = Tokenizer.from_file(str(tmp_path / "out" / "tokenizer.json")).encode(text, add_special_tokens=False)
+    assert theirs.ids == ours.tolist() and len(theirs.ids) > 3
 
 
 def test_a_head_hf_cannot_compute_is_refused(tmp_path):

@@ -145,3 +145,30 @@ def test_only_a_model_of_modernberts_composition_exports_and_a_bert_refuses_in_o
     ):
         export_modernbert_checkpoint(bert, str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+def test_kbert_export_writes_a_modern_model_as_modernbert_with_its_tokenizer_and_tf_hub_refuses(tmp_path):
+    from kbert.finetuning.exporting import export_hf
+    from kbert.finetuning.serving.tf_hub_export import export_tf_hub
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(96))]) + "\n")
+    model = BertPretrainer(MODERN)
+    randomize(model)
+    export_hf(model, str(vocab), str(tmp_path / "hf"), "BertForPreTraining", lower_case=False)
+    values = _config(tmp_path / "hf")
+    assert values["model_type"] == "modernbert" and values["architectures"] == ["ModernBertForMaskedLM"]
+    assert (values["pad_token_id"], values["cls_token_id"], values["sep_token_id"]) == (0, 2, 3)
+    assert sorted(os.listdir(tmp_path / "hf")) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
+    again = BertPretrainer(imported_checkpoint(str(tmp_path / "hf")).config)
+    load_modernbert_checkpoint(again, str(tmp_path / "hf"))
+    _same_weights(model, again)
+    with pytest.raises(ConfigError, match="--format=tf_hub: .* has no pooler .* --format=hf") as e:
+        export_tf_hub(model, True, str(vocab), str(tmp_path / "hub"))
+    assert "\n" not in str(e.value) and not (tmp_path / "hub").exists()

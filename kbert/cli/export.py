@@ -126,7 +126,8 @@ def _encoder_export() -> str:
             if has_mlm or FLAGS.hf_architecture == "BertModel"
             else " (the checkpoint has no masked-LM head: the one written is untrained)"
         )
-        return f"Wrote {path} ({FLAGS.hf_architecture}), config.json, vocab.txt and tokenizer_config.json{head}."
+        architecture = "ModernBertForMaskedLM" if pretrainer.nsp_head is None else FLAGS.hf_architecture
+        return f"Wrote {path} ({architecture}), config.json, vocab.txt, tokenizer.json and tokenizer_config.json{head}."
     if FLAGS.format == "tf_hub":
         difference = export_tf_hub(pretrainer, has_mlm, vocab, FLAGS.output_dir, casing.lower_case, FLAGS.seq_length)
         mlm = "encoder.mlm included" if has_mlm else "no masked-LM head in the checkpoint, so no encoder.mlm"

@@ -33,6 +33,7 @@ from kbert.finetuning.vocabulary import vocab_file_for
 from kbert.modeling import BertEncoder, BertPretrainer, export_google_checkpoint
 from kbert.modeling.hf_checkpoint import export_hf_checkpoint
 from kbert.modeling.imported_checkpoint import imported_checkpoint
+from kbert.modeling.modernbert_checkpoint import composition_problem, export_modernbert_checkpoint
 from kbert.runtime import checkpointing
 from kbert.runtime.sections import ModelConfig
 
@@ -92,16 +93,47 @@ def export_google(encoder: BertEncoder, vocab_file: str, output_dir: str) -> str
     return path
 
 
+def wordpiece_tokenizer_json(vocab_file: str, lower_case: bool) -> str:
+    """BERT's tokenizer of `vocab_file` as a Hugging Face `tokenizer.json` (built with `tokenizers`): BERT's
+    normalizer (lower-casing and accent stripping with `lower_case`), its pre-tokenizer, WordPiece, and
+    `[CLS] A [SEP] B [SEP]` around the text."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+    vocab = {token: i for i, token in enumerate(load_vocabulary(vocab_file))}
+    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lower_case)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    tokenizer.decoder = decoders.WordPiece()
+    return tokenizer.to_str()
+
+
 def export_hf(
     pretrainer: BertPretrainer, vocab_file: str, output_dir: str, architecture: str, lower_case: bool = True
 ) -> str:
-    """Writes `output_dir/config.json` and `model.safetensors` (Hugging Face's `architecture` layout), `vocab.txt`
-    and the `tokenizer_config.json` of its lower-casing; returns the weights' path."""
-    path = export_hf_checkpoint(pretrainer, output_dir, architecture)
+    """Writes `output_dir/config.json` and `model.safetensors` (Hugging Face's `architecture` layout; a model of
+    ModernBERT's composition as `ModernBertForMaskedLM`, with the vocabulary's special ids), `vocab.txt` and the
+    `tokenizer_config.json` of its lower-casing, and the same tokenizer as `tokenizer.json` (what transformers 5's
+    `AutoTokenizer` reads); returns the weights' path."""
+    if composition_problem(pretrainer.config) is None:
+        tokens = {token: i for i, token in enumerate(load_vocabulary(vocab_file))}
+        ids = {"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "bos": "[CLS]", "eos": "[SEP]"}
+        path = export_modernbert_checkpoint(
+            pretrainer, output_dir, {f"{name}_token_id": tokens[token] for name, token in ids.items()}
+        )
+    else:
+        path = export_hf_checkpoint(pretrainer, output_dir, architecture)
     tf.io.gfile.copy(vocab_file, os.path.join(output_dir, "vocab.txt"), overwrite=True)
+    with tf.io.gfile.GFile(os.path.join(output_dir, "tokenizer.json"), "w") as f:
+        f.write(wordpiece_tokenizer_json(vocab_file, lower_case))
     tokenizer = {
         "tokenizer_class": "BertTokenizer",
         "do_lower_case": lower_case,
+        **{f"{name}_token": f"[{name.upper()}]" for name in ("unk", "sep", "pad", "cls", "mask")},
         "model_max_length": pretrainer.config.max_position_embeddings,
     }
     with tf.io.gfile.GFile(os.path.join(output_dir, "tokenizer_config.json"), "w") as f:

@@ -20,6 +20,7 @@ from typing import Any
 import keras
 from keras import ops
 
+from kbert.errors import ConfigError
 from kbert.modeling import BertEncoder
 from kbert.modeling.embeddings import truncated_normal
 
@@ -36,6 +37,11 @@ class BertClassifier(keras.Model):
     """
 
     def __init__(self, encoder: BertEncoder, num_outputs: int, dropout: float | None = None, **kwargs):
+        if encoder.pooler is None:
+            raise ConfigError(
+                "kbert-finetune classifies from the pooled [CLS] output, and this model has no pooler (sentence_head: "
+                "false, as ModernBERT's); fine-tuning such models is not supported yet."
+            )
         kwargs.setdefault("name", "bert_classifier")
         super().__init__(**kwargs)
         config = encoder.config

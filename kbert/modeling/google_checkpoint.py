@@ -19,7 +19,7 @@ from kbert.modeling.pretrainer import BertPretrainer
 # What to do instead when a model's layout is beyond what BERT's formats hold.
 GOOGLE_LAYOUT_FIX = (
     "kbert's training checkpoints (model_dir/checkpoints/ckpt-N) hold it: fine-tune from one, or export it with "
-    "--format=tf_hub."
+    "--format=tf_hub (a model with a pooler) or --format=hf (a model of ModernBERT's composition)."
 )
 # Entries a pretraining checkpoint may carry besides weights: optimizer slots and counters.
 _NOT_WEIGHTS = re.compile(

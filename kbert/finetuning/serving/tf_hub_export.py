@@ -110,9 +110,15 @@ def export_tf_hub(
     the round trip's largest difference. `seq_length` None: 128, or the model's max positions if fewer.
 
     Raises:
-      ConfigError: `seq_length` outside [3, max_position_embeddings].
+      ConfigError: `seq_length` outside [3, max_position_embeddings], or a model without a pooler (a masked-LM-only
+        model such as ModernBERT's: the interface's `pooled_output` has nothing to hold).
     """
     encoder = pretrainer.encoder
+    if encoder.pooler is None:
+        raise ConfigError(
+            "--format=tf_hub: Model Garden's TF Hub interface carries a pooled_output, and this model has no pooler "
+            "(sentence_head: false, as ModernBERT's): export it with --format=hf."
+        )
     text_encoder = PairEncoder(vocab_file, _seq_length(seq_length, encoder.config.max_position_embeddings), lower_case)
     preprocessor = HubPreprocessor(text_encoder)
     tf.saved_model.save(
