@@ -131,7 +131,7 @@ def stages_of(config: ExperimentConfig) -> list[TrainingStage]:
     """The run's stages, composed from each kind's builder: an MSLT plan's growth stages (phase 1) and the later
     phases', or one per phase (one in all for a run without phases)."""
     growth = mslt_stages(config, plan_for(config)) if config.mslt is not None else []
-    return growth + phase_stages(config, task_of(config), growth)
+    return growth + phase_stages(config, task_of, growth)
 
 
 def _say_if_bfloat16_is_slow(

@@ -205,6 +205,35 @@ def test_a_pre_layer_norm_model_trains_and_resumes(records, tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
+def test_a_modernbert_class_model_trains_on_mlm_only_records(tmp_path):
+    """Rotary positions, local layers, GeGLU, no biases, no sentence head, through kbert.fit_pretraining under
+    JAX on records of one segment without sentence labels: the loss falls."""
+    instances = make_instances(64, SEQ, PRED, VOCAB, seed=5)
+    for instance in instances:
+        del instance["next_sentence_labels"]
+        instance["segment_ids"] = [0] * SEQ
+    write_records(tmp_path / "mlm.tfrecord", instances)
+    config = BertConfig.load("modernbert_tiny").replace(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_attention_heads=2,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        max_position_embeddings=SEQ,
+        local_attention=8,
+    )
+
+    def build():
+        model = BertPretrainer(config)
+        model.compile(optimizer=LAMB(1e-2))
+        return model
+
+    losses = _Losses()
+    _fit(str(tmp_path / "mlm.tfrecord"), tmp_path / "run", build=build, steps=16, callbacks=[losses])
+    assert np.mean(losses.losses[-4:]) < np.mean(losses.losses[:4])
+
+
 def test_skip_batches_continues_the_data_of_the_same_seed(records):
     def batches(skip, count):
         dataset = fit_dataset(records, SEQ, PRED, BATCH, seed=3, skip_batches=skip, shuffle_buffer=32)

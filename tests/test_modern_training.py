@@ -21,7 +21,7 @@ from training_fixtures import (
 from kbert import experiment
 from kbert.data.synthetic import random_instance
 from kbert.data.tfrecord_writer import example_proto
-from kbert.errors import InputDataError
+from kbert.errors import ConfigError, InputDataError
 from kbert.experiment import load_experiment
 from kbert.modeling import BertConfig, BertPretrainer
 from kbert.modeling.modernbert_checkpoint import export_modernbert_checkpoint
@@ -41,14 +41,14 @@ SIZES = {
 MODERN = {"bert": "modernbert_tiny", "overrides": SIZES}
 
 
-def _mlm_records(directory: str, prefix: str, count: int, seed: int) -> str:
-    """MLM-only records of one segment (ModernBERT's)."""
+def _mlm_records(directory: str, prefix: str, count: int, seed: int, seq: int = SEQ) -> str:
+    """MLM-only records of one segment (ModernBERT's), `seq` tokens long."""
     os.makedirs(directory, exist_ok=True)
     rng = np.random.default_rng(seed)
     path = os.path.join(directory, f"{prefix}.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
         for _ in range(count):
-            instance = random_instance(rng, SEQ, MAX_PREDICTIONS, VOCAB)
+            instance = random_instance(rng, seq, MAX_PREDICTIONS, VOCAB)
             del instance["next_sentence_labels"]
             instance["segment_ids"] = np.zeros_like(instance["segment_ids"])
             writer.write(example_proto(instance))
@@ -149,3 +149,44 @@ def test_mslt_grows_a_modern_model_and_leaves_its_old_blocks_as_they_were(tmp_pa
     assert len(frozen) == 2 + 7  # the token table and its norm; block 0's q, k, v, attention output, Wi, Wo, MLP norm
     for name in frozen:
         np.testing.assert_array_equal(one[name], two[name], err_msg=name)
+
+
+@pytest.mark.slow
+def test_a_phase_extends_the_context_with_longer_records_and_a_higher_rotary_base(tmp_path, records):
+    """ModernBERT's context extension: phase 2 trains on longer records with the global layers' rotary base raised;
+    its model carries phase 1's weights (the base has none). A BERT with absolute positions refuses the key when the
+    config loads."""
+    longer = _mlm_records(str(tmp_path / "long"), "train", 16, 2, seq=32)
+    phases = [{"steps": 3}, {"steps": 3, "seq_length": 32, "train_files": longer, "rope_theta": 320000.0}]
+    config = load_experiment([_config(tmp_path / "c.yaml", records, phases=phases)])
+    stages = experiment.stages_of(config)
+    assert [s.task.bert.rope_theta for s in stages] == [160000.0, 320000.0]
+    assert stages[1].task.bert.replace(rope_theta=160000.0) == stages[0].task.bert
+    summary = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), "train", print_fn=lambda *a, **k: 0
+    )
+    assert [s["global_step"] for s in summary["stages"]] == [3, 6]
+    bert = write_config(str(tmp_path / "bert.yaml"), *records, phases=[{"steps": 3, "rope_theta": 1e6}])
+    with pytest.raises(
+        ConfigError, match=r"phases\[0\] \(phase 1\).rope_theta=1000000.0: .* this model's are absolute"
+    ):
+        load_experiment([bert])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer", ["lars", "adamw"])
+def test_lars_and_adamw_train_it_in_bfloat16_with_gradient_accumulation(tmp_path, records, optimizer):
+    config = load_experiment(
+        [
+            _config(
+                tmp_path / "c.yaml",
+                records,
+                optimizer={"type": optimizer},
+                train={"mixed_precision": "mixed_bfloat16", "gradient_accumulation_steps": 2, "total_steps": 4},
+            )
+        ]
+    )
+    summary = experiment.run(
+        config, str(tmp_path / "run"), make_strategy("one_device"), "train_and_eval", print_fn=lambda *a, **k: 0
+    )
+    assert summary["stages"][0]["global_step"] == 4 and np.isfinite(summary["eval"]["loss"])

@@ -5,7 +5,7 @@ Example:
 
 ```python
 task = BertPretrainingTask(config.model.bert_config())
-stages = phase_stages(config, task)   # kbert.training.phases: one stage, or one per phase
+stages = phase_stages(config, kbert.experiment.task_of)   # kbert.training.phases: one stage, or one per phase
 ```
 """
 

@@ -263,7 +263,9 @@ class EvalConfig(Section):
 
 @dataclasses.dataclass
 class PhaseConfig(Section):
-    """One phase: its steps, and what it changes of the experiment's data, batch and schedule (unset: the same)."""
+    """One phase: its steps, and what it changes of the experiment's data, batch, schedule and, for a model with
+    rotary positions, the global layers' rotary base (`rope_theta`: ModernBERT's context extension raises it with
+    the sequence length) (unset: the same)."""
 
     steps: int | None = None
     train_files: str | None = None
@@ -276,6 +278,7 @@ class PhaseConfig(Section):
     warmup_steps: int | None = None
     power: float | None = None
     end_learning_rate: float | None = None
+    rope_theta: float | None = None
 
 
 @dataclasses.dataclass

@@ -19,7 +19,7 @@ engine knows no model and no stage kind: it calls the stages' tasks (`kbert.trai
 Example:
 
 ```python
-run = PretrainingRun(with_layouts(phase_stages(config, task)), "/tmp/run", strategy, preemption)
+run = PretrainingRun(with_layouts(phase_stages(config, task_of)), "/tmp/run", strategy, preemption)
 results = run.train()           # {"stages": [...], "global_step", "train", "sequences_trained", ...}
 model, stage, path = run.evaluated_model()
 ```

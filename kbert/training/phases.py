@@ -1,5 +1,6 @@
 """Pretraining phases: BERT's seq-128-then-seq-512 recipe as one run, each phase a stage with its own records,
-batch and learning-rate schedule (`phases:` in an experiment config).
+batch and learning-rate schedule (`phases:` in an experiment config), and for a model with rotary positions its
+own global rotary base (ModernBERT's context extension: longer records, a higher `rope_theta`).
 
 Every key a phase leaves unset is the experiment's own (`data.*`, `train.*`, `schedule.*`). Each phase has a
 fresh optimizer whose schedule warms up and decays over the phase's own steps, as phase 2 of Google's, NVIDIA's
@@ -9,14 +10,14 @@ Example:
 
 >>> config = PretrainingConfig({"phases": [{"steps": 90}, {"steps": 10, "seq_length": 512,
 ...     "train_files": "seq512/*", "global_batch_size": 64, "peak_learning_rate": 2e-4, "warmup_steps": 2}]})
->>> task = object()  # the stages' task: kbert.tasks.bert.BertPretrainingTask(config.model.bert_config()), say
->>> [(s.label, s.start_step, s.end_step, s.config.data.seq_length) for s in phase_stages(config, task)]
+>>> task_of = lambda phase: object()  # a phase's task: kbert.experiment.task_of, BERT's of its model section
+>>> [(s.label, s.start_step, s.end_step, s.config.data.seq_length) for s in phase_stages(config, task_of)]
 [('phase 1/2', 0, 90, 128), ('phase 2/2', 90, 100, 512)]
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kbert.config import need
 from kbert.errors import ConfigError
@@ -41,7 +42,11 @@ def phase_config(config: PretrainingConfig, index: int, steps: int) -> Pretraini
         return config.replace(train=config.train.replace(total_steps=steps))
     phase = config.phases[index]
     train = config.train if index == 0 else config.train.without_batch_ramp()  # the run ramps its batch once
+    model = config.model
+    if phase.rope_theta is not None:
+        model = model.replace(overrides=model.overrides.replace(rope_theta=phase.rope_theta))
     return config.replace(
+        model=model,
         data=config.data.replace(**_set(phase, _DATA_KEYS)),
         train=train.replace(total_steps=steps, **_set(phase, _TRAIN_KEYS)),
         schedule=config.schedule.replace(step_offset=0, decay_steps=None, **_set(phase, _SCHEDULE_KEYS)),
@@ -51,9 +56,15 @@ def phase_config(config: PretrainingConfig, index: int, steps: int) -> Pretraini
 def check_phases(config: PretrainingConfig, first_steps: int | None = None) -> None:
     """Each phase's steps, schedule, batch and data make sense, before anything is built; `first_steps`: phase
     1 is an MSLT plan of that many steps (the plan's stages have their own schedules)."""
-    positions = config.model.bert_config().max_position_embeddings
+    bert = config.model.bert_config()
+    positions = bert.max_position_embeddings
     for index, phase in enumerate(config.phases):
         where = f"phases[{index}] (phase {index + 1})"
+        need(
+            phase.rope_theta is None or (bert.position_embedding == "rotary" and phase.rope_theta > 0),
+            f"{where}.rope_theta={phase.rope_theta}: a phase sets the global rotary base of a model with rotary "
+            f"positions (position_embedding: rotary), to a positive value; this model's are {bert.position_embedding}.",
+        )
         planned = index == 0 and first_steps is not None  # the plan's steps replace phase 1's, as train.total_steps
         need(
             planned or isinstance(phase.steps, int) and phase.steps > 0,
@@ -96,10 +107,13 @@ def check_phases(config: PretrainingConfig, first_steps: int | None = None) -> N
 
 
 def phase_stages(
-    config: PretrainingConfig, task: PretrainingTask, first_phase: Sequence[TrainingStage] = ()
+    config: PretrainingConfig,
+    task_of: Callable[[PretrainingConfig], PretrainingTask],
+    first_phase: Sequence[TrainingStage] = (),
 ) -> list[TrainingStage]:
-    """The stages of `config.phases` (one for the whole run when there are no phases), each training `task`'s
-    model, which it carries over from the stage before. Given `first_phase` (the stages that train phase 1
+    """The stages of `config.phases` (one for the whole run when there are no phases), each training the model of
+    `task_of(the phase's config)` (a phase may change the rotary base), which it carries over from the stage
+    before. Given `first_phase` (the stages that train phase 1
     instead, an MSLT plan's), the phases after it, numbered and stepped on from its last stage and built ahead
     as that one is."""
     count = max(len(config.phases), 1)
@@ -120,7 +134,7 @@ def phase_stages(
                 config=resolved,
                 start_step=start_step,
                 end_step=start_step + steps,
-                task=task,
+                task=task_of(resolved),
                 num_layers=bert.num_hidden_layers,
                 seed=config.train.seed + index,
                 init_checkpoint=config.train.init_checkpoint if number == 1 else "",

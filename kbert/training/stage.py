@@ -14,7 +14,7 @@ directory, never by the stage's maker; how it starts that way is its task's:
 Example:
 
 ```python
-stages = phase_stages(config, BertPretrainingTask(config.model.bert_config()))  # one stage, or one per phase
+stages = phase_stages(config, kbert.experiment.task_of)  # one stage, or one per phase
 stages = with_layouts(stages)                # each stage's record layout, read once
 stages[0].start_step, stages[0].end_step, stages[0].layout.describe()
 ```
