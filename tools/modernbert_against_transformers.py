@@ -6,6 +6,9 @@ kbert's dependencies. CI holds kbert to the float64 NumPy reference instead (tes
    (transformers 5's `layer_types`/`rope_parameters`, and transformers 4's `global_rope_theta`/
    `global_attn_every_n_layers` rewritten from it); kbert reads it as `train.init_checkpoint` does, and the
    masked-LM logits at every real token of a padded batch longer than `local_attention` must agree within 1e-4.
+3. Eval: `kbert-pretrain --mode=eval` with `train.init_checkpoint` set to transformers' directory scores masked
+   records (MLM-only, one batch); its loss must equal transformers' loss (labels at the masked positions) within
+   1e-4 relative.
 2. Export: kbert writes its own random modern model (its init, and weights far from it) with
    `export_modernbert_checkpoint`; transformers' `AutoModelForMaskedLM` loads it, and the logits must agree within
    1e-4. Far from the init the residual stream grows (pre-LayerNorm leaves it unnormalised) and float32's rounding
@@ -53,6 +56,17 @@ if command == "write":
             if scale:
                 p.copy_((1.0 if "norm" in name else 0.0) + scale * torch.randn_like(p))
     model.save_pretrained(directory)
+elif command == "loss":
+    records, out = sys.argv[3:]
+    model = AutoModelForMaskedLM.from_pretrained(directory, attn_implementation="eager").eval()
+    data = np.load(records)
+    labels = np.full(data["input_ids"].shape, -100)
+    for row, (positions, ids, weights) in enumerate(zip(data["positions"], data["ids"], data["weights"])):
+        labels[row, positions[weights > 0]] = ids[weights > 0]
+    with torch.no_grad():
+        loss = model(input_ids=torch.tensor(data["input_ids"]).long(),
+                     attention_mask=torch.tensor(data["input_mask"]).long(), labels=torch.tensor(labels).long()).loss
+    np.save(out, loss.numpy())
 else:
     batch, out = sys.argv[3:]
     model = AutoModelForMaskedLM.from_pretrained(directory, attn_implementation="eager").eval()
@@ -119,6 +133,67 @@ def compare(directory: str, model: BertPretrainer, inputs: dict, work: str, what
     return bool(scale) or gap <= 1e-4
 
 
+def eval_loss_against_transformers(directory: str, work: str) -> bool:
+    """kbert-pretrain --mode=eval of `directory` (transformers' own) on masked MLM-only records, against
+    transformers' loss on the same tokens; prints both."""
+    import tensorflow as tf
+    import yaml
+
+    from kbert import experiment
+    from kbert.data.tfrecord_writer import example_proto
+    from kbert.runtime.strategy import make_strategy
+
+    rng, rows, predictions = np.random.default_rng(2), 8, 6
+    inputs = {"input_ids": rng.integers(3, VOCAB, (rows, SEQ)), "input_mask": np.ones((rows, SEQ), np.int64)}
+    inputs["input_mask"][::2, 30:] = 0
+    inputs["input_ids"] *= inputs["input_mask"]
+    masked = {"positions": np.zeros((rows, predictions), np.int64), "ids": np.zeros((rows, predictions), np.int64)}
+    masked["weights"] = np.ones((rows, predictions), np.float32)
+    records = os.path.join(work, "eval.tfrecord")
+    with tf.io.TFRecordWriter(records) as writer:
+        for row in range(rows):
+            length = int(inputs["input_mask"][row].sum())
+            positions = np.sort(rng.choice(np.arange(1, length - 1), predictions, replace=False))
+            masked["positions"][row], masked["ids"][row] = positions, inputs["input_ids"][row, positions]
+            inputs["input_ids"][row, positions] = 4  # the records' mask token
+            instance = {
+                "input_ids": inputs["input_ids"][row],
+                "input_mask": inputs["input_mask"][row],
+                "segment_ids": np.zeros(SEQ, np.int64),
+                "masked_lm_positions": masked["positions"][row],
+                "masked_lm_ids": masked["ids"][row],
+                "masked_lm_weights": masked["weights"][row],
+            }
+            writer.write(example_proto(instance))
+    np.savez(os.path.join(work, "records.npz"), **inputs, **masked)
+    torch_side("loss", directory, os.path.join(work, "records.npz"), os.path.join(work, "loss.npy"))
+    theirs = float(np.load(os.path.join(work, "loss.npy")))
+    config_file = os.path.join(work, "eval.yaml")
+    with open(config_file, "w") as f:
+        yaml.safe_dump(
+            {
+                "model": {"bert": directory},
+                "data": {
+                    "train_files": records,
+                    "eval_files": records,
+                    "seq_length": SEQ,
+                    "max_predictions": predictions,
+                },
+                "train": {"init_checkpoint": directory},
+                "eval": {"global_batch_size": rows},
+            },
+            f,
+        )
+    config = experiment.load_experiment([config_file])
+    summary = experiment.run(
+        config, os.path.join(work, "eval_run"), make_strategy("one_device"), "eval", lambda *a, **k: 0
+    )
+    ours = summary["eval"]["loss"]
+    gap = abs(ours - theirs) / theirs
+    print(f"--mode=eval loss {ours:.7f}, transformers' {theirs:.7f}: relative difference {gap:.2e}")
+    return gap <= 1e-4
+
+
 def main(argv):
     del argv
     work = tempfile.mkdtemp(prefix="modernbert-")
@@ -136,6 +211,8 @@ def main(argv):
             fresh = source.load(model)
             what = f"import ({form} config.json, {source.architecture}, fresh parts {fresh})"
             passed &= compare(directory, model, inputs, work, what, scale)
+            if not scale and form == "transformers 5":
+                passed &= eval_loss_against_transformers(directory, work)
         config = BertConfig.load("modernbert_tiny").replace(
             vocab_size=VOCAB, num_hidden_layers=LAYERS, max_position_embeddings=128, local_attention=LOCAL
         )
