@@ -145,6 +145,7 @@ def test_finetuning_from_an_hf_directory_trains_with_its_vocabulary_and_casing(c
     assert summary["config"]["data"] == recorded
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("cased_run")
 def test_predict_and_export_of_the_run_use_its_casing(cased_run):
     tmp, _, _, _ = cased_run

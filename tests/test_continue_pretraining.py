@@ -211,6 +211,7 @@ def test_model_fields_and_records_that_do_not_fit_are_one_line(tmp_path, domain)
         experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 
+@pytest.mark.slow
 def test_mslt_deepens_an_hf_model_training_only_the_new_blocks(tmp_path, domain):
     train_files, eval_files, _ = domain
     tensors = hf_tensors(HF_CONFIG)

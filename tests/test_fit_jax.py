@@ -129,12 +129,14 @@ def uninterrupted(records, tmp_path_factory):
     return model, losses.losses, directory
 
 
+@pytest.mark.slow
 def test_loss_falls(uninterrupted):
     _, losses, _ = uninterrupted
     assert np.all(np.isfinite(losses))
     assert np.mean(losses[-6:]) < np.mean(losses[:3]) - 0.2, losses
 
 
+@pytest.mark.slow
 def test_a_resumed_run_equals_an_uninterrupted_one(records, uninterrupted, tmp_path):
     reference, _, reference_dir = uninterrupted
     with pytest.raises(_Killed):
@@ -160,6 +162,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(records, uninterrupted, tmp_p
     assert _fit(records, tmp_path)[1].history == {}  # complete: nothing left to train
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(len(jax.devices()) < 2, reason="two devices: XLA_FLAGS=--xla_force_host_platform_device_count=2")
 def test_two_devices_reach_the_weights_of_one(records, uninterrupted, tmp_path):
     """Dropout included: JAX's partitionable threefry (jax_threefry_partitionable, the default since jax 0.5) draws
@@ -171,6 +174,7 @@ def test_two_devices_reach_the_weights_of_one(records, uninterrupted, tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_bfloat16_with_gradient_accumulation_stays_finite(records, tmp_path):
     build = _builder(dtype="mixed_bfloat16", gradient_accumulation_steps=2)
     model, history = _fit(records, tmp_path, build=build, steps=3)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 
 import numpy as np
@@ -129,15 +130,16 @@ def test_a_run_resumes_its_input_as_it_was_saved_checked_or_not(tmp_path):
     unchecked = write_config(str(tmp_path / "unchecked.yaml"), data, data={"check_vocab_size": False})
     checked = write_config(str(tmp_path / "checked.yaml"), data)
     run_here(unchecked, tmp_path / "whole")
-    for name, first, then, keep_record in [("old", unchecked, checked, False), ("toggled", unchecked, checked, True)]:
+    for name, keep_record in [("old", False), ("toggled", True)]:
         model_dir = tmp_path / name
-        run_here(first, model_dir)
+        # The unchecked run again, as it would be (deterministic): a copy of the whole one, not a third training.
+        shutil.copytree(tmp_path / "whole", model_dir)
         checkpoints = model_dir / "checkpoints"
         for path in list(checkpoints.glob("ckpt-6.*")) + list(checkpoints.glob("input/*/ckpt-6.*")):
             path.unlink()  # the newest checkpoint lost: the run resumes from step 4
         if not keep_record:
             (checkpoints / "input_format.json").unlink()  # as a run written before the record existed
-        printed = run_here(then, model_dir)
+        printed = run_here(checked, model_dir)
         assert "its saved input positions" in printed and "Resumed from" in printed, printed
         whole, resumed = checkpoint_weights(tmp_path / "whole", 6), checkpoint_weights(model_dir, 6)
         assert all(np.array_equal(whole[key], resumed[key]) for key in whole), name

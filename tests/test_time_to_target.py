@@ -41,11 +41,20 @@ def test_evaluations_follow_the_sample_schedule(tmp_path, data):
 
 
 @pytest.mark.slow
-def test_a_run_ending_between_two_evaluations_evaluates_at_its_end(tmp_path, data):
-    summary, lines = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=2")
+def test_a_run_ending_between_two_evaluations_evaluates_at_its_end_and_started_again_times_nothing(tmp_path, data):
+    """One run for both (they were two tests training the same run): its evaluations, then the same command again
+    with a target, on the finished run."""
+    first, lines = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=2")
     # 48 samples: the evaluation at 32, then the final model's at 48, the run's last step
-    assert [(e["samples"], e["step"]) for e in summary["evaluations"]] == [(32, 4), (48, 6)]
+    assert [(e["samples"], e["step"]) for e in first["evaluations"]] == [(32, 4), (48, 6)]
     assert sum(line.startswith("eval |") for line in lines) == 2
+    assert first["global_step"] == 6 and [e["samples"] for e in first["evaluations"]] == [32, 48]
+    # Started again, finished: its model was trained before this process, so an evaluation now would time it at a
+    # few seconds.
+    summary, lines = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=2,eval.target_mlm_accuracy=1e-6")
+    assert summary["global_step"] == 6 and summary["sequences_trained"] == 48
+    assert summary["evaluations"] == [] and summary["time_to_target"] is None
+    assert not any(line.startswith(("eval |", "Reached the target")) for line in lines)
 
 
 @pytest.mark.slow
@@ -71,17 +80,6 @@ def test_a_resumed_run_counts_samples_on_from_its_checkpoint(tmp_path, data):
     _run(tmp_path, data, "train.total_steps=2")
     summary, _ = _run(tmp_path, data, "train.total_steps=4,eval.interval_samples=8,eval.steps=1")
     assert [e["samples"] for e in summary["evaluations"]] == [32] and summary["sequences_trained"] == 32
-
-
-@pytest.mark.slow
-def test_a_finished_run_started_again_times_nothing(tmp_path, data):
-    """Its model was trained before this process: an evaluation now would time it at a few seconds."""
-    first, _ = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=1")
-    assert first["global_step"] == 6 and [e["samples"] for e in first["evaluations"]] == [32, 48]
-    summary, lines = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=1,eval.target_mlm_accuracy=1e-6")
-    assert summary["global_step"] == 6 and summary["sequences_trained"] == 48
-    assert summary["evaluations"] == [] and summary["time_to_target"] is None
-    assert not any(line.startswith(("eval |", "Reached the target")) for line in lines)
 
 
 @pytest.mark.slow

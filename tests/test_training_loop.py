@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -32,6 +33,16 @@ pytestmark = pytest.mark.usefixtures("float32_policy")
 def _experiment(tmp_path, data, override="", **sections):
     path = write_config(str(tmp_path / "c.yaml"), data[0], data[1], **sections)
     return load_experiment([path], override)
+
+
+@pytest.fixture(scope="module")
+def two_steps(tmp_path_factory, data):
+    """The default run trained 2 steps, once for the tests that start from it or refuse another model on it (each
+    trained the same run of its own before): its model_dir, read only (copy it to run in it)."""
+    folder = tmp_path_factory.mktemp("two_steps")
+    config = _experiment(folder, data, "train.total_steps=2")
+    experiment.run(config, str(folder / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    return folder / "run"
 
 
 def _google_checkpoint(config, directory):
@@ -129,31 +140,27 @@ def test_train_starts_from_a_google_tf1_checkpoint(tmp_path, data):
 
 
 @pytest.mark.slow
-def test_phase_two_starts_from_phase_one_weights_with_a_fresh_optimizer(tmp_path, data):
-    phase1 = _experiment(tmp_path, data, "train.total_steps=2")
-    experiment.run(phase1, str(tmp_path / "phase1"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+@pytest.mark.xdist_group("two_steps")  # one worker trains the shared run once
+def test_phase_two_starts_from_phase_one_weights_with_a_fresh_optimizer(tmp_path, data, two_steps):
     phase2 = _experiment(
         tmp_path,
         data,
-        f"train.total_steps=2,schedule.peak_learning_rate=1e-12,train.init_checkpoint={tmp_path / 'phase1'}",
+        f"train.total_steps=2,schedule.peak_learning_rate=1e-12,train.init_checkpoint={two_steps}",
     )
     summary = experiment.run(
         phase2, str(tmp_path / "phase2"), make_strategy("one_device"), print_fn=lambda *a, **k: None
     )
     assert summary["global_step"] == 2 and summary["restored_from"] is None
-    first, second = _model_weights(str(tmp_path / "phase1")), _model_weights(str(tmp_path / "phase2"))
+    first, second = _model_weights(str(two_steps)), _model_weights(str(tmp_path / "phase2"))
     for name in first.get_variable_to_shape_map():
         if name.startswith("model/"):
             np.testing.assert_allclose(first.get_tensor(name), second.get_tensor(name), atol=1e-6, err_msg=name)
 
 
 @pytest.mark.slow
-def test_init_checkpoint_of_another_size_is_refused(tmp_path, data):
-    config = _experiment(tmp_path, data, "train.total_steps=2")
-    experiment.run(config, str(tmp_path / "small"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
-    bigger = _experiment(
-        tmp_path, data, f"model.overrides.num_hidden_layers=3,train.init_checkpoint={tmp_path / 'small'}"
-    )
+@pytest.mark.xdist_group("two_steps")
+def test_init_checkpoint_of_another_size_is_refused(tmp_path, data, two_steps):
+    bigger = _experiment(tmp_path, data, f"model.overrides.num_hidden_layers=3,train.init_checkpoint={two_steps}")
     with pytest.raises(ValueError, match="init_checkpoint"):
         experiment.run(bigger, str(tmp_path / "big"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
@@ -206,9 +213,9 @@ def test_precision_policies_and_xla_train(tmp_path, data, override, monkeypatch)
 
 
 @pytest.mark.slow
-def test_model_dir_of_another_model_is_refused_by_name(tmp_path, data):
-    config = _experiment(tmp_path, data, "train.total_steps=2")
-    experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+@pytest.mark.xdist_group("two_steps")
+def test_model_dir_of_another_model_is_refused_by_name(tmp_path, data, two_steps):
+    shutil.copytree(two_steps, tmp_path / "run")  # its own copy: the refused run starts in it
     bigger = _experiment(tmp_path, data, "model.overrides.num_hidden_layers=3,train.total_steps=4")
     # 16 weights of layer 2 and their 32 LAMB moments; the trust-ratio vector is longer
     with pytest.raises(
