@@ -29,6 +29,7 @@ PHASES = [
     "kbert_lamb_32",
     "hub_lamb_32",
     "hub_adamw_32",
+    "modern_lamb_32",
     "flash_off_32",
     "flash_on_32",
 ]

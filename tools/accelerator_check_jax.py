@@ -471,6 +471,33 @@ def phase_contest(ctx: dict[str, Any], who: str, seq: int) -> dict[str, Any]:
     return _rate_figures(result, config, seq, preds, ctx, sentence_head=not who.startswith("hub"))
 
 
+def _modern_config():
+    """The run's BERT as a ModernBERT-class model of the same matmul FLOPs per token outside attention: rotary
+    positions, GeGLU at 2/3 of the inner width (three projections for two), pre-LayerNorm without biases, a global
+    layer every third and local windows of 128 tokens (8 in --smoke) between, masked LM only, no dropout."""
+    from kbert.modeling import BertConfig
+
+    bert = _bert_config()
+    sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings")
+    return BertConfig.load("modernbert_base").replace(
+        **{name: getattr(bert, name) for name in sizes},
+        intermediate_size=bert.intermediate_size * 2 // 3,
+        local_attention=8 if FLAGS.smoke else 128,
+    )
+
+
+def phase_modern(ctx: dict[str, Any], seq: int) -> dict[str, Any]:
+    """kbert's ModernBERT-class model with kbert's LAMB at kbert BERT's batch, on masked-LM-only rows of one
+    segment: its rate and MFU beside BERT's (`kbert_lamb_{seq}`)."""
+    s, config = _sizes(), _modern_config()
+    preds, start = s.seqs[seq], ctx["batch"].get(seq, s.max_tokens // seq)
+    data = _batch(start * s.timed_steps, seq, preds, config.vocab_size)
+    data = {k: v for k, v in data.items() if k != "next_sentence_labels"}
+    data["segment_ids"] = np.zeros_like(data["segment_ids"])
+    result = _largest_batch(lambda b: _train_rate("kbert_lamb", config, data, b), start, s.min_batch)
+    return _rate_figures(result, config, seq, preds, ctx, sentence_head=False)
+
+
 def phase_flash(ctx: dict[str, Any], on: bool, seq: int) -> dict[str, Any]:
     """kbert without attention dropout (the fused kernels take none), Keras's choice of attention (on) or XLA's
     unfused one (off)."""
@@ -487,12 +514,14 @@ def phase_flash(ctx: dict[str, Any], on: bool, seq: int) -> dict[str, Any]:
 
 
 def _phases() -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
-    """Every phase in running order: the contest at each length, then flash off/on, longest first."""
+    """Every phase in running order: the contest at each length with the modern model beside it, then flash
+    off/on, longest first."""
     seqs = list(_sizes().seqs)
     phases = {"devices": phase_devices, "matmul": phase_matmul, "lamb_vs_float64": phase_lamb_vs_float64}
     for seq in seqs:
         for who in ("kbert_lamb", "hub_lamb", "hub_adamw"):
             phases[f"{who}_{seq}"] = lambda ctx, who=who, seq=seq: phase_contest(ctx, who, seq)
+        phases[f"modern_lamb_{seq}"] = lambda ctx, seq=seq: phase_modern(ctx, seq)
     for seq in sorted(seqs, reverse=True):
         for on in (False, True):
             name = f"flash_{'on' if on else 'off'}_{seq}"
@@ -583,7 +612,7 @@ def main(argv: list[str]) -> None:
         elapsed = time.perf_counter() - began
         if ctx.get("refused"):
             results[name] = {"status": SKIPPED, "summary": "the devices phase refused this host"}
-        elif name.startswith(("kbert", "hub", "flash")) and elapsed + last > FLAGS.budget_s:
+        elif name.startswith(("kbert", "hub", "modern", "flash")) and elapsed + last > FLAGS.budget_s:
             results[name] = {
                 "status": SKIPPED,
                 "summary": f"--budget_s={FLAGS.budget_s}: {elapsed:.0f} s gone, "
