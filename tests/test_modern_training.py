@@ -190,4 +190,3 @@ def test_lars_and_adamw_train_it_in_bfloat16_with_gradient_accumulation(tmp_path
         config, str(tmp_path / "run"), make_strategy("one_device"), "train_and_eval", print_fn=lambda *a, **k: 0
     )
     assert summary["stages"][0]["global_step"] == 4 and np.isfinite(summary["eval"]["loss"])
-
