@@ -190,3 +190,24 @@ def test_lars_and_adamw_train_it_in_bfloat16_with_gradient_accumulation(tmp_path
         config, str(tmp_path / "run"), make_strategy("one_device"), "train_and_eval", print_fn=lambda *a, **k: 0
     )
     assert summary["stages"][0]["global_step"] == 4 and np.isfinite(summary["eval"]["loss"])
+
+
+@pytest.mark.slow
+def test_mslt_grows_a_modernbert_directory_deeper_training_only_the_new_blocks(tmp_path, records):
+    """train.init_checkpoint a 3-layer ModernBERT, the model 6 layers: the one stage trains blocks 3-5 (block 3 a
+    global layer again); blocks 0-2 stay as the checkpoint holds them."""
+    source = BertPretrainer(BertConfig.load("modernbert_tiny").replace(**SIZES))
+    randomize(source, scale=0.05)
+    export_modernbert_checkpoint(source, str(tmp_path / "modern"))
+    model = {"bert": str(tmp_path / "modern"), "overrides": {"num_hidden_layers": 6}}
+    mslt = {"stages": [{"num_layers": 6, "steps": 3}], "final_stage": {"steps": 0}}
+    train = {"init_checkpoint": str(tmp_path / "modern"), "max_checkpoints": 10}
+    config = load_experiment([_config(tmp_path / "c.yaml", records, model=model, mslt=mslt, train=train)])
+    assert [config.model.bert_config().layer_is_global(i) for i in range(6)] == [True, False, False] * 2
+    experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), "train", print_fn=lambda *a, **k: 0)
+    grown = checkpoint_weights(tmp_path / "run", 3)
+    query = "model/bert.Slayer_{}.Sattention.Squery.Skernel/.ATTRIBUTES/VARIABLE_VALUE"
+    for layer in range(3):
+        np.testing.assert_array_equal(grown[query.format(layer)], source.encoder.blocks[layer].attention.query.kernel)
+    for layer in range(3, 6):  # copies of blocks 0-2, then trained
+        assert not np.array_equal(grown[query.format(layer)], source.encoder.blocks[layer - 3].attention.query.kernel)
