@@ -4,25 +4,10 @@ submodules (`kbert.fit.checkpoints`, ...) have no old name: they are `kbert.fit_
 
 import warnings
 
-from kbert.fit_pretraining import (
-    FitCheckpoint,
-    Progress,
-    fit_dataset,
-    fit_pretraining,
-    newest_checkpoint,
-    restore_checkpoint,
-    write_checkpoint,
-)
+import kbert.fit_pretraining
+from kbert.fit_pretraining import *  # noqa: F403 - the package's names, under the old one
 
-__all__ = [
-    "FitCheckpoint",
-    "Progress",
-    "fit_dataset",
-    "fit_pretraining",
-    "newest_checkpoint",
-    "restore_checkpoint",
-    "write_checkpoint",
-]
+__all__ = kbert.fit_pretraining.__all__
 
 warnings.warn(
     "kbert.fit is now kbert.fit_pretraining: import fit_pretraining and its parts from there",

@@ -25,7 +25,7 @@ from model_fixtures import (
 )
 from numpy_bert import encode, google_weights, pretrain_logits, random_batch
 
-from kbert.modeling import BertEncoder, BertPretrainer, MaskedLMHead, NextSentenceHead, google_variable_map
+from kbert.modeling import BertConfig, BertEncoder, BertPretrainer, MaskedLMHead, NextSentenceHead, google_variable_map
 from kbert.modeling.attention import SelfAttention
 from kbert.modeling.packing import attention_mask
 from kbert.optimizers import LAMB
@@ -111,23 +111,14 @@ COMPOSITIONS = {
         hidden_act="gelu_approximate",
     ),
     "post_gated_no_embedding_norm": TINY.replace(feed_forward="gated", embedding_layer_norm=False),
-    # ModernBERT's: rotary positions (another base in local layers), a band of 7 tokens in blocks 1 and 3, no
-    # position or segment table, no sentence head, a head without biases.
-    "modern": TINY.replace(
+    # ModernBERT's (its preset at TINY's widths): rotary positions (another base in local layers), a band of 7 tokens
+    # in blocks 1 and 3, no position or segment table, no sentence head, a head without biases.
+    "modern": BertConfig.load("modernbert_tiny").replace(
+        **{k: getattr(TINY, k) for k in ("vocab_size", "hidden_size", "num_attention_heads", "intermediate_size")},
         num_hidden_layers=4,
-        norm_placement="pre",
-        first_block_attention_norm=False,
-        feed_forward="gated",
-        use_bias=False,
-        type_vocab_size=0,
-        position_embedding="rotary",
-        rope_theta=160000.0,
+        max_position_embeddings=TINY.max_position_embeddings,
         local_attention=6,
-        local_rope_theta=10000.0,
         global_attn_every_n_layers=2,
-        sentence_head=False,
-        head_use_bias=False,
-        layer_norm_eps=1e-5,
     ),
 }
 
