@@ -67,7 +67,7 @@ def _refuse(source: str, key: str, value: Any, why: str) -> ConfigError:
 
 def _layer_pattern(values: dict[str, Any], source: str) -> tuple[int, float, float]:
     """(global_attn_every_n_layers, global rotary base, local rotary base) of either config form."""
-    layers = values["num_hidden_layers"]
+    layers = values.get("num_hidden_layers", 0)  # its absence is said where the model's sizes are read
     every = values.get("global_attn_every_n_layers", 3)
     if "layer_types" in values:
         kinds = list(values["layer_types"])
