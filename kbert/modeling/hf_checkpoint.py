@@ -26,6 +26,7 @@ import json
 import os
 import re
 import struct
+from typing import Any
 
 import keras
 import numpy as np
@@ -251,8 +252,6 @@ def export_hf_checkpoint(model: BertPretrainer, directory: str, architecture: st
         a masked-LM head whose activation or epsilon is not the encoder's
         (Hugging Face's head computes the encoder's).
     """
-    from safetensors.numpy import save
-
     if architecture not in HF_ARCHITECTURES:
         raise ConfigError(f"--hf_architecture={architecture}: choose one of {', '.join(HF_ARCHITECTURES)}.")
     c = model.config
@@ -267,11 +266,19 @@ def export_hf_checkpoint(model: BertPretrainer, directory: str, architecture: st
     for name, (variable, transposed) in _architecture_names(model, architecture).items():
         value = np.asarray(keras.ops.convert_to_numpy(variable), np.float32)
         tensors[name] = np.ascontiguousarray(value.T if transposed else value)
+    return write_hf_directory(directory, tensors, hf_config_of(c, architecture))
+
+
+def write_hf_directory(directory: str, tensors: dict[str, np.ndarray], config: dict[str, Any]) -> str:
+    """Writes `directory/model.safetensors` (torch's metadata) and `directory/config.json`, on any TensorFlow file
+    system; returns the weights' path."""
+    from safetensors.numpy import save
+
     tf.io.gfile.makedirs(directory)
     path = os.path.join(directory, WEIGHTS)
     with tf.io.gfile.GFile(path, "wb") as f:
         f.write(save(tensors, metadata={"format": "pt"}))  # transformers refuses safetensors without a format
     with tf.io.gfile.GFile(os.path.join(directory, CONFIG), "w") as f:
-        json.dump(hf_config_of(c, architecture), f, indent=2, sort_keys=True)
+        json.dump(config, f, indent=2, sort_keys=True)
         f.write("\n")
     return path

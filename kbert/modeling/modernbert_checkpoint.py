@@ -23,19 +23,16 @@ export_modernbert_checkpoint(model, "export/modern")                  # config.j
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kbert.errors import CheckpointMismatchError, ConfigError
 from kbert.modeling.checkpoint_fit import describe_model, mismatch
 from kbert.modeling.config import BertConfig
 from kbert.modeling.encoder import BertEncoder
-from kbert.modeling.hf_checkpoint import CONFIG, WEIGHTS, file_shapes, file_tensors
+from kbert.modeling.hf_checkpoint import CONFIG, file_shapes, file_tensors, write_hf_directory
 from kbert.modeling.hf_config import HF_ACTIVATIONS, KBERT_ACTIVATIONS
 from kbert.modeling.pretrainer import BertPretrainer
 
@@ -211,9 +208,14 @@ def _expected(model: BertPretrainer | BertEncoder) -> dict[str, list]:
     return expected
 
 
+def _transposed(variable: keras.Variable) -> bool:
+    """Whether torch stores `variable` transposed: a Dense kernel, [out, in]."""
+    return variable.name == "kernel"
+
+
 def _torch_shape(pieces: list) -> tuple[int, ...]:
     """The stored shape of a tensor made of `pieces` (kernels stored transposed, row blocks stacked)."""
-    shapes = [tuple(v.shape)[::-1] if v.name == "kernel" else tuple(v.shape) for v, _ in pieces]
+    shapes = [tuple(v.shape)[::-1] if _transposed(v) else tuple(v.shape) for v, _ in pieces]
     return (sum(shape[0] for shape in shapes), *shapes[0][1:])
 
 
@@ -263,7 +265,7 @@ def load_modernbert_checkpoint(model: BertPretrainer | BertEncoder, directory: s
         value = np.asarray(tensors[name], np.float32)
         for variable, rows in pieces:
             piece = value[rows[0] : rows[1]] if rows else value
-            variable.assign(piece.T if variable.name == "kernel" else piece)
+            variable.assign(piece.T if _transposed(variable) else piece)
     return [] if has_head else ["masked-LM head"]
 
 
@@ -276,8 +278,6 @@ def export_modernbert_checkpoint(model: BertPretrainer, directory: str, token_id
       ConfigError: the model is not of ModernBERT's composition (`composition_problem`), before anything is
         written.
     """
-    from safetensors.numpy import save
-
     problem = composition_problem(model.config)
     if problem:
         raise ConfigError(
@@ -286,14 +286,7 @@ def export_modernbert_checkpoint(model: BertPretrainer, directory: str, token_id
     tensors = {}
     for name, pieces in _expected(model).items():
         values = [np.asarray(keras.ops.convert_to_numpy(v), np.float32) for v, _ in pieces]
-        values = [value.T if v.name == "kernel" else value for value, (v, _) in zip(values, pieces)]
+        values = [value.T if _transposed(v) else value for value, (v, _) in zip(values, pieces)]
         key = name if name.startswith(_HEAD) else _PREFIX + name
         tensors[key] = np.ascontiguousarray(np.concatenate(values) if len(values) > 1 else values[0])
-    tf.io.gfile.makedirs(directory)
-    path = os.path.join(directory, WEIGHTS)
-    with tf.io.gfile.GFile(path, "wb") as f:
-        f.write(save(tensors, metadata={"format": "pt"}))
-    with tf.io.gfile.GFile(os.path.join(directory, CONFIG), "w") as f:
-        json.dump(modernbert_config_json(model.config, token_ids), f, indent=2, sort_keys=True)
-        f.write("\n")
-    return path
+    return write_hf_directory(directory, tensors, modernbert_config_json(model.config, token_ids))
