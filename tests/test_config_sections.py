@@ -46,3 +46,15 @@ def test_leaf_types_follow_the_annotations():
     assert config.train.jit_compile == "step"
     assert load_config(ExperimentConfig, [], "train.jit_compile=true").train.jit_compile is True
     assert "config key 'train.total_steps' must be of type int" in _error(ExperimentConfig, "train.total_steps=1.5")
+
+
+def test_model_overrides_take_the_bert_config_fields_types(tmp_path):
+    # YAML 1.1 reads `1e-5` (no dot) as a string; a JSON --params_override of 1e-05 is read through YAML too.
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  overrides:\n    layer_norm_eps: 1e-5\n    rope_theta: 160000\n")
+    config = load_config(ExperimentConfig, [str(path)], '{"model": {"overrides": {"local_attention": 128.0}}}')
+    bert = config.model.bert_config()
+    assert (bert.layer_norm_eps, bert.rope_theta, bert.local_attention) == (1e-5, 160000.0, 128)
+    assert type(bert.layer_norm_eps) is float and type(bert.local_attention) is int
+    wrong = _error(ExperimentConfig, "model.overrides.hidden_size=x")
+    assert "'model.overrides.hidden_size' must be of type int" in wrong

@@ -15,6 +15,7 @@ kbert.errors.ConfigError: schedule.power=-1.0 must be >= 0.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any
 
 from official.modeling.hyperparams import base_config
@@ -26,10 +27,12 @@ from kbert.runtime.optimizer_registry import OptimizerConfig
 
 __all__ = ["BertOverrides", "ModelConfig", "OptimizerConfig", "ScheduleConfig"]
 
-# One optional override field per `bert_config.json` key, so typos in `model.overrides` are caught like any other.
+# One optional override field per `bert_config.json` key, of that key's type, so typos in `model.overrides` are caught
+# like any other and YAML's strings for numbers (`layer_norm_eps: 1e-5`) are read as the numbers they are.
+_FIELD_TYPES = typing.get_type_hints(BertConfig)
 BertOverrides = dataclasses.make_dataclass(
     "BertOverrides",
-    [(f.name, Any | None, None) for f in dataclasses.fields(BertConfig)],
+    [(f.name, _FIELD_TYPES[f.name] | None, None) for f in dataclasses.fields(BertConfig)],
     bases=(base_config.Config,),
 )
 BertOverrides.__doc__ = "Fields of `bert_config.json` to change; `None` keeps the named config's value."
