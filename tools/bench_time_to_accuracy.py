@@ -22,13 +22,16 @@ training samples for every contestant. Contestants, one after the other:
   off), `wsd` and `one_cycle` (schedule.shape: warmup-stable-decay, the triangle, with the recipe's warmup),
   `batch_ramp` (the batch grows from a quarter, one of RAMP_MICRO_BATCHES micro-batches of gradient accumulation,
   to the full batch over the first RAMP_SHARE of the steps, the rate scaled by the batch's square root) and
-  `mslt_N` (MSLT in `--stages`, its all-layer stage N% of the steps, for each of `--final_shares`);
+  `modern` (ModernBERT's block at the model's widths, matched in parameters and FLOPs: MODERN_BLOCK) and `mslt_N`
+  (MSLT in `--stages`, its all-layer stage N% of the steps, for each of `--final_shares`);
 - `fastest`: kbert with every lever that beat `kbert` alone by `--min_gain` on time to target (or, where a run ended
   below it, to the highest accuracy all of them reached), the fastest of each kind (one of RECORDS: packed, MLM-only,
   dynamically masked and seq-64 records; one schedule shape of SHAPES; one MSLT plan), or `--fastest_levers` (refused
   where two of one kind are named). It may train `--fastest_steps_scale` times the steps, its schedule stretched to
   match, and it stops at the target: as in MLPerf, a submission picks its own schedule and only its time to target
-  counts. `--fastest=false` leaves it out (e.g. `--levers= --fastest=false`: Model Garden and kbert alone).
+  counts. `--fastest=false` leaves it out (e.g. `--levers= --fastest=false`: Model Garden and kbert alone);
+- `modern` (with `--modern`): the fastest's levers and `modern`, on every seed: the same recipe with ModernBERT's
+  block in place of BERT's, compared with Model Garden and with the fastest seed by seed.
 
 MLPerf's mode: `--start_checkpoint` (a google-research/bert checkpoint of `--model` at `--num_layers` with the
 bench's vocabulary, e.g. an exported phase 1) or `--start_steps` (kbert's recipe trained that many steps with `--seed`
@@ -93,6 +96,7 @@ from kbert.data.wordpiece.tokenizer import load_vocabulary  # noqa: E402
 from kbert.data.wordpiece.vocab_learning import learn_vocabulary, write_vocabulary  # noqa: E402
 from kbert.errors import KbertError  # noqa: E402
 from kbert.experiment import load_experiment, stages_of  # noqa: E402
+from kbert.modeling import BertConfig, BertEncoder  # noqa: E402
 from kbert.training.evaluation_history import final_accuracy, first_reaching, read_summary, time_to_target  # noqa: E402
 from kbert.training.stage import with_layouts  # noqa: E402
 
@@ -109,10 +113,30 @@ LEVERS = (
     "wsd",
     "one_cycle",
     "batch_ramp",
+    "modern",
 )  # and mslt_N
 # Levers that exclude each other, at most one of a kind in a run: each of these trains on its own records (the
 # dynamic-masking levers on unmasked pairs, seq64 on seq-64 pairs), and a run has one schedule shape.
 RECORDS, SHAPES = ("packed", "mlm_only", *MASKS, "seq64"), ("wsd", "one_cycle")
+# modern: ModernBERT's block (arXiv 2412.13663) at --model's widths and depth: rotary positions (theta 160,000 in
+# global layers, 10,000 in local ones), a GeGLU feed-forward, pre-LayerNorm with a final norm and no attention norm
+# in block 0, no biases, 128-token local windows and a global layer every third. The GeGLU's width is two thirds of
+# the model's intermediate size, so a block has BERT's feed-forward parameters and FLOPs less its biases. The
+# segment table and next-sentence head stay: the lever trains and is scored on the same sentence-pair records as
+# every contestant, so it changes the block alone.
+MODERN_BLOCK = dict(
+    norm_placement="pre",
+    first_block_attention_norm=False,
+    feed_forward="gated",
+    use_bias=False,
+    head_use_bias=False,
+    layer_norm_eps=1e-5,
+    position_embedding="rotary",
+    rope_theta=160000.0,
+    local_attention=128,
+    local_rope_theta=10000.0,
+    global_attn_every_n_layers=3,
+)
 # The batch ramp: 4 micro-batches a full step, from one micro-batch over the first quarter of the steps.
 RAMP_MICRO_BATCHES, RAMP_SHARE = 4, 0.25
 # seq64: BERT's two phases at CPU sizes, phase 1 (this share of the steps) at seq SHORT_SEQ, the rest at
@@ -193,6 +217,12 @@ flags.DEFINE_float(
     "(docs/time_to_accuracy.md).",
 )
 flags.DEFINE_bool("fastest", True, "Run the fastest contestant; false: only Model Garden, kbert and --levers.")
+flags.DEFINE_bool(
+    "modern",
+    False,
+    "After the fastest contestant, run `modern`: the fastest's levers and the modern lever (ModernBERT's block), "
+    "on every seed, with the fastest's steps.",
+)
 flags.DEFINE_float(
     "fastest_steps_scale",
     1.5,
@@ -256,6 +286,7 @@ RECORDED_FLAGS = (
     "seed",
     "seeds",
     "fastest",
+    "modern",
     "start_checkpoint",
     "start_steps",
 )
@@ -540,6 +571,8 @@ def with_lever(config: dict, lever: str, data: Data) -> None:
                 "warmup_steps": warmup(steps - short),
             },
         ]
+    elif lever == "modern":
+        config["model"]["overrides"].update(modern_overrides())
     elif lever == "no_dropout":  # Cramming's
         config["model"]["overrides"].update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     elif lever in ("wsd", "one_cycle"):  # the recipe's warmup; wsd decays over its default last 10%
@@ -567,6 +600,11 @@ def with_lever(config: dict, lever: str, data: Data) -> None:
             "stages": [{"num_layers": d, "steps": n} for d, n in zip(depths, growth)],
             "final_stage": {"steps": final, "learning_rate": FLAGS.peak_learning_rate * FLAGS.final_rate_scale},
         }
+
+
+def modern_overrides() -> dict:
+    """The modern lever's model overrides: MODERN_BLOCK, its GeGLU two thirds of --model's intermediate size."""
+    return dict(MODERN_BLOCK, intermediate_size=round(2 * BertConfig.preset(FLAGS.model).intermediate_size / 3))
 
 
 def alone(data: Data) -> list[str]:
@@ -760,8 +798,8 @@ def selection_level(results: dict[str, dict], target: float) -> float:
 
 def kinds(mslt: list[str]) -> list[tuple[str, ...]]:
     """The levers by kind, a run taking at most one of each: precision, XLA, records (RECORDS), dropout, schedule
-    shape (SHAPES), batch ramp, and `mslt`'s MSLT plans."""
-    return [("bf16",), ("xla",), RECORDS, ("no_dropout",), SHAPES, ("batch_ramp",), tuple(mslt)]
+    shape (SHAPES), batch ramp, block (modern), and `mslt`'s MSLT plans."""
+    return [("bf16",), ("xla",), RECORDS, ("no_dropout",), SHAPES, ("batch_ramp",), ("modern",), tuple(mslt)]
 
 
 def fastest_levers(results: dict[str, dict], level: float) -> list[str]:
@@ -785,6 +823,24 @@ def fastest_levers(results: dict[str, dict], level: float) -> list[str]:
         if math.isfinite(seconds) and seconds * FLAGS.min_gain <= recipe_median(best):
             chosen.append(best)
     return chosen
+
+
+def block_costs() -> str:
+    """One line: the non-embedding parameters and forward matmul FLOPs per token of --model's blocks at
+    --num_layers, with BERT's block and with the modern lever's (from the parts' own counts)."""
+    bert = BertConfig.preset(FLAGS.model).replace(num_hidden_layers=FLAGS.num_layers)
+    modern = bert.replace(**modern_overrides())
+
+    def counts(config: BertConfig) -> str:
+        blocks = BertEncoder.cost(config, FLAGS.seq_length)["blocks"]
+        parameters = sum(cost.parameters for cost in blocks)
+        flops = sum(cost.flops for cost in blocks) / FLAGS.seq_length
+        return f"{parameters:,} parameters, {flops:,.0f} FLOPs a token"
+
+    return (
+        f"{FLAGS.num_layers} blocks at seq {FLAGS.seq_length}: BERT's {counts(bert)}; "
+        f"modern (GeGLU width {modern.intermediate_size}) {counts(modern)}"
+    )
 
 
 def plot(results: dict[str, dict], target: float, path: str) -> None:
@@ -825,15 +881,17 @@ def plot(results: dict[str, dict], target: float, path: str) -> None:
     plt.close(figure)
 
 
-def ratio_line(label: str, runs: list[dict], peers: dict[int, dict], target: float, with_samples: bool) -> str:
-    """`label`'s time to target against Model Garden's with the same seed (its seconds over the run's; the samples'
-    ratio too `with_samples`): with one seed, the ratio; with more, the median, min and max over the seeds both
-    reached the target on, and how many seeds the contestant reached it on."""
+def ratio_line(
+    label: str, runs: list[dict], peers: dict[int, dict], target: float, with_samples: bool, peer: str = "model_garden"
+) -> str:
+    """`label`'s time to target against `peer`'s (`peers`: its run by seed) with the same seed (its seconds over the
+    run's; the samples' ratio too `with_samples`): with one seed, the ratio; with more, the median, min and max over
+    the seeds both reached the target on, and how many seeds the contestant reached it on."""
     hits = [(time_to_target(run, target), time_to_target(peers[run["seed"]], target)) for run in runs]
     pairs = [(hit, peer) for hit, peer in hits if hit and peer]
     times = [peer["seconds"] / hit["seconds"] for hit, peer in pairs]
     samples = [peer["samples"] / hit["samples"] for hit, peer in pairs]
-    line = f"{label} / model_garden, time to target: "
+    line = f"{label} / {peer}, time to target: "
     if len(runs) == 1:
         return line + (
             f"{times[0]:.2f}x" + (f" (samples {samples[0]:.2f}x)" if with_samples else "")
@@ -847,15 +905,16 @@ def ratio_line(label: str, runs: list[dict], peers: dict[int, dict], target: flo
         if pairs
         else "-"
     )
-    both = f"; ratios over the {len(pairs)} model_garden reached it on too" if len(pairs) < reached else ""
+    both = f"; ratios over the {len(pairs)} {peer} reached it on too" if len(pairs) < reached else ""
     return line + f"{spread} ({reached}/{len(runs)} seeds reached it{both})"
 
 
 def report(results: dict[str, dict], target: float, plateau: float) -> None:
-    """The table (a row a run), then each contestant's ratios against Model Garden; the last line is kbert's
-    fastest's (none without a `fastest` contestant)."""
+    """The table (a row a run), then each contestant's ratios against Model Garden, the fastest's last (none
+    without a `fastest` contestant), and with a `modern` one its ratios against Model Garden and the fastest."""
     runs = by_contestant(results)
     fastest = next((name for name in runs if name.startswith("fastest")), None)
+    modern = next((name for name in runs if name.startswith("modern (")), None)
     held_out = int(runs["model_garden"][0]["evaluations"][-1]["sequences"])  # --eval_sequences, or all there are
     print(
         f"\ntarget held-out masked-LM accuracy {target:.4f}; {held_out:,} held-out sequences every "
@@ -880,8 +939,13 @@ def report(results: dict[str, dict], target: float, plateau: float) -> None:
             f"{last:>12,}{result['process_seconds']:>9.0f}{off_plateau:>26}"
         )
     peers = {run["seed"]: run for run in runs["model_garden"]}
-    for name in [n for n in runs if n not in ("model_garden", fastest)]:
+    for name in [n for n in runs if n not in ("model_garden", fastest, modern)]:
         print(ratio_line(name, runs[name], peers, target, True))
+    if modern:
+        print(ratio_line(modern, runs[modern], peers, target, True))
+        bert = {run["seed"]: run for run in runs[fastest]} if fastest else {}
+        if all(run["seed"] in bert for run in runs[modern]):
+            print(ratio_line(modern, runs[modern], bert, target, True, peer="fastest"))
     if fastest:
         print(ratio_line(f"kbert {fastest}", runs[fastest], peers, target, False))
 
@@ -920,6 +984,8 @@ def main(argv: list[str]) -> None:
             f"--seq_length={FLAGS.seq_length}: the seq64 lever's phase 1 trains at seq {SHORT_SEQ}, "
             "shorter than the recipe's; give a longer --seq_length or leave seq64 out."
         )
+    if FLAGS.modern and not FLAGS.fastest:
+        raise app.UsageError("--modern adds ModernBERT's block to the fastest's levers; drop --fastest=false.")
     if FLAGS.start_checkpoint and FLAGS.start_steps:
         raise app.UsageError("--start_checkpoint and --start_steps both name the shared start; give one.")
     if (FLAGS.start_checkpoint or FLAGS.start_steps) and not FLAGS["levers"].present:
@@ -944,11 +1010,12 @@ def main(argv: list[str]) -> None:
     data = make_data(FLAGS.work_dir)
     contestants = [("kbert", [])] + [(lever, [lever]) for lever in alone(data)]
     fastest_steps = round(FLAGS.fastest_steps_scale * FLAGS.total_steps)
-    check_configs(
-        [(name, levers, FLAGS.total_steps) for name, levers in contestants]
-        + ([("fastest", FLAGS.fastest_levers, fastest_steps)] if FLAGS.fastest and FLAGS.fastest_levers else []),
-        data,
-    )
+    checked = [(name, levers, FLAGS.total_steps) for name, levers in contestants]
+    if FLAGS.fastest and FLAGS.fastest_levers:
+        checked.append(("fastest", FLAGS.fastest_levers, fastest_steps))
+        if FLAGS.modern:
+            checked.append(("modern", [*FLAGS.fastest_levers, "modern"], fastest_steps))
+    check_configs(checked, data)
     plateau = unigram_plateau(data)
     print(f"unigram plateau: {plateau:.4f} held-out masked-LM accuracy", flush=True)
     if FLAGS.start_steps:
@@ -968,6 +1035,14 @@ def main(argv: list[str]) -> None:
         levers = FLAGS.fastest_levers or fastest_levers(results, selection_level(results, target))
         fastest = f"fastest ({'+'.join(levers) or 'no lever beat kbert alone'})"
         run_seeds(results, fastest, lambda seed: run_kbert("fastest", levers, data, target, seed, fastest_steps))
+        if FLAGS.modern and "modern" not in levers:
+            modern = [*levers, "modern"]
+            print(block_costs(), flush=True)
+            run_seeds(
+                results,
+                f"modern ({'+'.join(modern)})",
+                lambda seed: run_kbert("modern", modern, data, target, seed, fastest_steps),
+            )
     with open(os.path.join(FLAGS.work_dir, "results.json"), "w") as f:
         json.dump(
             {
