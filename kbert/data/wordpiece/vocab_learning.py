@@ -23,85 +23,34 @@ vocab_learning.write_vocabulary(tokens, "vocab.txt")
 from __future__ import annotations
 
 import collections
-import dataclasses
 import functools
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
 from kbert.data import outputs, storage, work_units
-from kbert.data.input_files import require_text
 from kbert.data.storage import io_errors
+from kbert.data.vocab_corpus import BATCH_LINES, CorpusReading, Progress, VocabStats, batches, learn_from
 from kbert.data.wordpiece.vocab_file import reserved_tokens
 from kbert.errors import ConfigError, InputDataError
 
 LEARNERS = ("tokenizers", "tensorflow_text")
-# progress(stage, lines, chars): the default learner's stages are "scanning" then "learning".
-Progress = Callable[[str, int, int], None]
 _JOINER = "##"
-_PROGRESS_EVERY = 100_000  # lines
-_BATCH_LINES = 1024  # lines handed to a learner at a time
 _OVERTRAIN = 1.2  # the trainer learns this many times the longer pieces there is room for; the most used are kept
 _SAMPLE_CHARS = 16_000_000  # the sample whose words count the pieces' use holds at most this many characters
 _MAX_WORD_CHARS = 100  # as BERT's WordPiece: a longer word is [UNK]
 _SPLIT_CHARS = 1 << 16  # text split into words in one call, at most (its words take ~50x its size in memory)
 
 
-@dataclasses.dataclass
-class VocabStats:
-    """What `learn_vocabulary` saw and produced.
-
-    `shortfall`: one line saying why `vocab_size` is below `vocab_size_asked` and what to do; None when the
-    vocabulary has the asked size. `records`: the records read (record formats), the bad ones counted and named.
-    """
-
-    lines: int
-    chars: int
-    vocab_size: int
-    num_reserved: int
-    vocab_size_asked: int
-    shortfall: str | None = None
-    records: work_units.ScanReport = dataclasses.field(default_factory=work_units.ScanReport)
-
-
-class _Reading:
-    """The lines of the input files, read as often as a learner needs. The first read counts the lines, the
-    characters and the records; every read calls `progress(stage, lines, chars)` every 100,000 lines and at its
-    end."""
-
-    def __init__(self, files: Sequence[str], progress: Progress | None, input_format: work_units.InputFormat):
-        self.files = files
-        self.progress = progress
-        self.input_format = input_format
-        self.report = work_units.ScanReport()
-        self.lines = 0
-        self.chars = 0
-        self.reads = 0
-
-    def read(self, stage: str) -> Iterator[str]:
-        first = self.reads == 0
-        self.reads += 1
-        lines = chars = 0
-        for text in work_units.corpus_lines(self.files, self.input_format, self.report if first else None):
-            lines += 1
-            chars += len(text)
-            if self.progress is not None and lines % _PROGRESS_EVERY == 0:
-                self.progress(stage, lines, chars)
-            yield text
-        if first:
-            self.lines, self.chars = lines, chars
-        if self.progress is not None:
-            self.progress(stage, lines, chars)
-
-    def no_words_error(self) -> InputDataError:
-        """The error for text in which the learner found no word at all."""
-        files = self.files
-        return InputDataError(
-            f"--input_file: no words to learn from in {', '.join(files[:3])}{' ...' if len(files) > 3 else ''} "
-            f"({self.lines:,} non-blank line(s), none with a letter, digit or punctuation mark); give text "
-            "in BERT's format: one sentence per line."
-        )
+def _no_words_error(corpus: CorpusReading) -> InputDataError:
+    """The error for text in which the learner found no word at all."""
+    files = corpus.files
+    return InputDataError(
+        f"--input_file: no words to learn from in {', '.join(files[:3])}{' ...' if len(files) > 3 else ''} "
+        f"({corpus.lines:,} non-blank line(s), none with a letter, digit or punctuation mark); give text "
+        "in BERT's format: one sentence per line."
+    )
 
 
 def learn_vocabulary(
@@ -130,18 +79,11 @@ def learn_vocabulary(
             f"--vocab_size={vocab_size} leaves no room for learned pieces after the {len(reserved)} reserved tokens "
             f"of the {layout!r} layout; raise it or use --reserved_layout=compact."
         )
-    if input_format.records is None:
-        for path in files:
-            require_text(path)  # read errors and empty files named here, before any learning
-    reading = _Reading(files, progress, input_format)
     learn = _learn_with_tokenizers if learner == "tokenizers" else _learn_with_tensorflow_text
-    try:
-        tokens, shortfall = learn(reading, vocab_size, lower_case, reserved)
-    except InputDataError:
-        reading.report.check(files, input_format)  # no good record: that, not "no words", is the error
-        raise
-    stats = VocabStats(reading.lines, reading.chars, len(tokens), len(reserved), vocab_size, shortfall, reading.report)
-    return tokens, stats
+    (tokens, shortfall), corpus = learn_from(
+        files, lambda corpus: learn(corpus, vocab_size, lower_case, reserved), progress, input_format
+    )
+    return tokens, corpus.stats(len(tokens), len(reserved), vocab_size, shortfall)
 
 
 class _BertWords:
@@ -158,17 +100,17 @@ class _BertWords:
 
 
 def _learn_with_tokenizers(
-    reading: _Reading, vocab_size: int, lower_case: bool, reserved: list[str]
+    corpus: CorpusReading, vocab_size: int, lower_case: bool, reserved: list[str]
 ) -> tuple[list[str], str | None]:
     """Hugging Face's WordPiece trainer, its longer pieces pruned to the most used (see the module's docstring);
     exactly `vocab_size` tokens when the text allows."""
     bert = _BertWords(lower_case)
-    characters, words = _scan(reading.read("scanning"), bert)
+    characters, words = _scan(corpus.read("scanning"), bert)
     if not characters:
-        raise reading.no_words_error()
+        raise _no_words_error(corpus)
     fixed = reserved + characters
     room = _room(vocab_size, len(reserved), len(characters))
-    longer = _train(reading, bert, fixed, len(fixed) + math.ceil(room * _OVERTRAIN))
+    longer = _train(corpus, bert, fixed, len(fixed) + math.ceil(room * _OVERTRAIN))
     if len(longer) > room:
         longer = _most_used(longer, _uses(fixed + longer, words)[len(fixed) :], room)
     tokens = fixed + longer
@@ -252,13 +194,13 @@ def _word_counts(lines: Iterable[str], bert: _BertWords) -> collections.Counter[
         by_count[count].append(chunk)
     words: collections.Counter[str] = collections.Counter()
     for count, group in by_count.items():
-        for batch in _batches(group, _SPLIT_CHARS, size=len):
+        for batch in batches(group, _SPLIT_CHARS, size=len):
             for word in bert.words(" ".join(batch)):
                 words[word] += count
     return words
 
 
-def _train(reading: _Reading, bert: _BertWords, fixed: list[str], size: int) -> list[str]:
+def _train(corpus: CorpusReading, bert: _BertWords, fixed: list[str], size: int) -> list[str]:
     """The pieces Hugging Face's WordPiece trainer learns from the text after `fixed` (the reserved tokens and
     the character pieces), `size` tokens in all at most, in merge order."""
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
@@ -273,7 +215,7 @@ def _train(reading: _Reading, bert: _BertWords, fixed: list[str], size: int) -> 
     trainer = trainers.WordPieceTrainer(
         vocab_size=size, special_tokens=fixed, continuing_subword_prefix=_JOINER, show_progress=False
     )
-    tokenizer.train_from_iterator(_batches(reading.read("learning")), trainer)
+    tokenizer.train_from_iterator(batches(corpus.read("learning")), trainer)
     ids = tokenizer.get_vocab()
     return sorted(ids, key=ids.__getitem__)[len(fixed) :]
 
@@ -302,7 +244,7 @@ def _most_used(pieces: list[str], uses: list[int], room: int) -> list[str]:
 
 
 def _learn_with_tensorflow_text(
-    reading: _Reading, vocab_size: int, lower_case: bool, reserved: list[str]
+    corpus: CorpusReading, vocab_size: int, lower_case: bool, reserved: list[str]
 ) -> tuple[list[str], str | None]:
     """tensorflow-text's `bert_vocab_from_dataset`: at most `vocab_size` tokens, aiming within 5% below it."""
     # Imported here: TensorFlow and tensorflow-text's ops take seconds and most of the memory, which the default
@@ -310,17 +252,17 @@ def _learn_with_tensorflow_text(
     import tensorflow as tf
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as vocab_learner
 
-    lines = functools.partial(reading.read, "learning")
+    lines = functools.partial(corpus.read, "learning")
     dataset = tf.data.Dataset.from_generator(lines, output_signature=tf.TensorSpec([], tf.string))
     try:
         tokens = vocab_learner.bert_vocab_from_dataset(
-            dataset.batch(_BATCH_LINES),
+            dataset.batch(BATCH_LINES),
             vocab_size=vocab_size,
             reserved_tokens=reserved,
             bert_tokenizer_params={"lower_case": lower_case},
         )
     except StopIteration:  # the learner's way of saying it counted no word at all
-        raise reading.no_words_error() from None
+        raise _no_words_error(corpus) from None
     if len(tokens) >= vocab_size:
         return tokens, None
     return tokens, (
@@ -328,22 +270,6 @@ def _learn_with_tensorflow_text(
         "pieces seen 10 times or more and stops within 5% below the size); give more text or use "
         "--learner=tokenizers"
     )
-
-
-def _batches(
-    items: Iterable[str], limit: int = _BATCH_LINES, size: Callable[[str], int] = lambda _: 1
-) -> Iterator[list[str]]:
-    """`items` in lists of `limit` sizes each (one item counts `size(item)`; the last list may hold less)."""
-    batch: list[str] = []
-    total = 0
-    for item in items:
-        batch.append(item)
-        total += size(item)
-        if total >= limit:
-            yield batch
-            batch, total = [], 0
-    if batch:
-        yield batch
 
 
 def write_vocabulary(tokens: Sequence[str], path: str) -> None:
