@@ -1,4 +1,4 @@
-"""Learns a WordPiece vocabulary; see kbert/cli/build_vocab.py for the flags."""
+"""Learns a WordPiece vocabulary or a byte-level BPE tokenizer.json; see kbert/cli/build_vocab.py for the flags."""
 
 from kbert.cli.build_vocab import run
 
