@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from cli_batch import assert_refused, run_batch
 from tokenizers import Tokenizer
 
 from kbert.data import bpe_learning
@@ -215,13 +216,20 @@ def _run_cli(*args):
 
 
 @pytest.mark.spawns
-def test_cli_refuses_the_other_learners_flags_in_one_line(corpus, tmp_path):
-    cases = [
-        (["--learner=bpe", f"--output_file={tmp_path}/tokenizer.json", "--reserved_layout=bert"], "--reserved_layout"),
-        ([f"--output_file={tmp_path}/vocab.txt", "--special_tokens=<s>,</s>"], "--special_tokens are --learner=bpe's"),
-        ([f"--output_file={tmp_path}/tokenizer.json"], "name it vocab.txt, or pass --learner=bpe"),
-    ]
-    for args, message in cases:
-        result = _run_cli(f"--input_file={corpus}", *args)
-        assert result.returncode == 1 and message in result.stderr, result.stderr
-        assert len(result.stderr.strip().splitlines()) == 1 and not list(tmp_path.glob("*.json"))
+def test_cli_refuses_bad_flags_in_one_line_before_writing(corpus, tmp_path):
+    out = tmp_path / "bpe"
+    refusals = {
+        "--reserved_layout lays out a WordPiece vocabulary": [
+            "--learner=bpe",
+            f"--output_file={out}/tokenizer.json",
+            "--reserved_layout=bert",
+        ],
+        "--special_tokens are --learner=bpe's": [f"--output_file={out}/vocab.txt", "--special_tokens=<s>,</s>"],
+        "name it vocab.txt, or pass --learner=bpe": [f"--output_file={out}/tokenizer.json"],
+        f"e.g. --output_file={out}/tokenizer.json.": ["--learner=bpe", f"--output_file={out}/bpe.json"],
+        "no token plays mask": ["--learner=bpe", f"--output_file={out}/tokenizer.json", "--special_tokens=<s>,</s>"],
+    }
+    results = run_batch("build_vocab", [[f"--input_file={corpus}", *args] for args in refusals.values()])
+    for message, result in zip(refusals, results):
+        assert_refused(result, "kbert-build-vocab", message)
+    assert not out.exists()
