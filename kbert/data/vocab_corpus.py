@@ -23,7 +23,7 @@ from kbert.data import work_units
 from kbert.data.input_files import require_text
 from kbert.errors import InputDataError
 
-# progress(stage, lines, chars), called as a learner reads: WordPiece's stages are "scanning" then "learning".
+# progress(stage, lines, chars), called as a learner reads: stage "learning", after "scanning" for WordPiece's default.
 Progress = Callable[[str, int, int], None]
 BATCH_LINES = 1024  # lines handed to a learner at a time
 _PROGRESS_EVERY = 100_000  # lines
