@@ -25,7 +25,7 @@ transformers reads (``cls_token``, ``sep_token``, ``mask_token``, ``pad_token``,
 The same text gives the same bytes on every run, and in every input format: the trainer's word counts do not
 depend on the order of the lines or on its threads, it takes the most frequent pair first and the pair of smaller
 ids among equals, and every id it compares is fixed before training (the special tokens', then the 256 bytes' in
-byte-character order, then the merges' in merge order).
+the code point order of the characters that stand for them, then the merges' in merge order).
 
 Example:
 
