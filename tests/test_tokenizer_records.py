@@ -12,12 +12,14 @@ import pathlib
 import numpy as np
 import pytest
 import tensorflow as tf
+from cli_batch import assert_refused, run_batch
 from tokenizer_fixtures import MODERNBERT, ROBERTA, generated_lines, write_tokenizer
 from tokenizers import Tokenizer
 
 from kbert.data import schema
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.hf_tokenizer import HfTokenizer
+from kbert.data.inspection import inspect_files
 from kbert.data.instances import InstanceConfig
 from kbert.data.wordpiece.vocab_file import SPECIAL_TOKENS
 from kbert.errors import VocabularyError
@@ -250,3 +252,52 @@ def test_records_are_the_same_for_any_worker_count_and_name_the_tokenizer(modern
     assert summary.tokenizer == str(modernbert)
     assert summary.tokenizer_sha256 == hashlib.sha256(modernbert.read_bytes()).hexdigest()
     assert f"tokenizer: {modernbert} (sha256 {summary.tokenizer_sha256})" in summary.format()
+
+
+@pytest.mark.spawns
+def test_the_data_tool_takes_a_tokenizer(modernbert, tmp_path):
+    corpus = _corpus(tmp_path / "corpus.txt", num_docs=8)
+    no_mask = write_tokenizer(tmp_path / "no_mask", ("[CLS]", "[SEP]", "[PAD]", "[UNK]"))
+    out, vocab = tmp_path / "out.tfrecord", tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(WORDPIECE_VOCAB) + "\n")
+    common = [f"--input_file={corpus}", f"--output_file={out}", "--max_seq_length=48", "--max_predictions_per_seq=8"]
+    *refused, made = run_batch(
+        "create_pretraining_data",
+        [
+            [*common, f"--tokenizer={no_mask}"],
+            [*common, f"--tokenizer={modernbert.parent}", f"--vocab_file={vocab}"],
+            [*common],
+            [*common, f"--tokenizer={modernbert}", "--do_lower_case"],
+            [*common, f"--tokenizer={modernbert.parent}", "--do_whole_word_mask", "--dupe_factor=1"],
+        ],
+    )
+    for result, needles in zip(
+        refused,
+        (
+            [str(no_mask), "[MASK] ([MASK] or <mask>)"],
+            ["--vocab_file", "--tokenizer", "not both"],
+            ["--vocab_file", "--tokenizer"],
+            ["--do_lower_case", "--tokenizer"],
+        ),
+    ):
+        assert_refused(result, "kbert-create-pretraining-data", *needles)
+    assert made.returncode == 0, made.stderr
+    digest = hashlib.sha256(modernbert.read_bytes()).hexdigest()
+    assert f"tokenizer: {modernbert} (sha256 {digest})" in made.stdout
+
+
+def test_the_inspector_decodes_with_a_tokenizer(modernbert, tmp_path, capsys):
+    out = tmp_path / "out.tfrecord"
+    _create(_corpus(tmp_path / "corpus.txt", num_docs=8), modernbert, [out], dupe_factor=1)
+    tokenizer = HfTokenizer(str(modernbert.parent))
+    capsys.readouterr()
+    inspect_files(str(out), 48, 8, tokenizer, tokenizer.vocab_size, None, num_examples=1)
+    printed = capsys.readouterr().out
+    f = _read([out])
+    first = f["input_ids"][0][: f["input_mask"][0].sum()].tolist()
+    theirs = Tokenizer.from_file(str(modernbert))
+    assert f"input:  {theirs.decode(first, skip_special_tokens=False)}" in printed
+    assert f"< vocab_size {theirs.get_vocab_size()}: ok" in printed
+    slots = np.flatnonzero(f["masked_lm_weights"][0])
+    targets = [f"{f['masked_lm_positions'][0, s]}:{theirs.id_to_token(int(f['masked_lm_ids'][0, s]))}" for s in slots]
+    assert f"masked: {' '.join(targets)}" in printed
