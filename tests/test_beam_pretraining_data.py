@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 from test_input_formats import corpus_documents, records_of, vocab_file, write_corpus  # noqa: F401 (fixture)
+from tokenizer_fixtures import write_tokenizer
 
 from kbert.data import work_units
 from kbert.data.beam_pretraining_data import run_beam
@@ -40,14 +41,31 @@ def local_and_beam(tmp_path, vocab_file, source, input_format, config, **kwargs)
 
 
 @pytest.mark.spawns
-@pytest.mark.parametrize("objective,input_format", [("nsp", "text"), ("mlm", "jsonl"), ("mlm", "text")])
-def test_beam_writes_the_local_tools_records(tmp_path, vocab_file, objective, input_format):
+@pytest.mark.parametrize(
+    "objective,input_format,tokenizer",
+    [
+        ("nsp", "text", "vocab_file"),
+        ("mlm", "jsonl", "vocab_file"),
+        ("mlm", "text", "vocab_file"),
+        ("mlm", "text", "tokenizer.json"),
+    ],
+)
+def test_beam_writes_the_local_tools_records(tmp_path, vocab_file, objective, input_format, tokenizer):
     source = write_corpus(tmp_path, corpus_documents(), input_format)
     config = InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2, objective=objective)
-    (local, local_summary), (beam, beam_summary) = local_and_beam(tmp_path, vocab_file, source, input_format, config)
+    files = {"vocab_file": vocab_file}
+    if tokenizer == "tokenizer.json":
+        files = {"vocab_file": None, "tokenizer": str(write_tokenizer(tmp_path / "tokenizer"))}
+    (local, local_summary), (beam, beam_summary) = local_and_beam(
+        tmp_path, source=source, input_format=input_format, config=config, **files
+    )
     assert len(local) > 50 and collections.Counter(beam) == collections.Counter(local)
     assert beam_summary.counts() == local_summary.counts()
     assert beam_summary.format().splitlines()[0] == local_summary.format().splitlines()[0]
+    assert (beam_summary.tokenizer, beam_summary.tokenizer_sha256) == (
+        local_summary.tokenizer,
+        local_summary.tokenizer_sha256,
+    )
 
 
 @pytest.mark.spawns

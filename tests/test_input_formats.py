@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from tokenizer_fixtures import write_tokenizer
 
 from kbert.data import sentences, work_units
 from kbert.data.create_pretraining_data import create_pretraining_data
@@ -86,13 +87,19 @@ def create(tmp_path, vocab_file, source, input_format, objective, name, **kwargs
     return records_of(outputs), summary
 
 
+@pytest.mark.parametrize("tokenizer", ["vocab_file", "tokenizer.json"])
 @pytest.mark.parametrize("objective", ["nsp", "mlm"])
-def test_every_format_writes_the_same_bytes(tmp_path, vocab_file, objective):
+def test_every_format_writes_the_same_bytes(tmp_path, vocab_file, objective, tokenizer):
+    files = {"vocab_file": vocab_file, "tokenizer": None}
+    if tokenizer == "tokenizer.json":
+        files = {"vocab_file": None, "tokenizer": str(write_tokenizer(tmp_path / "tokenizer"))}
     docs = corpus_documents()
     written = {}
     for input_format in FORMATS:
         source = write_corpus(tmp_path, docs, input_format)
-        written[input_format], summary = create(tmp_path, vocab_file, source, input_format, objective, input_format)
+        written[input_format], summary = create(
+            tmp_path, files["vocab_file"], source, input_format, objective, input_format, tokenizer=files["tokenizer"]
+        )
         assert summary.units > 3 and summary.bad_records == 0
     assert sum(map(len, written["text"])) > 50
     for input_format in FORMATS[1:]:

@@ -9,7 +9,7 @@ import pytest
 from tfrecord_fixtures import make_instances, write_records, write_vocab
 
 from kbert.data.inspection import inspect_files
-from kbert.data.record_stats import decode
+from kbert.data.record_stats import VocabDecoder, decode
 from kbert.data.validation import InputDataError
 
 SEQ, PRED = 32, 5
@@ -27,7 +27,9 @@ def corpus(tmp_path):
 
 def test_report_numbers_match_the_records(corpus, capsys):
     tmp_path, vocab, instances = corpus
-    stats = inspect_files(str(tmp_path / "part-*.tfrecord"), SEQ, PRED, vocab, len(vocab), None, num_examples=2)
+    stats = inspect_files(
+        str(tmp_path / "part-*.tfrecord"), SEQ, PRED, VocabDecoder(vocab), len(vocab), None, num_examples=2
+    )
     out = capsys.readouterr().out
 
     lengths = np.array([sum(inst["input_mask"]) for inst in instances])
@@ -56,7 +58,7 @@ def test_decode_glues_word_pieces():
 def test_settings_mismatch_is_an_error_naming_the_file(corpus):
     tmp_path, vocab, _ = corpus
     with pytest.raises(InputDataError, match="part-0.tfrecord.*max_seq_length=32.*seq_length=64"):
-        inspect_files(str(tmp_path / "part-*.tfrecord"), 64, PRED, vocab, len(vocab), None, 0)
+        inspect_files(str(tmp_path / "part-*.tfrecord"), 64, PRED, VocabDecoder(vocab), len(vocab), None, 0)
 
 
 @pytest.mark.spawns

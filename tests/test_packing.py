@@ -15,6 +15,7 @@ from kbert.data import input_files, schema, validation
 from kbert.data.inspection import inspect_files
 from kbert.data.packing.pack_pretraining_data import check_inputs, pack_pretraining_data
 from kbert.data.packing.sequences import row_sequences
+from kbert.data.record_stats import VocabDecoder
 from kbert.errors import ConfigError, InputDataError, MissingFileError
 
 SEQ, PRED, K = 32, 5, 3
@@ -123,7 +124,7 @@ def test_inspector_counts_and_decodes_the_sequences_of_packed_rows(data, tmp_pat
     output = tmp_path / "packed.tfrecord"
     summary = pack_pretraining_data(paths, [str(output)], sequences_per_row=K)
     capsys.readouterr()
-    stats = inspect_files(str(output), None, None, vocab, len(vocab), None, num_examples=1)
+    stats = inspect_files(str(output), None, None, VocabDecoder(vocab), len(vocab), None, num_examples=1)
     out = capsys.readouterr().out
     assert (stats.records, stats.sequences) == (summary.rows, 240)
     assert stats.length_counts.sum() == 240 and stats.nsp_counts.sum() == 240

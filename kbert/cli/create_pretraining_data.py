@@ -5,6 +5,8 @@ processes or on Apache Beam.
         --num_output_shards=8 --vocab_file=vocab.txt --do_lower_case --num_workers=4 [--objective=mlm]
     kbert-create-pretraining-data --input_format=jsonl --input_file='corpus/*.jsonl' --objective=mlm \
         --output_file=out/train.tfrecord --num_output_shards=8 --vocab_file=vocab.txt --runner=DirectRunner
+    kbert-create-pretraining-data --input_file='corpus/*.txt' --output_file=out/train.tfrecord \
+        --tokenizer=tokenizers/modernbert --objective=mlm --do_whole_word_mask --num_workers=4
 """
 
 from __future__ import annotations
@@ -31,9 +33,19 @@ flags.DEFINE_string(
     "Output TFRecord files, comma-separated; or one name that --num_output_shards expands to NAME-00000-of-0000N.",
 )
 flags.DEFINE_integer("num_output_shards", 1, "Shards to write when --output_file is a single name.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary, one token per line.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased vocabularies).")
-flags.DEFINE_bool("do_whole_word_mask", False, "Mask all the WordPieces of a word together.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary, one token per line (or give --tokenizer).")
+flags.DEFINE_string(
+    "tokenizer",
+    None,
+    "Hugging Face tokenizer.json, or a directory holding one (and its tokenizer_config.json), in place of "
+    "--vocab_file; its special tokens are read from it.",
+)
+flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased vocabularies; --vocab_file only).")
+flags.DEFINE_bool(
+    "do_whole_word_mask",
+    False,
+    "Mask all the pieces of a word together (WordPiece's ## pieces; a tokenizer.json's word ids).",
+)
 flags.DEFINE_enum(
     "objective",
     "nsp",
@@ -66,7 +78,7 @@ flags.DEFINE_bool("use_v2_feature_names", False, "Name features input_word_ids /
 flags.DEFINE_bool("gzip", False, "GZIP-compress the output files.")
 flags.DEFINE_bool("no_masking", False, "Write unmasked sequences (no masked_lm_* features) for dynamic masking.")
 beam_flags.define_beam_flags()
-flags.mark_flags_as_required(["output_file", "vocab_file"])
+flags.mark_flags_as_required(["output_file"])
 
 
 def _progress(show: Callable[[str], None], summary: Summary, total_units: int) -> None:
@@ -83,6 +95,11 @@ def main(argv: list[str]) -> None:
         raise ConfigError(
             "--short_seq_prob shortens sentence pairs; --objective=mlm fills every row: drop "
             "--short_seq_prob, or use --objective=nsp."
+        )
+    if FLAGS.tokenizer and FLAGS["do_lower_case"].present:
+        raise ConfigError(
+            "--do_lower_case applies to --vocab_file; a --tokenizer's own normalizer decides casing: drop "
+            "--do_lower_case."
         )
     if not FLAGS.work_unit_mb > 0:
         raise ConfigError(f"--work_unit_mb={FLAGS.work_unit_mb} must be positive, e.g. 1 for 1 MiB work units.")
@@ -105,6 +122,7 @@ def main(argv: list[str]) -> None:
         gzip=FLAGS.gzip,
         unit_bytes=int(FLAGS.work_unit_mb * (1 << 20)),
         input_format=input_format,
+        tokenizer=FLAGS.tokenizer,
     )
     if FLAGS.runner:
         args = beam_flags.pipeline_args()

@@ -41,8 +41,8 @@ from kbert.data.creation_summary import Summary
 from kbert.data.outputs import shard_paths
 from kbert.data.packing.chunk import Chunk, PackSettings, PackSummary, pack_chunk
 from kbert.data.packing.pack_pretraining_data import checked_packing
+from kbert.data.tokenizer_source import TokenizerSource
 from kbert.data.unit_processing import Encoder, Job, LeftoverRows, UnitProcessor
-from kbert.data.wordpiece.tokenizer import load_vocabulary
 from kbert.errors import ConfigError
 
 NAMESPACE = "kbert"
@@ -108,7 +108,7 @@ def _leftover_records(
     leftovers: list[tuple[int, np.ndarray]], job: Job, numbering: tuple[dict[int, int], int]
 ) -> Iterator[bytes]:
     """The rows the local tool's parent completes: leftovers joined in unit order, then the last, padded row."""
-    rows = LeftoverRows(Encoder(job, load_vocabulary(job.vocab_file)))
+    rows = LeftoverRows(Encoder(job, job.tokenizer.check().special_ids))
     summary = Summary()
     for index, leftover in sorted(leftovers, key=lambda item: item[0]):
         yield from rows.add(index, leftover, summary)
@@ -177,7 +177,7 @@ def run_beam(
     input_files: Sequence[str],
     output_file: str,
     num_shards: int,
-    vocab_file: str,
+    vocab_file: str | None,
     do_lower_case: bool,
     config: instances_lib.InstanceConfig,
     random_seed: int = 12345,
@@ -186,6 +186,7 @@ def run_beam(
     unit_bytes: int = 1 << 20,
     input_format: work_units.InputFormat = work_units.TEXT,
     pipeline_args: Sequence[str] = ("--runner=DirectRunner",),
+    tokenizer: str | None = None,
 ) -> Summary:
     """Writes the records `create_pretraining_data` would write, as `num_shards` files named like
     `shard_paths(output_file, num_shards)`, with a Beam pipeline run on `pipeline_args`; returns the totals.
@@ -195,11 +196,10 @@ def run_beam(
     succeeds, so a failed run leaves every file as it was.
     """
     outputs = _check_shards(output_file, num_shards)
-    job, _ = checked_job(
+    job, checked = checked_job(
         input_files,
         outputs,
-        vocab_file,
-        do_lower_case,
+        TokenizerSource(vocab_file, tokenizer, do_lower_case),
         config,
         random_seed,
         use_v2_feature_names,
@@ -230,6 +230,7 @@ def run_beam(
     )
     _write((outputs_by_tag.records, tail) | "All" >> beam.Flatten(), output_file, num_shards, gzip)
     summary = _summary(_run(pipeline), config.objective, time.time() - start)
+    summary.tokenizer, summary.tokenizer_sha256 = checked.file, checked.sha256
     work_units.ScanReport(summary.records, summary.bad_records, list(summary.problems)).check(input_files, input_format)
     return summary
 

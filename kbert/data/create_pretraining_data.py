@@ -29,8 +29,8 @@ from kbert.data import instances as instances_lib
 from kbert.data import outputs, work_units
 from kbert.data.creation_summary import Summary
 from kbert.data.tfrecord_writer import ShardedWriter
+from kbert.data.tokenizer_source import CheckedTokenizer, TokenizerSource
 from kbert.data.unit_processing import Encoder, Job, LeftoverRows, UnitOutput, UnitProcessor
-from kbert.data.wordpiece.tokenizer import load_vocabulary
 from kbert.errors import ConfigError
 
 _worker: UnitProcessor | None = None
@@ -76,28 +76,27 @@ def _outputs_in_unit_order(
 def checked_job(
     input_files: Sequence[str],
     output_files: Sequence[str],
-    vocab_file: str,
-    do_lower_case: bool,
+    tokenizer: TokenizerSource,
     config: instances_lib.InstanceConfig,
     random_seed: int,
     use_v2_feature_names: bool,
     unit_bytes: int,
     input_format: work_units.InputFormat,
-) -> tuple[Job, list[str]]:
-    """The run's job and vocabulary, after every check that needs no reading of the corpus: settings, output
-    names, the vocabulary (see `create_pretraining_data`)."""
+) -> tuple[Job, CheckedTokenizer]:
+    """The run's job and checked tokenizer, after every check that needs no reading of the corpus: settings, output
+    names, the tokenizer (see `create_pretraining_data`)."""
     config.validate()
-    outputs.check_outputs(output_files, {"--input_file": input_files, "--vocab_file": [vocab_file]})
-    vocab = load_vocabulary(vocab_file)  # fail on a bad vocabulary before reading the corpus
+    outputs.check_outputs(output_files, {"--input_file": input_files, tokenizer.flag: [tokenizer.file]})
+    checked = tokenizer.check()  # fail on a bad tokenizer before reading the corpus
     if unit_bytes < 1:
         raise ConfigError(f"--work_unit_mb: a work unit of {unit_bytes} bytes; give a positive size, e.g. 1 (MiB).")
-    return Job(vocab_file, do_lower_case, config, random_seed, use_v2_feature_names, input_format), vocab
+    return Job(tokenizer, config, random_seed, use_v2_feature_names, input_format), checked
 
 
 def create_pretraining_data(
     input_files: Sequence[str],
     output_files: Sequence[str],
-    vocab_file: str,
+    vocab_file: str | None,
     do_lower_case: bool,
     config: instances_lib.InstanceConfig,
     random_seed: int = 12345,
@@ -108,10 +107,13 @@ def create_pretraining_data(
     progress: Callable[[Summary, int], None] | None = None,
     start_method: str = "forkserver",
     input_format: work_units.InputFormat = work_units.TEXT,
+    tokenizer: str | None = None,
 ) -> Summary:
     """Writes pretraining instances of `input_files` (in `input_format`) to `output_files`; returns the totals.
 
-    Settings, file names, the vocabulary and the input are checked before any output is touched; the outputs are
+    Text is tokenized with the WordPiece `vocab_file` (lower-cased if `do_lower_case`) or the Hugging Face
+    tokenizer.json `tokenizer` (the file or its directory), exactly one of the two (tokenizer_source.py).
+    Settings, file names, the tokenizer and the input are checked before any output is touched; the outputs are
     staged and replace existing files only once all are complete and none is empty (outputs.py, ShardedWriter),
     so a failed run leaves every file as it was. Bad records of a record format are counted and the first few
     named in the summary; only a corpus without one good record is an error. `progress(summary_so_far,
@@ -120,11 +122,10 @@ def create_pretraining_data(
     that server's TensorFlow import (seconds) but deadlocks if this process has already run a TensorFlow op, so
     only a fresh process (the command-line tool) may use it.
     """
-    job, vocab = checked_job(
+    job, checked = checked_job(
         input_files,
         output_files,
-        vocab_file,
-        do_lower_case,
+        TokenizerSource(vocab_file, tokenizer, do_lower_case),
         config,
         random_seed,
         use_v2_feature_names,
@@ -137,9 +138,14 @@ def create_pretraining_data(
         raise ValueError(f"start_method={start_method!r}: use 'forkserver', 'fork' or 'spawn'.")
     start = time.time()
     units, report = work_units.plan_work_units(input_files, unit_bytes, input_format)
-    leftovers = LeftoverRows(Encoder(job, vocab))
+    leftovers = LeftoverRows(Encoder(job, checked.special_ids))
     summary = Summary(
-        objective=config.objective, records=report.records, bad_records=report.bad, problems=tuple(report.problems)
+        objective=config.objective,
+        records=report.records,
+        bad_records=report.bad,
+        problems=tuple(report.problems),
+        tokenizer=checked.file,
+        tokenizer_sha256=checked.sha256,
     )
 
     def write(records: list[bytes], writer: ShardedWriter) -> None:

@@ -36,6 +36,8 @@ class Summary:
     problems: tuple[str, ...] = ()
     seconds: float = 0.0
     objective: str = "nsp"
+    tokenizer: str = ""  # the file that holds the records' tokenizer (vocabulary or tokenizer.json), and its SHA-256
+    tokenizer_sha256: str = ""
 
     def add(self, other: Summary) -> None:
         for field in dataclasses.fields(self):
@@ -68,6 +70,8 @@ class Summary:
             f"tokens: {self.tokens:,}; [UNK] rate {self.unk_tokens / tokens:.3%}; {padding}",
             f"masked share: {self.masked / tokens:.2%} of tokens ({self.masked / instances:.1f} per instance)",
         ]
+        if self.tokenizer:
+            lines.append(f"tokenizer: {self.tokenizer} (sha256 {self.tokenizer_sha256})")
         if self.bad_records:
             lines.append(
                 f"bad records: {self.bad_records:,} of {self.records:,} skipped, e.g. {'; '.join(self.problems)}"

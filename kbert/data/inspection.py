@@ -6,8 +6,9 @@ counted apart, lengths and labels are those of the sequences, and an example row
 Example:
 
 ```python
+from kbert.data.record_stats import VocabDecoder
 from kbert.data.wordpiece.vocab_file import read_vocabulary
-stats = inspect_files("data/train.tfrecord-*", 128, 20, vocab=read_vocabulary("vocab.txt"))
+stats = inspect_files("data/train.tfrecord-*", 128, 20, decoder=VocabDecoder(read_vocabulary("vocab.txt")))
 stats.records, stats.sequences, stats.nsp_share_random()
 ```
 """
@@ -16,16 +17,16 @@ from __future__ import annotations
 
 from kbert.data import validation
 from kbert.data.packing.sequences import row_sequences
-from kbert.data.record_stats import RecordStats, decode
+from kbert.data.record_stats import RecordStats, TokenDecoder
 from kbert.errors import ConfigError
 
 
-def _format_sequence(sequence: dict, vocab: list[str]) -> list[str]:
+def _format_sequence(sequence: dict, decoder: TokenDecoder) -> list[str]:
     """A sequence as its masked text, its masked-LM targets, and its sentence label."""
-    lines = [f"input:  {decode(sequence['input_ids'], vocab)}"]
+    lines = [f"input:  {decoder.text(sequence['input_ids'].tolist())}"]
     if "masked_lm_ids" in sequence:
         targets = [
-            f"{int(p)}:{vocab[int(t)] if 0 <= int(t) < len(vocab) else t}"
+            f"{int(p)}:{decoder.token(int(t))}"
             for p, t in zip(sequence["masked_lm_positions"], sequence["masked_lm_ids"])
         ]
         lines.append(f"masked: {' '.join(targets)}")
@@ -35,16 +36,16 @@ def _format_sequence(sequence: dict, vocab: list[str]) -> list[str]:
     return lines
 
 
-def format_example(arrays: dict, row: int, vocab: list[str]) -> str:
+def format_example(arrays: dict, row: int, decoder: TokenDecoder) -> str:
     """A row as its sequence's masked text, masked-LM targets (positions within the sequence) and sentence label;
     a packed row sequence by sequence."""
     sequences = row_sequences(arrays, row)
     if "next_sentence_positions" not in arrays:
-        return "\n".join(f"  {line}" for line in _format_sequence(sequences[0], vocab))
+        return "\n".join(f"  {line}" for line in _format_sequence(sequences[0], decoder))
     lines = []
     for index, sequence in enumerate(sequences):
         lines.append(f"  sequence {index + 1} of {len(sequences)}:")
-        lines.extend(f"    {line}" for line in _format_sequence(sequence, vocab))
+        lines.extend(f"    {line}" for line in _format_sequence(sequence, decoder))
     return "\n".join(lines)
 
 
@@ -99,7 +100,9 @@ def _print_report(first: validation.RecordLayout, stats: RecordStats, vocab_size
     )
     if packed:
         print(f"sequences per row: mean {stats.sequences / max(1, stats.records):.3f}")
-    checked = f" < vocab_size {vocab_size}: ok" if vocab_size else " (not checked: no --vocab_size/--vocab_file)"
+    checked = (
+        f" < vocab_size {vocab_size}: ok" if vocab_size else " (not checked: no --vocab_size/--vocab_file/--tokenizer)"
+    )
     print(f"max token id {stats.max_id}{checked}")
     print(f"\nsequence length histogram (mean row fill {stats.mean_fill():.1%}):")
     peak = max(count for _, _, count in stats.histogram()) or 1
@@ -122,19 +125,20 @@ def inspect_files(
     patterns: str,
     seq_length: int | None = None,
     max_predictions: int | None = None,
-    vocab: list[str] | None = None,
+    decoder: TokenDecoder | None = None,
     vocab_size: int | None = None,
     max_records: int | None = None,
     num_examples: int = 3,
 ) -> RecordStats:
     """Checks every file (its first `max_records` records, or all) and prints the report; raises
-    `validation.InputDataError` on the first bad file. `max_predictions` is per sequence, packed or not."""
+    `validation.InputDataError` on the first bad file. `max_predictions` is per sequence, packed or not; examples
+    are printed with `decoder`."""
     if max_records is not None and max_records < 1:
         raise ConfigError(f"--max_records={max_records}: give at least 1, or leave it out to read every record.")
     paths = validation.match_files(patterns, "--input_file")
     first, stats, examples = _scan(paths, seq_length, max_predictions, vocab_size, max_records, num_examples)
     _print_report(first, stats, vocab_size)
-    if vocab:
+    if decoder is not None:
         for index, example in enumerate(examples):
-            print(f"\nexample {index}:\n{format_example(example, 0, vocab)}")
+            print(f"\nexample {index}:\n{format_example(example, 0, decoder)}")
     return stats

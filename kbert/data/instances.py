@@ -33,7 +33,7 @@ import numpy as np
 from kbert.data.masking import BERT_MASKED_LM_PROB, SpecialIds, with_masks
 from kbert.errors import ConfigError
 
-Document = Sequence[np.ndarray]  # one int32 id array per sentence
+Document = Sequence[np.ndarray]  # one int32 id array per sentence, pieces continuing a word as ~id (masking.py)
 
 
 class Pair(NamedTuple):

@@ -3,11 +3,16 @@
 Invariants: a prediction is never [CLS], [SEP] or padding; a row of `length` real tokens ([CLS]/[SEP] counted)
 gets `min(max_predictions, max(1, round(length * masked_lm_prob)))` predictions (fewer only when its candidates
 or, with whole-word masking, its words do not fill that budget), positions ascending in the first slots, each
-chosen token becoming [MASK] 80%, itself 10%, a random id 10%. Whole-word masking joins a `##` piece to the
-piece before it, except right after [CLS] or [SEP]: words never span segments or documents.
+chosen token becoming [MASK] 80%, itself 10%, a random id 10%. Whole-word masking joins a piece that continues a
+word to the piece before it, except right after [CLS] or [SEP]: words never span segments or documents.
 
-[CLS] and [SEP] are found by id: the tokenizer never yields their ids from text (it splits "[SEP]" into "[",
-"sep", "]"), so every one in a row is one the layout placed.
+Which pieces continue a word is the tokenizer's to say (WordPiece's `##` pieces, a tokenizer.json's word ids), so
+tokens travel from the tokenizer through instances.py and full_sentences.py marked: a piece that continues a word
+as `~id` (negative, `mark_continuations`). `with_masks` reads the marks and writes plain ids.
+
+[CLS] and [SEP] are found by id: the tokenizers never yield their ids from text (WordPiece splits "[SEP]" into
+"[", "sep", "]"; a tokenizer.json encodes special tokens in text as text), so every one in a row is one the layout
+placed.
 
 Example:
 
@@ -38,26 +43,32 @@ def predictions_needed(masked_lm_prob: float, seq_length: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class SpecialIds:
-    """The ids masking needs from the vocabulary."""
+    """The ids that masking and the layouts need from a tokenizer; `unk_id` is None for one without [UNK]."""
 
     cls_id: int
     sep_id: int
     mask_id: int
     vocab_size: int
-    is_continuation: np.ndarray  # bool [vocab_size]: `##` pieces
+    unk_id: int | None
 
     @classmethod
     def from_vocabulary(cls, vocab: Sequence[str]) -> SpecialIds:
-        """From the tokens alone, without TensorFlow: the data tool's parent process masks rows too, and may fork
-        its workers only while it has run no TensorFlow op."""
+        """From a WordPiece vocabulary's tokens alone, without TensorFlow: the data tool's parent process masks
+        rows too, and may fork its workers only while it has run no TensorFlow op. (A tokenizer.json's come from
+        hf_tokenizer.py.)"""
         index = {token: i for i, token in enumerate(vocab)}
         return cls(
             cls_id=index["[CLS]"],
             sep_id=index["[SEP]"],
             mask_id=index["[MASK]"],
             vocab_size=len(vocab),
-            is_continuation=np.array([token.startswith("##") for token in vocab], dtype=bool),
+            unk_id=index["[UNK]"],
         )
+
+
+def mark_continuations(ids: np.ndarray, continues: np.ndarray) -> np.ndarray:
+    """`ids` with each piece that continues a word (`continues`, bool) as `~id`: how tokens travel to `with_masks`."""
+    return np.where(continues, ~ids, ids)
 
 
 class MaskingSettings(Protocol):
@@ -79,9 +90,11 @@ def with_masks(
     """Laid-out rows `features` (int64 `input_ids` [N, L], real up to `lengths` [N]) with masks, unless
     `settings.no_masking`: the masked `input_ids` and `masked_lm_positions`, `masked_lm_ids` (int64) and
     `masked_lm_weights` (float32) [N, max_predictions_per_seq], 0-padded. `original_ids` keeps the ids before
-    masking (for statistics; not a file feature)."""
-    tokens = features["input_ids"]
-    features = {**features, "original_ids": tokens}
+    masking (for statistics; not a file feature). `input_ids` may hold `mark_continuations`' marks; what comes
+    back holds plain ids."""
+    continues = features["input_ids"] < 0
+    tokens = np.where(continues, ~features["input_ids"], features["input_ids"])
+    features = {**features, "input_ids": tokens, "original_ids": tokens}
     if settings.no_masking:
         return features
     max_predictions = settings.max_predictions_per_seq
@@ -91,7 +104,7 @@ def with_masks(
         max_predictions, np.maximum(1, np.round(lengths * settings.masked_lm_prob).astype(np.int64))
     )
     if settings.do_whole_word_mask:
-        chosen = _whole_word_choice(tokens, candidates, num_to_predict, ids, rng)
+        chosen = _whole_word_choice(tokens, continues, candidates, num_to_predict, ids, rng)
     else:
         # Random keys on the candidates; the `num_to_predict` smallest per row are a uniform sample.
         keys = np.where(candidates, rng.random(tokens.shape), 2.0)
@@ -102,6 +115,7 @@ def with_masks(
 
 def _whole_word_choice(
     tokens: np.ndarray,
+    continues: np.ndarray,
     candidates: np.ndarray,
     num_to_predict: np.ndarray,
     ids: SpecialIds,
@@ -109,7 +123,7 @@ def _whole_word_choice(
 ) -> np.ndarray:
     """Google's whole-word choice: words in random order, skipping any that would overshoot the budget."""
     chosen = np.zeros_like(candidates)
-    starts = candidates & ~ids.is_continuation[tokens]
+    starts = candidates & ~continues
     starts[:, 1:] |= (tokens[:, :-1] == ids.cls_id) | (tokens[:, :-1] == ids.sep_id)
     for row in range(len(tokens)):
         positions = np.flatnonzero(candidates[row])

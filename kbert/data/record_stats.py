@@ -14,6 +14,7 @@ stats.records, stats.sequences, stats.nsp_share_random(), stats.masked_share()
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -72,3 +73,27 @@ def decode(ids: Sequence[int], vocab: Sequence[str]) -> str:
     """WordPiece ids back to text: [PAD] dropped, `##` pieces glued to the piece before."""
     tokens = [vocab[i] if 0 <= i < len(vocab) else f"<id {i}>" for i in ids]
     return " ".join(t for t in tokens if t != "[PAD]").replace(" ##", "")
+
+
+class TokenDecoder(Protocol):
+    """What the inspector prints examples with: a WordPiece vocabulary (`VocabDecoder`) or a tokenizer.json
+    (hf_tokenizer.HfTokenizer)."""
+
+    def text(self, ids: Sequence[int]) -> str:
+        """A sequence's ids as text."""
+
+    def token(self, token_id: int) -> str:
+        """One id as its piece."""
+
+
+class VocabDecoder:
+    """A WordPiece vocabulary's `TokenDecoder`."""
+
+    def __init__(self, vocab: Sequence[str]):
+        self.vocab = vocab
+
+    def text(self, ids: Sequence[int]) -> str:
+        return decode(ids, self.vocab)
+
+    def token(self, token_id: int) -> str:
+        return self.vocab[token_id] if 0 <= token_id < len(self.vocab) else str(token_id)

@@ -1,5 +1,6 @@
-"""What one work unit becomes: its documents read, tokenized in one batched tensorflow-text call, turned into
-instances `dupe_factor` times, masked and serialized, all with random streams seeded from (seed, unit index).
+"""What one work unit becomes: its documents read, tokenized in batches (tensorflow-text's WordPiece or a
+tokenizer.json's `encode_batch`, tokenizer_source.py), turned into instances `dupe_factor` times, masked and
+serialized, all with random streams seeded from (seed, unit index).
 
 The objective "nsp" makes sentence pairs over the unit's shuffled documents (instances.py) and shuffles them; "mlm"
 cuts full rows from the unit's documents, shuffled anew for each pass (full_sentences.py), and hands back its
@@ -10,7 +11,7 @@ pipeline (beam_pretraining_data.py) both run units through this module, so they 
 Example:
 
 ```python
-processor = UnitProcessor(Job("vocab.txt", True, InstanceConfig(max_seq_length=128), 12345, False))
+processor = UnitProcessor(Job(TokenizerSource("vocab.txt"), InstanceConfig(max_seq_length=128), 12345, False))
 output = processor(unit)  # output.records: serialized tf.train.Examples
 ```
 """
@@ -27,13 +28,12 @@ from kbert.data import instances as instances_lib
 from kbert.data.creation_summary import Summary
 from kbert.data.masking import SpecialIds
 from kbert.data.tfrecord_writer import encode_examples
-from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
+from kbert.data.tokenizer_source import TokenizerSource
 
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    vocab_file: str
-    do_lower_case: bool
+    tokenizer: TokenizerSource
     config: instances_lib.InstanceConfig
     random_seed: int
     use_v2_feature_names: bool
@@ -57,14 +57,13 @@ _BATCH_INSTANCES = 4096
 class Encoder:
     """Masks, serializes and counts batches of instances.
 
-    It needs the vocabulary only, never a TensorFlow op, so the parent holds one too (for the MLM rows it
+    It needs the special ids only, never a TensorFlow op, so the parent holds one too (for the MLM rows it
     completes from the units' leftovers) and can still fork its workers.
     """
 
-    def __init__(self, job: Job, vocab: Sequence[str]):
+    def __init__(self, job: Job, ids: SpecialIds):
         self.job = job
-        self.ids = SpecialIds.from_vocabulary(vocab)
-        self.unk_id = vocab.index("[UNK]")
+        self.ids = ids
 
     def pairs(self, pairs: Sequence[instances_lib.Pair], rng: np.random.Generator, summary: Summary) -> list[bytes]:
         return self._encode(
@@ -93,7 +92,8 @@ class Encoder:
         summary.capacity += features["input_ids"].size
         summary.tokens += int(features["input_mask"].sum())
         summary.padded_rows += int(np.count_nonzero(features["input_mask"][:, -1] == 0))
-        summary.unk_tokens += int(np.count_nonzero(features["original_ids"] == self.unk_id))
+        if self.ids.unk_id is not None:
+            summary.unk_tokens += int(np.count_nonzero(features["original_ids"] == self.ids.unk_id))
         if "next_sentence_labels" in features:
             summary.random_next += int(features["next_sentence_labels"].sum())
         if "masked_lm_weights" in features:
@@ -105,8 +105,8 @@ class UnitProcessor:
 
     def __init__(self, job: Job):
         self.job = job
-        self.tokenizer = WordpieceTokenizer(job.vocab_file, lower_case=job.do_lower_case)
-        self.encoder = Encoder(job, self.tokenizer.vocab)
+        self.tokenizer = job.tokenizer.load()
+        self.encoder = Encoder(job, self.tokenizer.special_ids)
 
     def __call__(self, unit: work_units.WorkUnit) -> UnitOutput:
         texts, read_stats = work_units.read_documents(unit, split_sentences=self.job.config.objective == "nsp")
@@ -148,7 +148,7 @@ class UnitProcessor:
         return full_sentences.cut_rows(np.concatenate(streams), self.job.config.max_seq_length - 2, sep_id)
 
     def _tokenize(self, texts: list[list[str]]) -> list[list[np.ndarray]]:
-        ids, splits = self.tokenizer.tokenize([line for doc in texts for line in doc])
+        ids, splits = self.tokenizer.tokenize_marked([line for doc in texts for line in doc])
         docs, line = [], 0
         for doc in texts:
             sentences = [ids[splits[j] : splits[j + 1]] for j in range(line, line + len(doc))]

@@ -5,6 +5,7 @@ Example:
 ```python
 tokenizer = WordpieceTokenizer("vocab.txt", lower_case=True)
 ids, row_splits = tokenizer.tokenize(["Hello world.", "Second sentence."])
+marked, row_splits = tokenizer.tokenize_marked(["Hello world."])  # `##` pieces as ~id, for whole-word masking
 ```
 """
 
@@ -14,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tft
 
+from kbert.data.masking import SpecialIds, mark_continuations
 from kbert.data.wordpiece.vocab_file import SPECIAL_TOKENS, read_vocabulary, reserved_tokens
 from kbert.errors import VocabularyError
 
@@ -46,6 +48,8 @@ class WordpieceTokenizer:
             lower_case_nfd_strip_accents=lower_case,
             unknown_token="[UNK]",
         )
+        self.special_ids = SpecialIds.from_vocabulary(self.vocab)
+        self._continues = np.array([token.startswith("##") for token in self.vocab], dtype=bool)
 
     @property
     def vocab_size(self) -> int:
@@ -62,3 +66,8 @@ class WordpieceTokenizer:
             return np.zeros([0], np.int32), np.zeros([1], np.int64)
         row_lengths = np.concatenate(lengths)
         return np.concatenate(values), np.concatenate([[0], np.cumsum(row_lengths)]).astype(np.int64)
+
+    def tokenize_marked(self, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """`tokenize`'s ids and row splits, each `##` piece marked as `~id` (masking.mark_continuations)."""
+        ids, splits = self.tokenize(lines)
+        return mark_continuations(ids, self._continues[ids]), splits
