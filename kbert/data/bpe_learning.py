@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from kbert.data import outputs, storage, work_units
+from kbert.data.hf_tokenizer import REQUIRED_ROLES, ROLES
 from kbert.data.storage import io_errors
 from kbert.data.vocab_corpus import CorpusReading, Progress, VocabStats, batches, learn_from
 from kbert.data.wordpiece.vocab_file import SPECIAL_TOKENS
@@ -54,20 +55,8 @@ LEARNER = "bpe"  # its name among kbert-build-vocab's --learner values
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
 NUM_BYTES = 256  # byte pieces, in every byte-level BPE vocabulary
-# Special token -> the role it plays: BERT's names and RoBERTa's.
-ROLE_NAMES = {
-    "[CLS]": "cls",
-    "<s>": "cls",
-    "[SEP]": "sep",
-    "</s>": "sep",
-    "[MASK]": "mask",
-    "<mask>": "mask",
-    "[PAD]": "pad",
-    "<pad>": "pad",
-    "[UNK]": "unk",
-    "<unk>": "unk",
-}
-REQUIRED_ROLES = ("cls", "sep", "mask", "pad")
+# Special token -> the role it plays: the spellings data creation reads roles by (BERT's names and RoBERTa's).
+ROLE_NAMES = {spelling: role for role, (_, spellings) in ROLES.items() for spelling in spellings}
 _EXAMPLE = f"--special_tokens={','.join(SPECIAL_TOKENS)}"
 
 
@@ -176,7 +165,8 @@ def write_tokenizer(tokenizer: Tokenizer, path: str) -> None:
     with its special tokens' roles; both staged (outputs.py), so a failure replaces neither file."""
     tokens = tokenizer.get_added_tokens_decoder()
     roles = special_token_roles([tokens[i].content for i in sorted(tokens) if tokens[i].special])
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", **{f"{role}_token": roles[role] for role in sorted(roles)}}
+    keys = {role: keys[0] for role, (keys, _) in ROLES.items()}
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", **{keys[role]: roles[role] for role in sorted(roles)}}
     tokenizer_path, config_path = output_files(path)
     with outputs.staged(tokenizer_path) as tokenizer_temp, outputs.staged(config_path) as config_temp:
         _write(tokenizer_temp, tokenizer.to_str(pretty=True) + "\n")

@@ -1,11 +1,11 @@
 """A Hugging Face tokenizer.json for data creation (--tokenizer): the file or a directory holding it, its special
 tokens, its SHA-256, batched encoding that marks the pieces continuing a word, and decoding for the inspector.
 
-Special tokens are read, never assumed. For each role, the first found of: the token the directory's
-tokenizer_config.json, then its special_tokens_map.json names (`cls_token` or `bos_token`, `sep_token` or
-`eos_token`, `mask_token`, `pad_token`, `unk_token`); the first of the role's conventional spellings
-(`_ROLES`) among the tokenizer's added tokens. Pretraining records need [CLS], [SEP], [MASK] and [PAD]; [UNK] is
-optional (byte-level BPE has none).
+Special tokens are read, never assumed. Each plays a role (`ROLES`: cls, sep, mask, pad, unk); for each role, the
+first found of: the token the directory's tokenizer_config.json, then its special_tokens_map.json names
+(`cls_token` or `bos_token`, `sep_token` or `eos_token`, `mask_token`, `pad_token`, `unk_token`); the first of the
+role's conventional spellings, BERT's or RoBERTa's, among the tokenizer's added tokens. Pretraining records need
+cls, sep, mask and pad (`REQUIRED_ROLES`); unk is optional (byte-level BPE has none).
 
 Text is encoded without the tokenizer's post-processor (kbert lays out [CLS] and [SEP] itself) and with special
 tokens in the text encoded as text, so no special id comes from text. The pieces of one word share an entry of
@@ -39,15 +39,16 @@ from kbert.errors import VocabularyError
 TOKENIZER_FILE = "tokenizer.json"
 # Files of a tokenizer's directory that name its special tokens, the first one to name a key winning.
 CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json")
-# Role -> its keys in CONFIG_FILES and its conventional spellings, each in order of preference.
-_ROLES = {
-    "[CLS]": (("cls_token", "bos_token"), ("[CLS]", "<s>", "<|endoftext|>")),
-    "[SEP]": (("sep_token", "eos_token"), ("[SEP]", "</s>", "<|endoftext|>")),
-    "[MASK]": (("mask_token",), ("[MASK]", "<mask>")),
-    "[PAD]": (("pad_token",), ("[PAD]", "<pad>")),
-    "[UNK]": (("unk_token",), ("[UNK]", "<unk>")),
+# Role -> its keys in CONFIG_FILES (the first is the one a written config uses) and its conventional spellings,
+# BERT's and RoBERTa's, each in order of preference. kbert-build-vocab --learner=bpe gives tokens roles by these.
+ROLES = {
+    "cls": (("cls_token", "bos_token"), ("[CLS]", "<s>")),
+    "sep": (("sep_token", "eos_token"), ("[SEP]", "</s>")),
+    "mask": (("mask_token",), ("[MASK]", "<mask>")),
+    "pad": (("pad_token",), ("[PAD]", "<pad>")),
+    "unk": (("unk_token",), ("[UNK]", "<unk>")),
 }
-REQUIRED_ROLES = ("[CLS]", "[SEP]", "[MASK]", "[PAD]")
+REQUIRED_ROLES = ("cls", "sep", "mask", "pad")
 _FLAG = "--tokenizer"
 # Lines per encode_batch call: bounds the encodings held at once.
 _BATCH_LINES = 8192
@@ -81,12 +82,12 @@ class HfTokenizer:
 
     @functools.cached_property
     def special_tokens(self) -> dict[str, str]:
-        """Role ([CLS], [SEP], [MASK], [PAD], [UNK]) -> the token that plays it; a `VocabularyError` naming the
-        missing ones of `REQUIRED_ROLES` and the file."""
+        """Role (`ROLES`) -> the token that plays it; a `VocabularyError` naming the missing ones of
+        `REQUIRED_ROLES` and the file."""
         configured = _configured_tokens(self.path) if storage.isdir(self.path) else {}
         added = {token.content for token in self._tokenizer.get_added_tokens_decoder().values()}
         found, missing = {}, []
-        for role, (keys, spellings) in _ROLES.items():
+        for role, (keys, spellings) in ROLES.items():
             key = next((k for k in keys if k in configured), None)
             if key is not None:
                 token, source = configured[key]
@@ -99,12 +100,12 @@ class HfTokenizer:
             elif any(s in added for s in spellings):
                 found[role] = next(s for s in spellings if s in added)
             elif role in REQUIRED_ROLES:
-                missing.append(f"{role} ({' or '.join(spellings)})")
+                missing.append(f"a {role} token ({' or '.join(spellings)})")
         if missing:
             where = f" nor in {' or '.join(CONFIG_FILES)}" if storage.isdir(self.path) else ""
             raise VocabularyError(
-                f"{_FLAG}: {self.file} has no {', '.join(missing)} among its added tokens{where}; pretraining "
-                f"records need {', '.join(REQUIRED_ROLES)}: add them to the tokenizer, or give one made for "
+                f"{_FLAG}: {self.file} lacks {', '.join(missing)} among its added tokens{where}; pretraining "
+                f"records need {', '.join(REQUIRED_ROLES)} tokens: add them to the tokenizer, or give one made for "
                 "masked-language modelling."
             )
         return found
@@ -113,11 +114,7 @@ class HfTokenizer:
     def special_ids(self) -> SpecialIds:
         ids = {role: self._tokenizer.token_to_id(token) for role, token in self.special_tokens.items()}
         return SpecialIds(
-            cls_id=ids["[CLS]"],
-            sep_id=ids["[SEP]"],
-            mask_id=ids["[MASK]"],
-            vocab_size=self.vocab_size,
-            unk_id=ids.get("[UNK]"),
+            cls_id=ids["cls"], sep_id=ids["sep"], mask_id=ids["mask"], vocab_size=self.vocab_size, unk_id=ids.get("unk")
         )
 
     def tokenize_marked(self, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -151,7 +148,7 @@ class HfTokenizer:
 
 def _configured_tokens(directory: str) -> dict[str, tuple[str, str]]:
     """The special tokens `CONFIG_FILES` in `directory` name: key (cls_token, ...) -> (token, the file naming it)."""
-    keys = [key for role_keys, _ in _ROLES.values() for key in role_keys]
+    keys = [key for role_keys, _ in ROLES.values() for key in role_keys]
     named: dict[str, tuple[str, str]] = {}
     for name in CONFIG_FILES:
         path = os.path.join(directory, name)
