@@ -37,7 +37,10 @@ flags.DEFINE_string("transformers_python", None, "A Python with torch and transf
 
 LAYERS, LOCAL, EVERY, SEQ, VOCAB = 6, 16, 3, 40, 300
 # transformers' half: `write DIR SCALE` makes and saves a random model (its own init; with SCALE > 0, every weight
-# redrawn around 0, norms around 1, with that spread); `logits DIR BATCH OUT` computes its logits.
+# redrawn around 0, norms around 1, with that spread); `logits DIR BATCH OUT` computes its logits; `loss DIR
+# RECORDS OUT` its masked-LM loss (the mean over every position of weight > 0) on the masked rows of an .npz
+# (input_ids, input_mask; positions, ids, weights: the records' masked_lm_*), also from
+# tools/continued_pretraining_modern.py.
 TORCH_SIDE = """
 import json, sys
 import numpy as np, torch
@@ -63,10 +66,18 @@ elif command == "loss":
     labels = np.full(data["input_ids"].shape, -100)
     for row, (positions, ids, weights) in enumerate(zip(data["positions"], data["ids"], data["weights"])):
         labels[row, positions[weights > 0]] = ids[weights > 0]
-    with torch.no_grad():
-        loss = model(input_ids=torch.tensor(data["input_ids"]).long(),
-                     attention_mask=torch.tensor(data["input_mask"]).long(), labels=torch.tensor(labels).long()).loss
-    np.save(out, loss.numpy())
+    total, count = 0.0, 0
+    for start in range(0, len(labels), 32):  # the mean over every labelled token, 32 rows a forward pass
+        rows = slice(start, start + 32)
+        tokens = int((labels[rows] != -100).sum())
+        if not tokens:
+            continue
+        with torch.no_grad():
+            loss = model(input_ids=torch.tensor(data["input_ids"][rows]).long(),
+                         attention_mask=torch.tensor(data["input_mask"][rows]).long(),
+                         labels=torch.tensor(labels[rows]).long()).loss
+        total, count = total + float(loss) * tokens, count + tokens
+    np.save(out, np.float64(total / count))
 else:
     batch, out = sys.argv[3:]
     model = AutoModelForMaskedLM.from_pretrained(directory, attn_implementation="eager").eval()
