@@ -190,7 +190,7 @@ def test_model_fields_and_records_that_do_not_fit_are_one_line(tmp_path, domain)
     hf = write_hf(tmp_path / "hf", {"layer_norm_eps": 1e-7})
     files = _config(tmp_path / "c.yaml", hf, train_files, eval_files)
     for override, named in (
-        ("model.overrides.layer_norm_eps=1e-12", "layer_norm_eps='1e-12' (checkpoint: 1e-07)"),
+        ("model.overrides.layer_norm_eps=1e-12", "layer_norm_eps=1e-12 (checkpoint: 1e-07)"),
         ("model.bert=bert_tiny", "hidden_size=128 (checkpoint: 32)"),
         ("model.overrides.hidden_act=gelu_new", "hidden_act='gelu_new' (checkpoint: 'gelu')"),
     ):

@@ -274,7 +274,7 @@ def test_the_data_tool_takes_a_tokenizer(modernbert, tmp_path):
     for result, needles in zip(
         refused,
         (
-            [str(no_mask), "[MASK] ([MASK] or <mask>)"],
+            [str(no_mask), "a mask token ([MASK] or <mask>)"],
             ["--vocab_file", "--tokenizer", "not both"],
             ["--vocab_file", "--tokenizer"],
             ["--do_lower_case", "--tokenizer"],

@@ -63,7 +63,7 @@ def checkpoint_bert_config(
     differ = [
         f"{field}={user[field]!r} (checkpoint: {checkpoint.get(field)!r})"
         for field in CHECKPOINT_FIELDS
-        if field in user and field not in free and not _same(user[field], checkpoint.get(field))
+        if field in user and field not in free and user[field] != checkpoint.get(field)
     ]
     if differ:
         raise ConfigError(
@@ -75,16 +75,6 @@ def checkpoint_bert_config(
         return source.config.replace(**{k: v for k, v in _overrides(model) if k not in CHECKPOINT_FIELDS or k in free})
     except (ValueError, TypeError) as e:
         raise ConfigError(f"model.overrides: {e}") from None
-
-
-def _same(user: object, checkpoint: object) -> bool:
-    """Whether a user's value is the checkpoint's (an override of `1e-12` may arrive as the string '1e-12')."""
-    if isinstance(checkpoint, float) and isinstance(user, (str, int)) and not isinstance(user, bool):
-        try:
-            return float(user) == checkpoint
-        except ValueError:
-            return False
-    return user == checkpoint
 
 
 def _overrides(model: ModelConfig) -> list[tuple[str, object]]:
