@@ -1,6 +1,6 @@
 """What dynamic masking reads of a Hugging Face tokenizer.json (data.tokenizer): the ids it never masks and which
 pieces start a word, for WordPiece, byte-level BPE and SentencePiece-style tokenizers built here; and the config's
-refusal of data.vocab_file and data.tokenizer together. No TensorFlow op runs here."""
+refusal of data.vocab_file and data.tokenizer together."""
 
 import numpy as np
 import pytest
@@ -39,7 +39,7 @@ def test_a_byte_level_piece_starts_a_word_when_it_carries_the_space_marker(tmp_p
         pieces = [theirs.id_to_token(i) for i in range(theirs.get_vocab_size())]
         special = [p in tokens + ("<|endoftext|>",) for p in pieces]
         np.testing.assert_array_equal(starts, [s or p.startswith("\u0120") for p, s in zip(pieces, special)])
-        assert 50 < (~starts).sum() < len(starts) - 50  # pieces of both kinds
+        assert (~starts).sum() > 50 and starts.sum() > 20  # pieces of both kinds
 
 
 def test_a_sentencepiece_style_piece_starts_a_word_when_it_carries_the_metaspace(tmp_path):

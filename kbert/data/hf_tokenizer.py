@@ -1,5 +1,6 @@
-"""A Hugging Face tokenizer.json for data creation (--tokenizer): the file or a directory holding it, its special
-tokens, its SHA-256, batched encoding that marks the pieces continuing a word, and decoding for the inspector.
+"""A Hugging Face tokenizer.json for data creation (--tokenizer) and dynamic masking (data.tokenizer): the file or a
+directory holding it, its special tokens, its SHA-256, batched encoding that marks the pieces continuing a word,
+decoding for the inspector, and its pieces and configuration (word_boundaries.py reads them).
 
 Special tokens are read, never assumed. For each role, the first found of: the token the directory's
 tokenizer_config.json, then its special_tokens_map.json names (`cls_token` or `bos_token`, `sep_token` or
