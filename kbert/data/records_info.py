@@ -1,0 +1,83 @@
+"""Which tokenizer pretraining records were written with, kept beside them: `kbert_records.json` in each folder
+kbert-create-pretraining-data writes records to, `{"tokenizer": FILE, "tokenizer_sha256": HEX, "vocab_size": N}`
+(FILE: the tokenizer.json or the WordPiece vocabulary, as the run named it). kbert-pretrain compares the
+tokenizer it is given (data.tokenizer or data.vocab_file) with it before training: records are never read nor
+masked with another tokenizer's ids. One tokenizer a folder: a later run writing records to a folder replaces it.
+
+The file is staged (outputs.py) and moved into place after the records, and only when they are. kbert's input
+globs never match it (input_files.py), so `data/*` still names only the records.
+
+Example:
+
+```python
+with staged_records_info(["data/train.tfrecord"], checked):  # around the ShardedWriter, so it lands after it
+    ...
+tokenizer_mismatch("data/train.tfrecord-*", "data.train_files", "tokenizers/modernbert", "data.tokenizer")  # or None
+```
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import posixpath
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from kbert.data import outputs, storage, validation
+from kbert.data.hf_tokenizer import tokenizer_file
+from kbert.data.input_files import RECORDS_INFO
+from kbert.data.storage import io_errors
+from kbert.errors import InputDataError
+
+if TYPE_CHECKING:  # its WordPiece tokenizer imports tensorflow_text, which kbert-pretrain needs not
+    from kbert.data.tokenizer_source import CheckedTokenizer
+
+
+def _info_paths(files: Sequence[str]) -> list[str]:
+    """The records-info file of each folder holding one of `files`, in first-seen order."""
+    return list(dict.fromkeys(posixpath.join(outputs.output_folder(f), RECORDS_INFO) for f in files))
+
+
+@contextlib.contextmanager
+def staged_records_info(output_files: Sequence[str], tokenizer: CheckedTokenizer) -> Iterator[None]:
+    """Writes the records-info file of each output folder at its staging path on entry; moves them into place if
+    the block returns, removes them if it raises."""
+    info = {"tokenizer": tokenizer.file, "tokenizer_sha256": tokenizer.sha256}
+    text = json.dumps({**info, "vocab_size": tokenizer.special_ids.vocab_size}, indent=2) + "\n"
+    with contextlib.ExitStack() as stack:
+        for path in _info_paths(output_files):
+            temp = stack.enter_context(outputs.staged(path))
+            with io_errors(temp, "--output_file"), storage.open(temp, "w") as f:
+                f.write(text)
+        yield
+
+
+def tokenizer_mismatch(file_pattern: str, files_key: str, tokenizer: str, key: str) -> str | None:
+    """What is wrong, in one line naming both files, when a folder of the records `file_pattern` (config key
+    `files_key`) holds a records-info file whose tokenizer has another SHA-256 than `tokenizer` (a tokenizer.json,
+    its directory or a vocabulary file: config key `key`); None when none does (records without one are taken as
+    they are). A records-info file that is not one is an `InputDataError`."""
+    given = tokenizer_file(tokenizer)
+    digest = ""
+    for path in _info_paths(validation.match_files(file_pattern, files_key)):
+        if not storage.exists(path):
+            continue
+        with io_errors(path, files_key), storage.open(path) as f:
+            text = f.read()
+        try:
+            info = json.loads(text)
+            recorded, recorded_sha256 = info["tokenizer"], info["tokenizer_sha256"]
+        except (ValueError, TypeError, KeyError) as e:
+            raise InputDataError(
+                f"{files_key}: {path} is not a kbert records-info file ({type(e).__name__}: {e}); remove it, or "
+                "write the records again with kbert-create-pretraining-data."
+            ) from None
+        digest = digest or storage.sha256(given, key)
+        if recorded_sha256 != digest:
+            return (
+                f"{key}={tokenizer}: {given} (sha256 {digest[:12]}) is not the tokenizer the records beside {path} "
+                f"were written with, {recorded} (sha256 {recorded_sha256[:12]}): give {key} that tokenizer, or "
+                "write the records again with this one."
+            )
+    return None
