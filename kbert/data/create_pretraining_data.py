@@ -155,8 +155,7 @@ def create_pretraining_data(
 
     with (
         _outputs_in_unit_order(units, job, num_workers, start_method) as unit_outputs,
-        records_info.staged_records_info(output_files, checked),  # moved into place after the records, with them
-        ShardedWriter(output_files, gzip=gzip) as writer,
+        ShardedWriter(output_files, gzip=gzip, beside=records_info.records_info_files(output_files, checked)) as writer,
     ):
         for output in unit_outputs:
             write(output.records, writer)

@@ -4,13 +4,13 @@ kbert-create-pretraining-data writes records to, `{"tokenizer": FILE, "tokenizer
 tokenizer it is given (data.tokenizer or data.vocab_file) with it before training: records are never read nor
 masked with another tokenizer's ids. One tokenizer a folder: a later run writing records to a folder replaces it.
 
-The file is staged (outputs.py) and moved into place after the records, and only when they are. kbert's input
-globs never match it (input_files.py), so `data/*` still names only the records.
+The file is staged with the records (tfrecord_writer.ShardedWriter's `beside`) and moved into place after them, only
+when they are. kbert's input globs never match it (input_files.py), so `data/*` still names only the records.
 
 Example:
 
 ```python
-with staged_records_info(["data/train.tfrecord"], checked):  # around the ShardedWriter, so it lands after it
+with ShardedWriter(outputs, beside=records_info_files(outputs, checked)) as writer:
     ...
 tokenizer_mismatch("data/train.tfrecord-*", "data.train_files", "tokenizers/modernbert", "data.tokenizer")  # or None
 ```
@@ -18,10 +18,9 @@ tokenizer_mismatch("data/train.tfrecord-*", "data.train_files", "tokenizers/mode
 
 from __future__ import annotations
 
-import contextlib
 import json
 import posixpath
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kbert.data import outputs, storage, validation
@@ -39,18 +38,11 @@ def _info_paths(files: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(posixpath.join(outputs.output_folder(f), RECORDS_INFO) for f in files))
 
 
-@contextlib.contextmanager
-def staged_records_info(output_files: Sequence[str], tokenizer: CheckedTokenizer) -> Iterator[None]:
-    """Writes the records-info file of each output folder at its staging path on entry; moves them into place if
-    the block returns, removes them if it raises."""
+def records_info_files(output_files: Sequence[str], tokenizer: CheckedTokenizer) -> dict[str, str]:
+    """The records-info file of each folder of `output_files`: path -> its text (`ShardedWriter`'s `beside`)."""
     info = {"tokenizer": tokenizer.file, "tokenizer_sha256": tokenizer.sha256}
     text = json.dumps({**info, "vocab_size": tokenizer.special_ids.vocab_size}, indent=2) + "\n"
-    with contextlib.ExitStack() as stack:
-        for path in _info_paths(output_files):
-            temp = stack.enter_context(outputs.staged(path))
-            with io_errors(temp, "--output_file"), storage.open(temp, "w") as f:
-                f.write(text)
-        yield
+    return {path: text for path in _info_paths(output_files)}
 
 
 def tokenizer_mismatch(file_pattern: str, files_key: str, tokenizer: str, key: str) -> str | None:
