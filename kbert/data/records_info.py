@@ -12,6 +12,7 @@ Example:
 ```python
 with ShardedWriter(outputs, beside=records_info_files(outputs, checked)) as writer:
     ...
+write_records_info(outputs, checked)  # after Beam wrote the records
 tokenizer_mismatch("data/train.tfrecord-*", "data.train_files", "tokenizers/modernbert", "data.tokenizer")  # or None
 ```
 """
@@ -43,6 +44,14 @@ def records_info_files(output_files: Sequence[str], tokenizer: CheckedTokenizer)
     info = {"tokenizer": tokenizer.file, "tokenizer_sha256": tokenizer.sha256}
     text = json.dumps({**info, "vocab_size": tokenizer.special_ids.vocab_size}, indent=2) + "\n"
     return {path: text for path in _info_paths(output_files)}
+
+
+def write_records_info(output_files: Sequence[str], tokenizer: CheckedTokenizer) -> None:
+    """Writes the records-info files of `output_files`, each staged, for records another writer has moved into
+    place (Beam's)."""
+    for path, text in records_info_files(output_files, tokenizer).items():
+        with outputs.staged(path) as temp, io_errors(temp, "--output_file"), storage.open(temp, "w") as f:
+            f.write(text)
 
 
 def tokenizer_mismatch(file_pattern: str, files_key: str, tokenizer: str, key: str) -> str | None:
