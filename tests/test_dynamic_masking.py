@@ -303,3 +303,23 @@ def test_a_tokenizer_jsons_masks_are_drawn_from_the_seed(bpe_records):
     for name in first:
         np.testing.assert_array_equal(first[name], again[name], err_msg=name)
     assert not np.array_equal(first["masked_lm_positions"], other["masked_lm_positions"])
+
+
+def test_a_run_with_data_tokenizer_masks_a_tokenizer_jsons_records(bpe_records):
+    """kbert-pretrain's input: data.tokenizer gives the masker its special ids and words."""
+    from kbert.tasks.bert import dataset_fn
+    from kbert.training.config import PretrainingConfig
+
+    tokenizer, records = bpe_records
+    data = {"train_files": str(records), "seq_length": SEQ, "max_predictions": PRED, "dynamic_masking": True}
+    config = PretrainingConfig(
+        {
+            "data": {**data, "tokenizer": str(tokenizer.parent), "whole_word_masking": True},
+            "train": {"global_batch_size": 64},
+        }
+    )
+    config.validate()
+    batch = next(iter(dataset_fn(config, True, 512)(tf.distribute.InputContext())))
+    weights = batch["masked_lm_weights"].numpy() > 0
+    special = [Tokenizer.from_file(str(tokenizer)).token_to_id(t) for t in MODERNBERT[:4]]
+    assert weights.sum() > 300 and not np.isin(batch["masked_lm_ids"].numpy()[weights], special).any()
