@@ -11,6 +11,7 @@ from tokenizer_fixtures import write_tokenizer
 from kbert.data import work_units
 from kbert.data.beam_pretraining_data import run_beam
 from kbert.data.create_pretraining_data import create_pretraining_data
+from kbert.data.input_files import RECORDS_INFO
 from kbert.data.instances import InstanceConfig
 from kbert.data.outputs import shard_paths
 from kbert.errors import InputDataError
@@ -19,14 +20,14 @@ DIRECT = ("--runner=DirectRunner",)
 
 
 def local_and_beam(tmp_path, vocab_file, source, input_format, config, **kwargs):
-    local = shard_paths(str(tmp_path / "local.tfrecord"), 3)
+    local = shard_paths(str(tmp_path / "local" / "local.tfrecord"), 3)
     fmt = work_units.InputFormat(input_format)
     local_summary = create_pretraining_data(
         [source], local, vocab_file, True, config, unit_bytes=400, input_format=fmt, **kwargs
     )
     beam_summary = run_beam(
         [source],
-        str(tmp_path / "beam.tfrecord"),
+        str(tmp_path / "beam" / "beam.tfrecord"),
         3,
         vocab_file,
         True,
@@ -36,7 +37,7 @@ def local_and_beam(tmp_path, vocab_file, source, input_format, config, **kwargs)
         pipeline_args=DIRECT,
         **kwargs,
     )
-    beam_files = shard_paths(str(tmp_path / "beam.tfrecord"), 3)
+    beam_files = shard_paths(str(tmp_path / "beam" / "beam.tfrecord"), 3)
     return (sum(records_of(local), []), local_summary), (sum(records_of(beam_files), []), beam_summary)
 
 
@@ -66,6 +67,9 @@ def test_beam_writes_the_local_tools_records(tmp_path, vocab_file, objective, in
         local_summary.tokenizer,
         local_summary.tokenizer_sha256,
     )
+    # Both name the tokenizer beside their records, alike.
+    beside = [(tmp_path / folder / RECORDS_INFO).read_text() for folder in ("local", "beam")]
+    assert beside[0] == beside[1] and local_summary.tokenizer_sha256 in beside[0]
 
 
 @pytest.mark.spawns

@@ -211,6 +211,13 @@ def test_model_fields_and_records_that_do_not_fit_are_one_line(tmp_path, domain)
         experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 
+def test_records_of_a_tokenizer_json_take_no_vocabulary_from_the_checkpoint(tmp_path, domain):
+    train_files, eval_files, _ = domain
+    files = _config(tmp_path / "c.yaml", write_hf(tmp_path / "hf"), train_files, eval_files)
+    assert load_experiment(files).data.vocab_file == str(tmp_path / "hf" / "vocab.txt")
+    assert load_experiment(files, "data.tokenizer=tok/tokenizer.json").data.vocab_file == ""
+
+
 @pytest.mark.slow
 def test_mslt_deepens_an_hf_model_training_only_the_new_blocks(tmp_path, domain):
     train_files, eval_files, _ = domain

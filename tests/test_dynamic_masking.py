@@ -1,5 +1,5 @@
 """Dynamic masking: RoBERTa-style statistics, special tokens, fresh masks per epoch, masks drawn from the seed,
-whole-word masking."""
+whole-word masking; the same with a byte-level BPE tokenizer.json (data.tokenizer)."""
 
 import math
 
@@ -7,9 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from tfrecord_fixtures import CLS, MASK, SEP, make_instances, write_records, write_vocab
+from tokenizer_fixtures import MODERNBERT, generated_lines, write_tokenizer
+from tokenizers import Tokenizer
 
 from kbert.data import pretraining_dataset
+from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.dynamic_masking import DynamicMasker
+from kbert.data.instances import InstanceConfig
 
 SEQ, PRED = 64, 20
 
@@ -147,8 +151,10 @@ def test_whole_word_masking_masks_all_pieces_of_a_word(files):
     for row in range(len(original)):
         length = int(out["input_mask"][row].sum())
         ids = original[row, :length]
-        word = np.cumsum(~continues[ids]) - 1
-        # Random fixture ids can glue `##` pieces to [CLS]/[SEP]: such words are never selectable.
+        # Random fixture ids put `##` pieces after [CLS]/[SEP]: a piece after a special token starts a word.
+        starts = ~continues[ids]
+        starts[1:] |= np.isin(ids[:-1], [CLS, SEP])
+        word = np.cumsum(starts) - 1
         selectable = {w for w in range(word[-1] + 1) if not np.isin(ids[word == w], [CLS, SEP]).any()}
         n = int(out["masked_lm_weights"][row].sum())
         assert (1 if selectable else 0) <= n <= PRED
@@ -210,3 +216,110 @@ def test_a_dynamically_masked_run_scores_masked_held_out_records_on_their_own_ma
     np.testing.assert_array_equal(batch["masked_lm_ids"], np.stack([m["masked_lm_ids"] for m in masked]))
     np.testing.assert_array_equal(batch["input_ids"], np.stack([m["input_ids"] for m in masked]))
     assert eval_batch("unmasked.tfrecord")["masked_lm_ids"].shape == (16, 38)  # masked by the run's masker
+
+
+@pytest.fixture(scope="module")
+def bpe_records(tmp_path_factory):
+    """Unmasked records (--no_masking) of generated documents, written with a byte-level BPE tokenizer.json trained
+    here (ModernBERT's special tokens, no prefix space: a line's first word carries no "Ġ"); and the tokenizer."""
+    root = tmp_path_factory.mktemp("bpe")
+    tokenizer = write_tokenizer(root / "tokenizer", MODERNBERT)
+    lines = generated_lines(480, seed=7)
+    (root / "corpus.txt").write_text("\n\n".join("\n".join(lines[i : i + 6]) for i in range(0, 480, 6)) + "\n")
+    config = InstanceConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED, dupe_factor=2, no_masking=True)
+    out = root / "unmasked.tfrecord"
+    create_pretraining_data([str(root / "corpus.txt")], [str(out)], None, True, config, tokenizer=str(tokenizer))
+    return tokenizer, out
+
+
+def bpe_passes(bpe_records, seed: int, passes: int = 3, whole_word: bool = True) -> dict[str, np.ndarray]:
+    """`passes` passes of training batches (shuffled, repeated) over the BPE records, masked dynamically."""
+    tokenizer, records = bpe_records
+    count = sum(1 for _ in tf.data.TFRecordDataset(str(records)))
+    dataset = pretraining_dataset(
+        str(records),
+        SEQ,
+        PRED,
+        32,
+        dynamic_masking=True,
+        tokenizer=str(tokenizer.parent),
+        whole_word_masking=whole_word,
+        seed=seed,
+    )
+    return stack(dataset.take(passes * count // 32))
+
+
+@pytest.mark.parametrize("whole_word", [True, False])
+def test_a_tokenizer_json_masks_no_special_token_and_whole_words(bpe_records, whole_word):
+    tokenizer, records = bpe_records
+    theirs = Tokenizer.from_file(str(tokenizer))
+    special = [theirs.token_to_id(t) for t in MODERNBERT[:4]]  # [CLS] [SEP] [MASK] [PAD]
+    spec = {"input_ids": tf.io.FixedLenFeature([SEQ], tf.int64)}
+    parsed = tf.data.TFRecordDataset(str(records)).batch(10_000).map(lambda r: tf.io.parse_example(r, spec))
+    rows = {tuple(r) for r in next(iter(parsed))["input_ids"].numpy()}
+    out = bpe_passes(bpe_records, seed=3, whole_word=whole_word)
+    assert len(out["input_ids"]) > 3 * 150
+
+    # The rows before masking (the masked positions given back their labels) are the records' rows.
+    weights = out["masked_lm_weights"] > 0
+    row, slot = np.nonzero(weights)
+    positions = out["masked_lm_positions"][row, slot]
+    original = out["input_ids"].copy()
+    original[row, positions] = out["masked_lm_ids"][row, slot]
+    assert all(tuple(r) in rows for r in original)
+    masked = np.zeros(original.shape, bool)
+    masked[row, positions] = True
+    assert masked.sum() == weights.sum() > 1000
+    assert not np.isin(original[masked], special).any()
+    assert not (masked & (out["input_mask"] == 0)).any()
+
+    # A piece starts a word when it carries "Ġ", is special, or follows a special token: a segment's first word,
+    # whose first piece carries no "Ġ" (it opened a line), is a word of its own, masked like any other.
+    starts_word = np.array([theirs.id_to_token(i).startswith("\u0120") for i in range(theirs.get_vocab_size())])
+    starts = starts_word[original] | np.isin(original, special)
+    starts[:, 1:] |= np.isin(original[:, :-1], special)
+    word = np.cumsum(starts, axis=1) + SEQ * np.arange(len(original))[:, None]
+    whole = np.isin(word, word[masked])
+    segment_first = np.zeros_like(masked)
+    segment_first[:, 1:] = np.isin(original[:, :-1], special[:2]) & ~np.isin(original[:, 1:], special)
+    assert (segment_first & ~starts_word[original]).sum() > 300
+    assert masked[segment_first & ~starts_word[original]].sum() > 20
+    if whole_word:
+        np.testing.assert_array_equal(masked, whole)
+        assert masked[~starts & (out["input_mask"] > 0)].sum() > 200  # words of several pieces, masked together
+    else:
+        assert (masked != whole).sum() > 200  # pieces masked alone
+
+
+def test_a_tokenizer_jsons_masks_are_drawn_from_the_seed(bpe_records):
+    """Two passes of training batches, as a run with the same seed reads them (records shuffled from the global seed
+    and `seed`, masks drawn from `seed`), are the same twice over; another seed masks otherwise."""
+
+    def passes(seed: int) -> dict[str, np.ndarray]:
+        tf.random.set_seed(1)
+        return bpe_passes(bpe_records, seed=seed, passes=2)
+
+    first, again, other = passes(5), passes(5), passes(6)
+    for name in first:
+        np.testing.assert_array_equal(first[name], again[name], err_msg=name)
+    assert not np.array_equal(first["masked_lm_positions"], other["masked_lm_positions"])
+
+
+def test_a_run_with_data_tokenizer_masks_a_tokenizer_jsons_records(bpe_records):
+    """kbert-pretrain's input: data.tokenizer gives the masker its special ids and words."""
+    from kbert.tasks.bert import dataset_fn
+    from kbert.training.config import PretrainingConfig
+
+    tokenizer, records = bpe_records
+    data = {"train_files": str(records), "seq_length": SEQ, "max_predictions": PRED, "dynamic_masking": True}
+    config = PretrainingConfig(
+        {
+            "data": {**data, "tokenizer": str(tokenizer.parent), "whole_word_masking": True},
+            "train": {"global_batch_size": 64},
+        }
+    )
+    config.validate()
+    batch = next(iter(dataset_fn(config, True, 512)(tf.distribute.InputContext())))
+    weights = batch["masked_lm_weights"].numpy() > 0
+    special = [Tokenizer.from_file(str(tokenizer)).token_to_id(t) for t in MODERNBERT[:4]]
+    assert weights.sum() > 300 and not np.isin(batch["masked_lm_ids"].numpy()[weights], special).any()

@@ -35,7 +35,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from kbert.data import instances as instances_lib
-from kbert.data import validation, work_units
+from kbert.data import records_info, validation, work_units
 from kbert.data.create_pretraining_data import checked_job
 from kbert.data.creation_summary import Summary
 from kbert.data.outputs import shard_paths
@@ -193,7 +193,8 @@ def run_beam(
 
     The checks that need no reading of the corpus, and a read of the first file's first records, run before the
     pipeline starts. Beam writes the shards at temporary paths and moves them into place only when the pipeline
-    succeeds, so a failed run leaves every file as it was.
+    succeeds, so a failed run leaves every file as it was; then the tokenizer's identity goes beside them
+    (records_info.py).
     """
     outputs = _check_shards(output_file, num_shards)
     job, checked = checked_job(
@@ -232,6 +233,7 @@ def run_beam(
     summary = _summary(_run(pipeline), config.objective, time.time() - start)
     summary.tokenizer, summary.tokenizer_sha256 = checked.file, checked.sha256
     work_units.ScanReport(summary.records, summary.bad_records, list(summary.problems)).check(input_files, input_format)
+    records_info.write_records_info(outputs, checked)
     return summary
 
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from kbert.data import instances as instances_lib
-from kbert.data import outputs, work_units
+from kbert.data import outputs, records_info, work_units
 from kbert.data.creation_summary import Summary
 from kbert.data.tfrecord_writer import ShardedWriter
 from kbert.data.tokenizer_source import CheckedTokenizer, TokenizerSource
@@ -115,7 +115,8 @@ def create_pretraining_data(
     tokenizer.json `tokenizer` (the file or its directory), exactly one of the two (tokenizer_source.py).
     Settings, file names, the tokenizer and the input are checked before any output is touched; the outputs are
     staged and replace existing files only once all are complete and none is empty (outputs.py, ShardedWriter),
-    so a failed run leaves every file as it was. Bad records of a record format are counted and the first few
+    so a failed run leaves every file as it was; with them, each output folder gets the tokenizer's identity
+    (records_info.py). Bad records of a record format are counted and the first few
     named in the summary; only a corpus without one good record is an error. `progress(summary_so_far,
     total_units)` is called after each work unit. Workers start with `start_method`: "forkserver" (default) forks
     them from a fresh server that imported TensorFlow but ran no op, safe whatever this process did; "fork" saves
@@ -154,7 +155,7 @@ def create_pretraining_data(
 
     with (
         _outputs_in_unit_order(units, job, num_workers, start_method) as unit_outputs,
-        ShardedWriter(output_files, gzip=gzip) as writer,
+        ShardedWriter(output_files, gzip=gzip, beside=records_info.records_info_files(output_files, checked)) as writer,
     ):
         for output in unit_outputs:
             write(output.records, writer)

@@ -4,8 +4,13 @@ Each batch is masked from its own seed, so the masks are a function of (seed, ba
 `train.seed` masks the same records the same way, a resumed run draws the masks the uninterrupted run would have,
 and each pass over the data still draws new ones (the pipeline keys the seed by the batch's index in the stream).
 `masked_lm_prob` of the real tokens (of the words, with whole-word masking) are selected, at most
-`max_predictions` positions, never [PAD]/[CLS]/[SEP]/[MASK]; each chosen token becomes [MASK] 80%, a random id
-10%, itself 10%. Output shapes are static: predictions are padded to `max_predictions`.
+`max_predictions` positions, never [PAD]/[CLS]/[SEP]/[MASK] (nor, with a tokenizer.json, any other special
+token); each chosen token becomes [MASK] 80%, a random id (any below the vocabulary's size) 10%, itself 10%. Output
+shapes are static: predictions are padded to `max_predictions`.
+
+The special ids and, for whole-word masking, which pieces continue a word come from the records' tokenizer: a
+WordPiece vocabulary file (`##` pieces continue a word) or a Hugging Face tokenizer.json (word_boundaries.py).
+A word never spans a special token: the piece after one starts a word, as in static masking (masking.py).
 
 The selection follows tensorflow-text's `RandomItemSelector` and `MaskValuesChooser` (ceil(rate x selectable
 items) a row, capped at `max_predictions`; an item is selectable when none of its pieces is special), in dense
@@ -16,6 +21,7 @@ Example:
 
 ```python
 masker = DynamicMasker.from_vocab_file("vocab.txt", max_predictions=20, whole_word=True)
+masker = DynamicMasker.from_tokenizer("tokenizers/modernbert", max_predictions=20, whole_word=True)
 dataset = tf.data.Dataset.zip((unmasked_batches, tf.data.Dataset.counter()))
 dataset = dataset.map(lambda batch, i: masker(batch, seed=[7, i]))  # adds masked_lm_positions / ids / weights
 ```
@@ -28,7 +34,9 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from kbert.data.hf_tokenizer import HfTokenizer
 from kbert.data.masking import BERT_MASKED_LM_PROB
+from kbert.data.word_boundaries import word_starts
 from kbert.data.wordpiece.vocab_file import BERT_SPECIAL_IDS, MASKING_TOKENS, read_vocabulary
 
 
@@ -39,8 +47,9 @@ class DynamicMasker:
       vocab_size: random replacements are drawn from [0, vocab_size).
       max_predictions: masked positions per sequence (padded to it, never exceeded).
       mask_id: id of [MASK].
-      unmaskable_ids: ids never selected ([PAD], [CLS], [SEP], [MASK]).
-      continues_word: for whole-word masking, a bool per vocabulary id: True for `##` pieces.
+      unmaskable_ids: ids never selected ([PAD], [CLS], [SEP], [MASK], ...); a piece after one starts a word.
+      continues_word: for whole-word masking, a bool per vocabulary id: True for a piece that continues a word
+        (WordPiece's `##` pieces).
       selection_rate, mask_token_rate, random_token_rate: 0.15 / 0.8 / 0.1 as in BERT.
     """
 
@@ -85,13 +94,29 @@ class DynamicMasker:
             **kwargs,
         )
 
-    def _items(self, ids: tf.Tensor, position: tf.Tensor) -> tf.Tensor:
+    @classmethod
+    def from_tokenizer(cls, path: str, max_predictions: int, whole_word: bool = False, **kwargs):
+        """A masker whose special ids come from a Hugging Face tokenizer.json (the file or its directory): it never
+        selects the tokenizer's `special_token_ids`; with `whole_word`, words are cut by `word_starts`."""
+        tokenizer = HfTokenizer(path, flag="data.tokenizer")
+        return cls(
+            tokenizer.vocab_size,
+            max_predictions,
+            mask_id=tokenizer.special_ids.mask_id,
+            unmaskable_ids=tokenizer.special_token_ids,
+            continues_word=~word_starts(tokenizer) if whole_word else None,
+            **kwargs,
+        )
+
+    def _items(self, ids: tf.Tensor, position: tf.Tensor, special: tf.Tensor) -> tf.Tensor:
         """[B, S] index of the unit each token is masked with: its word (whole-word masking) or itself, given each
-        token's `position` in its row."""
+        token's `position` in its row and whether it is `special`."""
         if not self.whole_word:
             return position
-        # A row always starts a word, even if its first token is a stray `##` piece.
-        starts = tf.logical_not(tf.gather(self._continues_word, ids)) | tf.equal(position, 0)
+        # A row starts a word, and so does the piece after a special token, even a stray continuing piece (a
+        # segment truncated at its front, a line whose first piece lacks the word-start marker).
+        after_special = tf.concat([tf.ones_like(special[:, :1]), special[:, :-1]], axis=1)
+        starts = tf.logical_not(tf.gather(self._continues_word, ids)) | after_special
         return tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
 
     def __call__(self, batch: dict[str, tf.Tensor], seed) -> dict[str, tf.Tensor]:
@@ -107,7 +132,7 @@ class DynamicMasker:
         special = tf.reduce_any(tf.equal(ids[:, :, None], self._unmaskable), axis=2)
 
         # Units (words or tokens) by their index in the row: real, and selectable when none of their pieces is special.
-        item = self._items(ids, position)
+        item = self._items(ids, position, special)
         flat_item = item + seq_length * tf.range(rows)[:, None]
 
         def per_item(values: tf.Tensor) -> tf.Tensor:  # any over each unit's tokens, [B, S] by unit index

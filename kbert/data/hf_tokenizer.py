@@ -1,5 +1,6 @@
-"""A Hugging Face tokenizer.json for data creation (--tokenizer): the file or a directory holding it, its special
-tokens, its SHA-256, batched encoding that marks the pieces continuing a word, and decoding for the inspector.
+"""A Hugging Face tokenizer.json for data creation (--tokenizer) and dynamic masking (data.tokenizer): the file or a
+directory holding it, its special tokens, its SHA-256, batched encoding that marks the pieces continuing a word,
+decoding for the inspector, and its pieces and configuration (word_boundaries.py reads them).
 
 Special tokens are read, never assumed. Each plays a role (`ROLES`: cls, sep, mask, pad, unk); for each role, the
 first found of: the token the directory's tokenizer_config.json, then its special_tokens_map.json names
@@ -49,7 +50,6 @@ ROLES = {
     "unk": (("unk_token",), ("[UNK]", "<unk>")),
 }
 REQUIRED_ROLES = ("cls", "sep", "mask", "pad")
-_FLAG = "--tokenizer"
 # Lines per encode_batch call: bounds the encodings held at once.
 _BATCH_LINES = 8192
 
@@ -61,12 +61,14 @@ def tokenizer_file(path: str) -> str:
 
 class HfTokenizer:
     """A tokenizer.json loaded with the `tokenizers` library; `special_tokens` (role -> token) and `special_ids`
-    are found on first use, so the inspector decodes with any tokenizer."""
+    are found on first use, so the inspector decodes with any tokenizer. Errors name `flag`, the flag or config
+    key that gave `path`."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, flag: str = "--tokenizer"):
         self.path = path
+        self.flag = flag
         self.file = tokenizer_file(path)
-        with io_errors(self.file, _FLAG), storage.open(self.file, "rb") as f:
+        with io_errors(self.file, flag), storage.open(self.file, "rb") as f:
             raw = f.read()
         self.sha256 = hashlib.sha256(raw).hexdigest()
         try:
@@ -74,7 +76,7 @@ class HfTokenizer:
         except Exception as e:  # tokenizers raises a bare Exception for any file it cannot read
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise VocabularyError(
-                f"{_FLAG}: {self.file} is not a tokenizer.json the tokenizers library reads ({reason}); give a "
+                f"{flag}: {self.file} is not a tokenizer.json the tokenizers library reads ({reason}); give a "
                 "Hugging Face tokenizer.json or the directory holding one."
             ) from e
         self._tokenizer.encode_special_tokens = True
@@ -84,7 +86,7 @@ class HfTokenizer:
     def special_tokens(self) -> dict[str, str]:
         """Role (`ROLES`) -> the token that plays it; a `VocabularyError` naming the missing ones of
         `REQUIRED_ROLES` and the file."""
-        configured = _configured_tokens(self.path) if storage.isdir(self.path) else {}
+        configured = _configured_tokens(self.path, self.flag) if storage.isdir(self.path) else {}
         added = {token.content for token in self._tokenizer.get_added_tokens_decoder().values()}
         found, missing = {}, []
         for role, (keys, spellings) in ROLES.items():
@@ -93,7 +95,7 @@ class HfTokenizer:
                 token, source = configured[key]
                 if self._tokenizer.token_to_id(token) is None:
                     raise VocabularyError(
-                        f"{_FLAG}: {source} names {key} {token!r}, which {self.file} does not hold; fix the one "
+                        f"{self.flag}: {source} names {key} {token!r}, which {self.file} does not hold; fix the one "
                         "that is wrong."
                     )
                 found[role] = token
@@ -104,7 +106,7 @@ class HfTokenizer:
         if missing:
             where = f" nor in {' or '.join(CONFIG_FILES)}" if storage.isdir(self.path) else ""
             raise VocabularyError(
-                f"{_FLAG}: {self.file} lacks {', '.join(missing)} among its added tokens{where}; pretraining "
+                f"{self.flag}: {self.file} lacks {', '.join(missing)} among its added tokens{where}; pretraining "
                 f"records need {', '.join(REQUIRED_ROLES)} tokens: add them to the tokenizer, or give one made for "
                 "masked-language modelling."
             )
@@ -116,6 +118,32 @@ class HfTokenizer:
         return SpecialIds(
             cls_id=ids["cls"], sep_id=ids["sep"], mask_id=ids["mask"], vocab_size=self.vocab_size, unk_id=ids.get("unk")
         )
+
+    @functools.cached_property
+    def special_token_ids(self) -> tuple[int, ...]:
+        """Ascending ids of the tokens that only kbert's layout places, never text (special tokens in text are
+        encoded as text): [CLS], [SEP], [MASK], [PAD] and every added token the tokenizer flags special, less
+        [UNK], which stands for text."""
+        roles = {self._tokenizer.token_to_id(self.special_tokens[role]) for role in REQUIRED_ROLES}
+        flagged = {i for i, special in self.added_tokens.items() if special} - {self.special_ids.unk_id}
+        return tuple(sorted(roles | flagged))
+
+    @functools.cached_property
+    def added_tokens(self) -> dict[int, bool]:
+        """Id of every added token -> whether the tokenizer flags it special."""
+        return {i: token.special for i, token in self._tokenizer.get_added_tokens_decoder().items()}
+
+    @functools.cached_property
+    def config(self) -> dict:
+        """The tokenizer.json as a dict: its `model`, `normalizer`, `pre_tokenizer`, ..."""
+        return json.loads(self._tokenizer.to_str())
+
+    def pieces(self) -> list[str | None]:
+        """The piece of every id below `vocab_size`, added tokens included; None for an id that stands for none."""
+        pieces: list[str | None] = [None] * self.vocab_size
+        for piece, i in self._tokenizer.get_vocab(with_added_tokens=True).items():
+            pieces[i] = piece
+        return pieces
 
     def tokenize_marked(self, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of all lines, flat (int32), each piece that continues a word as `~id`
@@ -146,7 +174,7 @@ class HfTokenizer:
         return self._tokenizer.id_to_token(int(token_id)) or f"<id {token_id}>"
 
 
-def _configured_tokens(directory: str) -> dict[str, tuple[str, str]]:
+def _configured_tokens(directory: str, flag: str) -> dict[str, tuple[str, str]]:
     """The special tokens `CONFIG_FILES` in `directory` name: key (cls_token, ...) -> (token, the file naming it)."""
     keys = [key for role_keys, _ in ROLES.values() for key in role_keys]
     named: dict[str, tuple[str, str]] = {}
@@ -154,12 +182,12 @@ def _configured_tokens(directory: str) -> dict[str, tuple[str, str]]:
         path = os.path.join(directory, name)
         if not storage.exists(path):
             continue
-        with io_errors(path, _FLAG), storage.open(path, "rb") as f:
+        with io_errors(path, flag), storage.open(path, "rb") as f:
             raw = f.read()
         try:
             config = json.loads(raw)
         except ValueError as e:
-            raise VocabularyError(f"{_FLAG}: {path} is not JSON ({e}); fix or remove it.") from e
+            raise VocabularyError(f"{flag}: {path} is not JSON ({e}); fix or remove it.") from e
         for key in keys:
             value = config.get(key) if isinstance(config, dict) else None
             token = value.get("content") if isinstance(value, dict) else value  # a string, or an AddedToken's dict

@@ -8,6 +8,10 @@ from kbert.data import storage
 from kbert.data.storage import io_errors
 from kbert.errors import InputDataError, MissingFileError
 
+# What kbert-create-pretraining-data writes beside its records (records_info.py): never an input, so a glob over a
+# folder of records (`data/*`) matches the records alone.
+RECORDS_INFO = "kbert_records.json"
+
 
 def raw_lines(path: str, flag: str = "--input_file", chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
     """The lines of `path` exactly as stored, each with its b"\\n" (the last may lack one), so their lengths add up
@@ -38,7 +42,7 @@ def require_text(path: str, flag: str = "--input_file") -> None:
 
 def expand_patterns(patterns: str, flag: str, folders: bool = False) -> list[str]:
     """Returns the sorted, de-duplicated files matched by a comma list of globs, in pattern order; with `folders`,
-    the folders matched (datasets saved to disk are folders).
+    the folders matched (datasets saved to disk are folders). A records-info file (`RECORDS_INFO`) is never matched.
 
     Raises `MissingFileError` naming the flag and the pattern when a pattern matches nothing, and
     `InputDataError` when it matches a directory (with `folders`, a file), so a typo fails before any work starts.
@@ -53,7 +57,7 @@ def expand_patterns(patterns: str, flag: str, folders: bool = False) -> list[str
     for pattern in (p.strip() for p in patterns.split(",")):
         if not pattern:
             continue
-        matches = sorted(storage.glob(pattern))
+        matches = sorted(m for m in storage.glob(pattern) if m.rsplit("/", 1)[-1] != RECORDS_INFO)
         if not matches:
             raise MissingFileError(f"{flag}: no file matches {pattern!r}; check the path or quote the glob.")
         wrong = [m for m in matches if storage.isdir(m) != folders]

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from kbert.data import id_ranges, schema, validation
 from kbert.data.dynamic_masking import DynamicMasker
+from kbert.data.hf_tokenizer import HfTokenizer
 from kbert.data.masking import BERT_MASKED_LM_PROB
 from kbert.data.wordpiece.vocab_file import MASKING_TOKENS, read_vocabulary
 from kbert.errors import ConfigError
@@ -29,18 +30,37 @@ DEVICE_PREFETCH_BATCHES = 2
 
 
 def _masker(
-    max_predictions: int, vocab_size: int | None, vocab_file: str | None, whole_word: bool, selection_rate: float
+    max_predictions: int,
+    vocab_size: int | None,
+    vocab_file: str | None,
+    tokenizer: str | None,
+    whole_word: bool,
+    selection_rate: float,
 ) -> DynamicMasker:
-    """The dynamic masker: from the vocabulary file (special ids, ## pieces) if given, else from `vocab_size`."""
+    """The dynamic masker: from the vocabulary file or the tokenizer.json (special ids, word boundaries) if given,
+    else from `vocab_size`."""
     if vocab_file:
         return DynamicMasker.from_vocab_file(
             vocab_file, max_predictions, whole_word=whole_word, selection_rate=selection_rate
         )
+    if tokenizer:
+        return DynamicMasker.from_tokenizer(
+            tokenizer, max_predictions, whole_word=whole_word, selection_rate=selection_rate
+        )
     if whole_word:
-        raise ConfigError("whole_word_masking needs vocab_file, to know which pieces continue a word (##).")
+        raise ConfigError(
+            "whole_word_masking needs vocab_file or tokenizer, to know which pieces continue a word (## or Ġ)."
+        )
     if vocab_size is None:
-        raise ConfigError("dynamic_masking needs vocab_size or vocab_file (random replacement ids).")
+        raise ConfigError("dynamic_masking needs vocab_size, vocab_file or tokenizer (random replacement ids).")
     return DynamicMasker(vocab_size, max_predictions, selection_rate=selection_rate)
+
+
+def _vocabulary_size(vocab_file: str | None, tokenizer: str | None) -> int | None:
+    """The size of the records' vocabulary file or tokenizer.json, where one is named."""
+    if vocab_file:
+        return len(read_vocabulary(vocab_file, required=MASKING_TOKENS, flag="vocab_file"))
+    return HfTokenizer(tokenizer, flag="tokenizer").vocab_size if tokenizer else None
 
 
 def _records(
@@ -144,6 +164,7 @@ def pretraining_dataset(
     type_vocab_size: int | None = None,
     max_position_embeddings: int | None = None,
     vocab_file: str | None = None,
+    tokenizer: str | None = None,
     whole_word_masking: bool = False,
     masked_lm_prob: float = BERT_MASKED_LM_PROB,
     use_v2_feature_names: bool | None = None,
@@ -170,10 +191,13 @@ def pretraining_dataset(
       dynamic_masking: read unmasked records (`--no_masking`) and mask them anew on every pass.
       vocab_size: every record's `input_ids` and `masked_lm_ids` must be below it, checked as the record is read
         (`kbert.data.id_ranges`: the first bad record stops the pipeline with its file and index); required for
-        dynamic masking unless `vocab_file` is given.
+        dynamic masking unless `vocab_file` or `tokenizer` is given.
       type_vocab_size, max_position_embeddings: the same check for `segment_ids` and packed rows' `positions`.
       vocab_file: the WordPiece vocabulary, for dynamic masking's special-token ids and whole-word grouping.
-      whole_word_masking: with dynamic masking, mask all pieces of a word together (needs `vocab_file`).
+      tokenizer: in place of `vocab_file`, a Hugging Face tokenizer.json (or its directory): the same, its word
+        boundaries by `kbert.data.word_boundaries`.
+      whole_word_masking: with dynamic masking, mask all pieces of a word together (needs `vocab_file` or
+        `tokenizer`).
       masked_lm_prob: share of tokens (words with whole-word masking) dynamic masking selects.
       use_v2_feature_names: None detects from the files; True/False asserts it.
       compression: None detects ('GZIP' or plain) from the files; '' or 'GZIP' forces it.
@@ -195,8 +219,12 @@ def pretraining_dataset(
     files = _pipeline_files(file_pattern, input_context)
     batch_size = input_context.get_per_replica_batch_size(global_batch_size) if input_context else global_batch_size
 
-    if dynamic_masking and vocab_file:
-        vocab_size = vocab_size or len(read_vocabulary(vocab_file, required=MASKING_TOKENS, flag="vocab_file"))
+    if vocab_file and tokenizer:
+        raise ConfigError(
+            "vocab_file and tokenizer both name the records' tokenizer: give one (tokenizer for a tokenizer.json)."
+        )
+    if dynamic_masking and vocab_size is None:
+        vocab_size = _vocabulary_size(vocab_file, tokenizer)
     layout = _checked_layout(
         files,
         seq_length,
@@ -215,7 +243,11 @@ def pretraining_dataset(
         if layout.sequences_per_row
         else max_predictions
     )
-    masker = _masker(slots, vocab_size, vocab_file, whole_word_masking, masked_lm_prob) if dynamic_masking else None
+    masker = (
+        _masker(slots, vocab_size, vocab_file, tokenizer, whole_word_masking, masked_lm_prob)
+        if dynamic_masking
+        else None
+    )
 
     def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = tf.io.parse_example(serialized, spec)

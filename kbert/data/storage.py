@@ -21,6 +21,7 @@ import builtins
 import contextlib
 import errno
 import glob as local_glob
+import hashlib
 import os
 import shutil
 import sys
@@ -123,6 +124,15 @@ def move(source: str, target: str) -> None:
             raise
         shutil.copyfile(source, target)
         os.remove(source)
+
+
+def sha256(path: str, flag: str) -> str:
+    """The SHA-256 of the file `path`, as hex; I/O errors name `flag`."""
+    digest = hashlib.sha256()
+    with io_errors(path, flag), open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def error_types() -> tuple[type[BaseException], ...]:

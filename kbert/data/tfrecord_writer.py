@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from kbert.data import outputs, schema
+from kbert.data import outputs, schema, storage
 from kbert.data.storage import io_error, io_errors
 from kbert.errors import InputDataError
 
@@ -126,22 +126,32 @@ class ShardedWriter:
     The files are moved into place together when the writer closes without an error and every file holds a
     record; otherwise none of `paths` is touched and the staged files are removed. TensorFlow's I/O errors
     (a full disk, a denied permission) become `KbertError`s naming the file. `more_records` says how the user gets
-    more records when there are fewer than files.
+    more records when there are fewer than files. `beside` (path -> text) are small files staged with the records
+    and moved into place after them, only when they are (records_info.py).
     """
 
     def __init__(
-        self, paths: Sequence[str], gzip: bool = False, more_records: str = "give more text or a larger --dupe_factor"
+        self,
+        paths: Sequence[str],
+        gzip: bool = False,
+        more_records: str = "give more text or a larger --dupe_factor",
+        beside: Mapping[str, str] | None = None,
     ):
         self.paths = list(paths)
         self.more_records = more_records
         options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
         self._staging = contextlib.ExitStack()
+        beside_staging = self._staging.enter_context(contextlib.ExitStack())  # entered first: moved last
         self._temps = [self._staging.enter_context(outputs.staged(path)) for path in self.paths]
         self._writers = []
         try:
             for temp in self._temps:
                 with io_errors(temp, "--output_file"):
                     self._writers.append(tf.io.TFRecordWriter(temp, options))
+            for path, text in (beside or {}).items():
+                temp = beside_staging.enter_context(outputs.staged(path))
+                with io_errors(temp, "--output_file"), storage.open(temp, "w") as f:
+                    f.write(text)
         except BaseException as error:
             self.__exit__(type(error), error, error.__traceback__)
         self._next = 0

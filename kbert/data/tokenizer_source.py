@@ -14,7 +14,6 @@ tokenizer = source.load()  # a worker's: tokenizer.tokenize_marked(lines)
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from typing import Protocol
 
 import numpy as np
@@ -22,7 +21,6 @@ import numpy as np
 from kbert.data import storage
 from kbert.data.hf_tokenizer import HfTokenizer, tokenizer_file
 from kbert.data.masking import SpecialIds
-from kbert.data.storage import io_errors
 from kbert.data.wordpiece.tokenizer import WordpieceTokenizer, load_vocabulary
 from kbert.errors import ConfigError
 
@@ -77,9 +75,7 @@ class TokenizerSource:
             tokenizer = HfTokenizer(self.tokenizer)
             return CheckedTokenizer(tokenizer.special_ids, tokenizer.file, tokenizer.sha256)
         special_ids = SpecialIds.from_vocabulary(load_vocabulary(self.vocab_file))
-        with io_errors(self.vocab_file, self.flag), storage.open(self.vocab_file, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
-        return CheckedTokenizer(special_ids, self.vocab_file, digest)
+        return CheckedTokenizer(special_ids, self.vocab_file, storage.sha256(self.vocab_file, self.flag))
 
     def load(self) -> TextTokenizer:
         if self.tokenizer:

@@ -56,11 +56,12 @@ def dataset_fn(
             f"data.{'train' if is_training else 'eval'}_files is empty: set it in the config file "
             f"or with --params_override=data.{'train' if is_training else 'eval'}_files=PATTERN."
         )
-    if d.dynamic_masking and not d.vocab_file:
+    if d.dynamic_masking and not (d.vocab_file or d.tokenizer):
         raise ConfigError(
-            "data.dynamic_masking needs data.vocab_file: the [CLS]/[SEP]/[MASK] ids and the ## pieces "
-            "come from the vocabulary the records were written with. Set "
-            "--params_override=data.vocab_file=PATH."
+            "data.dynamic_masking needs data.vocab_file or data.tokenizer: the [CLS]/[SEP]/[MASK] ids and the word "
+            "boundaries come from the tokenizer the records were written with. Set "
+            "--params_override=data.vocab_file=PATH (a WordPiece vocabulary) or data.tokenizer=PATH (a "
+            "tokenizer.json or its directory)."
         )
     batch = (
         config.train.global_batch_size // config.train.gradient_accumulation_steps
@@ -87,6 +88,7 @@ def dataset_fn(
             type_vocab_size=type_vocab_size if d.check_vocab_size else None,
             max_position_embeddings=max_position_embeddings if d.check_vocab_size else None,
             vocab_file=d.vocab_file or None,
+            tokenizer=d.tokenizer or None,
             whole_word_masking=d.whole_word_masking,
             masked_lm_prob=d.masked_lm_prob,
             seed=config.train.seed + seed_offset,

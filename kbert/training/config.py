@@ -77,9 +77,13 @@ class DataConfig(Section):
     max_predictions: int = 20
     dynamic_masking: bool = False
     # The vocabulary the records were written with: dynamic masking takes the special-token ids and the `##`
-    # pieces (whole-word masking) from it. Required with dynamic_masking; a Hugging Face or keras-hub
-    # train.init_checkpoint sets it to its own (another file of other tokens is refused).
+    # pieces (whole-word masking) from it. Required with dynamic_masking (or `tokenizer`); a Hugging Face or
+    # keras-hub train.init_checkpoint sets it to its own (another file of other tokens is refused).
     vocab_file: str = ""
+    # In place of vocab_file, the Hugging Face tokenizer.json (or its directory) the records were written with
+    # (kbert-create-pretraining-data --tokenizer): its special tokens are never masked, and its pieces' word
+    # boundaries (Ġ, ▁ or ##: kbert.data.word_boundaries) cut words for whole-word masking.
+    tokenizer: str = ""
     whole_word_masking: bool = False
     # Share of the tokens dynamic masking masks (BERT 0.15; MosaicBERT, ModernBERT 0.3; Wettig et al. 2022 0.4).
     masked_lm_prob: float = BERT_MASKED_LM_PROB
@@ -94,6 +98,11 @@ class DataConfig(Section):
         need(
             self.seq_length > 0 and self.max_predictions > 0,
             "data.seq_length and data.max_predictions must be positive.",
+        )
+        need(
+            not (self.vocab_file and self.tokenizer),
+            f"data.vocab_file={self.vocab_file} and data.tokenizer={self.tokenizer} both name the records' "
+            "tokenizer: set one (data.tokenizer for a tokenizer.json, data.vocab_file for a WordPiece vocabulary).",
         )
         p = self.masked_lm_prob
         need(0 < p < 1, f"data.masked_lm_prob={p} must be in (0, 1).")
@@ -300,9 +309,9 @@ class PretrainingConfig(Section):
         return False
 
     def adopt_init_checkpoint(self) -> None:
-        """Sets `model.bert` (and an unset `data.vocab_file`) to those of an imported `train.init_checkpoint`, after
-        checking the user's model fields and vocabulary against it; `model.bert` to bert_tiny where neither names a
-        model.
+        """Sets `model.bert` (and an unset `data.vocab_file`, unless `data.tokenizer` is set) to those of an imported
+        `train.init_checkpoint`, after checking the user's model fields and vocabulary against it; `model.bert` to
+        bert_tiny where neither names a model.
 
         Raises:
           ConfigError: a model field set to another value than the checkpoint's (naming it and both values).
@@ -314,7 +323,8 @@ class PretrainingConfig(Section):
             return
         checkpoint_bert_config(self.model, source, free=("num_hidden_layers",) if self.grows_init_checkpoint() else ())
         self.model.bert = source.path
-        self.data.vocab_file = checkpoint_vocab_file(source, self.data.vocab_file)
+        if not self.data.tokenizer:  # the records' tokenizer.json, not the checkpoint's vocabulary
+            self.data.vocab_file = checkpoint_vocab_file(source, self.data.vocab_file)
 
     def check(self) -> None:
         """What relates the sections: the model is the checkpoint's, the schedule fits the steps, the batches

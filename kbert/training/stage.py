@@ -26,6 +26,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from kbert.data import RecordLayout, first_layout
+from kbert.data.records_info import tokenizer_mismatch
 from kbert.errors import InputDataError
 from kbert.training.config import PretrainingConfig
 from kbert.training.task import PretrainingTask
@@ -91,10 +92,13 @@ def with_layouts(stages: Sequence[TrainingStage], evaluates: bool = False) -> li
     Raises:
       InputDataError: a stage's records carry next-sentence labels its model has no head for, or its training
         records are of another sequence length than the stage trains at (or,
-        when the run `evaluates`, its eval records are longer than its model's positions): said before the first
-        stage starts, not when that stage does. Eval records of another length are read at their own.
+        when the run `evaluates`, its eval records are longer than its model's positions), or a folder of its
+        records names another tokenizer than its `data.tokenizer` or `data.vocab_file` (records_info.py): said
+        before the first stage starts, not when that stage does. Eval records of another length are read at their
+        own.
     """
     layouts: dict[str, RecordLayout] = {}
+    tokenizers_checked: set[tuple[str, str]] = set()
 
     def layout_of(files: str, key: str) -> RecordLayout:
         if files not in layouts:
@@ -112,8 +116,14 @@ def with_layouts(stages: Sequence[TrainingStage], evaluates: bool = False) -> li
                 f"or set its seq_length to {layout.seq_length} (data.seq_length, or phases[N].seq_length for a "
                 "phase)."
             )
+        tokenizer, tokenizer_key = (d.tokenizer, "data.tokenizer") if d.tokenizer else (d.vocab_file, "data.vocab_file")
         bert = stage.config.model.bert_config()
         for files, key in ((d.train_files, "train_files"), (d.eval_files if evaluates else "", "eval_files")):
+            if files and tokenizer and (files, tokenizer) not in tokenizers_checked:
+                mismatch = tokenizer_mismatch(files, f"data.{key}", tokenizer, tokenizer_key)
+                if mismatch:
+                    raise InputDataError(f"{stage.label}: {mismatch}")
+                tokenizers_checked.add((files, tokenizer))
             if files and layout_of(files, f"data.{key}").sentence_labels and not bert.sentence_head:
                 raise InputDataError(
                     f"{stage.label}: its {key}={files!r} hold records with next-sentence labels, but the model has no "
