@@ -2,14 +2,13 @@
 Google format."""
 
 import os
-import subprocess
-import sys
 
 import keras
 import keras_hub  # in the test extra: a missing one fails here, never skips the Google-format tests below
 import numpy as np
 import pytest
 import tensorflow as tf
+from cli_batch import assert_refused, run_batch
 from finetuning_fixtures import vocab_file
 
 from kbert.errors import ConfigError
@@ -109,24 +108,19 @@ def test_google_export_of_a_kbert_checkpoint_round_trips(tmp_path):
 
 
 @pytest.mark.spawns
-def test_cli_refuses_erf_gelu_in_one_line(tmp_path):
+def test_cli_refuses_in_one_line(tmp_path):
     checkpoint = export_google_checkpoint(BertPretrainer(TINY), str(tmp_path / "g" / "bert_model.ckpt"))
-    result = subprocess.run(
+    common = [f"--checkpoint={checkpoint}", f"--output_dir={tmp_path}/out"]
+    vocab = f"--vocab_file={vocab_file(tmp_path)}"
+    gelu, google_tokenizer, both = run_batch(
+        "export",
         [
-            sys.executable,
-            "-m",
-            "kbert.cli.export",
-            f"--checkpoint={checkpoint}",
-            f"--vocab_file={vocab_file(tmp_path)}",
-            "--format=keras_hub",
-            f"--output_dir={tmp_path}/out",
+            [*common, vocab, "--format=keras_hub"],
+            [*common, "--tokenizer=bpe", "--format=google"],
+            [*common, vocab, "--tokenizer=bpe", "--format=hf"],
         ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
     )
-    assert result.returncode == 1
-    lines = [line for line in result.stderr.splitlines() if line.startswith("kbert-export: error:")]
-    assert len(lines) == 1 and "hidden_act=gelu, the exact erf GELU" in lines[0]
+    assert_refused(gelu, "kbert-export", "hidden_act=gelu, the exact erf GELU")
+    assert_refused(google_tokenizer, "kbert-export", "--tokenizer is --format=hf's", "--format=google")
+    assert_refused(both, "kbert-export", "--tokenizer and --vocab_file both name the model's tokenizer")
     assert not os.path.exists(tmp_path / "out")

@@ -172,3 +172,36 @@ def test_kbert_export_writes_a_modern_model_as_modernbert_with_its_tokenizer_and
     with pytest.raises(ConfigError, match="--format=tf_hub: .* has no pooler .* --format=hf") as e:
         export_tf_hub(model, True, str(vocab), str(tmp_path / "hub"))
     assert "\n" not in str(e.value) and not (tmp_path / "hub").exists()
+
+
+def test_kbert_export_carries_a_tokenizer_json_and_its_special_ids(tmp_path):
+    from tokenizer_fixtures import write_tokenizer
+
+    from kbert.errors import VocabularyError
+    from kbert.finetuning.exporting import checkpoint_pretrainer, checkpoint_tokenizer, export_hf
+
+    tokenizer = write_tokenizer(tmp_path / "bpe", ("<s>", "<pad>", "</s>", "<unk>", "<mask>"), vocab_size=300)
+    (tmp_path / "bpe" / "tokenizer_config.json").write_text(json.dumps({"cls_token": "<s>", "sep_token": "</s>"}))
+    model = BertPretrainer(MODERN.replace(vocab_size=320))  # a table larger than the tokenizer, as ModernBERT's
+    randomize(model)
+    export_hf(model, "", str(tmp_path / "hf"), "BertForPreTraining", tokenizer=str(tmp_path / "bpe"))
+    assert sorted(os.listdir(tmp_path / "hf")) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
+    assert (tmp_path / "hf" / "tokenizer.json").read_bytes() == tokenizer.read_bytes()
+    values = _config(tmp_path / "hf")
+    ids = {name: values[f"{name}_token_id"] for name in ("cls", "sep", "pad", "bos", "eos")}
+    assert ids == {"cls": 0, "sep": 2, "pad": 1, "bos": 0, "eos": 2}  # RoBERTa's ids, read from the tokenizer
+
+    # Exported again from that directory, the tokenizer it brings goes along; a larger one is refused.
+    assert checkpoint_tokenizer(str(tmp_path / "hf")) == str(tmp_path / "hf")
+    again, has_mlm = checkpoint_pretrainer(str(tmp_path / "hf"), "", "", tokenizer=str(tmp_path / "hf"))
+    assert has_mlm
+    _same_weights(model, again)
+    large = write_tokenizer(tmp_path / "large", vocab_size=400)
+    with pytest.raises(VocabularyError, match=r"has 400 pieces but --checkpoint .* has 320 embedding rows") as e:
+        checkpoint_pretrainer(str(tmp_path / "hf"), "", "", tokenizer=str(large))
+    assert "\n" not in str(e.value)

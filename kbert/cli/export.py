@@ -48,6 +48,13 @@ flags.DEFINE_string(
     "checkpoint brings its own); for --format=saved_model only where the run's "
     "own has moved.",
 )
+flags.DEFINE_string(
+    "tokenizer",
+    "",
+    "--format=hf: the Hugging Face tokenizer.json (or its directory) a model was pretrained with, in place of "
+    "--vocab_file (data.tokenizer's); it is copied beside the weights with the config files of its directory. A "
+    "Hugging Face ModernBERT checkpoint brings its own.",
+)
 flags.DEFINE_enum(
     "format",
     "keras_hub",
@@ -93,6 +100,13 @@ for _name in ("checkpoint", "output_dir"):
 def _check_flags() -> None:
     from kbert.errors import ConfigError
 
+    if FLAGS.tokenizer and FLAGS.format != "hf":
+        raise ConfigError(
+            f"--tokenizer is --format=hf's (it writes the tokenizer beside the weights); --format={FLAGS.format} "
+            "takes a WordPiece --vocab_file."
+        )
+    if FLAGS.tokenizer and FLAGS.vocab_file:
+        raise ConfigError("--tokenizer and --vocab_file both name the model's tokenizer; give one.")
     if FLAGS.format == "saved_model":
         given = [f"--{name}" for name in RUN_FLAGS if FLAGS[name].present]
         if given:
@@ -105,11 +119,25 @@ def _check_flags() -> None:
 def _encoder_export() -> str:
     """keras_hub, google, hf or tf_hub: the line to print."""
     from kbert.finetuning import hub_export
-    from kbert.finetuning.exporting import FLAG_KEYS, checkpoint_pretrainer, export_google, export_hf
+    from kbert.finetuning.exporting import (
+        FLAG_KEYS,
+        checkpoint_pretrainer,
+        checkpoint_tokenizer,
+        export_google,
+        export_hf,
+    )
     from kbert.finetuning.serving.tf_hub_export import export_tf_hub
     from kbert.finetuning.vocabulary import casing_for, vocab_file_for
     from kbert.modeling.keras_hub_checkpoint import computes_keras_hub_head
 
+    tokenizer = FLAGS.tokenizer or (
+        "" if FLAGS.vocab_file or FLAGS.format != "hf" else checkpoint_tokenizer(FLAGS.checkpoint)
+    )
+    if tokenizer:  # the casing is the tokenizer's own
+        pretrainer, has_mlm = checkpoint_pretrainer(FLAGS.checkpoint, FLAGS.bert_config, "", tokenizer)
+        path = export_hf(pretrainer, "", FLAGS.output_dir, FLAGS.hf_architecture, tokenizer=tokenizer)
+        architecture = "ModernBertForMaskedLM" if pretrainer.nsp_head is None else FLAGS.hf_architecture
+        return f"Wrote {path} ({architecture}), config.json and the tokenizer of {tokenizer}."
     vocab = vocab_file_for(FLAGS.checkpoint, FLAGS.vocab_file or "", FLAG_KEYS)
     casing = casing_for(FLAGS.checkpoint, FLAGS.lower_case, FLAG_KEYS)
     if FLAGS.format != "google":  # Google's format records no casing

@@ -113,8 +113,13 @@ class HfTokenizer:
         return found
 
     @functools.cached_property
+    def role_ids(self) -> dict[str, int]:
+        """Role (`ROLES`) -> the id of the token that plays it."""
+        return {role: self._tokenizer.token_to_id(token) for role, token in self.special_tokens.items()}
+
+    @functools.cached_property
     def special_ids(self) -> SpecialIds:
-        ids = {role: self._tokenizer.token_to_id(token) for role, token in self.special_tokens.items()}
+        ids = self.role_ids
         return SpecialIds(
             cls_id=ids["cls"], sep_id=ids["sep"], mask_id=ids["mask"], vocab_size=self.vocab_size, unk_id=ids.get("unk")
         )
