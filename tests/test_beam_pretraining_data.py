@@ -147,6 +147,7 @@ def test_the_command_line_runs_on_beam(tmp_path, vocab_file):
     assert runs["beam"] == runs["local"] and len(runs["local"][0]) > 50
 
 
+@pytest.mark.slow
 def test_beam_packs_the_local_tools_rows(tmp_path, vocab_file):
     """Packing on Beam: chunks that span files, cut as the local tool cuts them, give the same set of rows."""
     from kbert.data.beam_pretraining_data import run_beam_packing

@@ -260,6 +260,7 @@ def test_encoding_equals_protobuf_deterministic_serialization():
     assert parsed.features.feature["input_word_ids"].int64_list.value == [2**40]
 
 
+@pytest.mark.spawns
 def test_output_identical_for_any_worker_count(corpus, vocab_file, tmp_path):
     digests = []
     for workers in (1, 2):
@@ -412,6 +413,7 @@ def test_mlm_rows_are_full_and_hold_every_document_whole(corpus, vocab_file, tmp
     assert "objective mlm" in summary.format() and "padding" in summary.format()
 
 
+@pytest.mark.spawns
 def test_mlm_output_identical_for_any_worker_count(tmp_path, vocab_file):
     corpus = str(_write_corpus(tmp_path / "plural.txt", plural=True))
     digests = []

@@ -78,6 +78,7 @@ def test_widths_are_few_multiples_of_eight_and_waste_under_half():
     assert bucket_widths(512) == [8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pairs", [False, True])
 def test_training_batches_are_full_one_width_each_and_only_padding_is_cut(encoder, pairs):
     examples = _examples(pairs=pairs)
@@ -91,6 +92,7 @@ def test_training_batches_are_full_one_width_each_and_only_padding_is_cut(encode
     assert widths == set(bucket_widths(SEQ_LENGTH))
 
 
+@pytest.mark.slow
 def test_training_stream_is_seeded_reshuffled_and_drops_nothing_for_good(encoder):
     examples = _examples()
     steps = 3 * len(examples) // 4  # three passes' worth of batches

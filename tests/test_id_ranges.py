@@ -97,6 +97,7 @@ def test_kbert_pretrain_stops_in_one_line_on_a_bad_train_or_eval_record(tmp_path
             assert "ckpt-2.index" in checkpoints
 
 
+@pytest.mark.slow
 def test_kbert_fit_stops_in_one_line_taking_the_bounds_from_the_model(tmp_path):
     import keras
 

@@ -117,6 +117,7 @@ def test_distribution_strategy_attribute_is_the_strategy_in_scope():
     )
 
 
+@pytest.mark.slow
 def test_lamb_per_step_hook_updates_as_keras_loop_over_update_step():
     """DistributedMixin._distributed_tf_update_step replaces Keras's loop over `update_step` for LAMB (its
     step_constants as arguments); a change to that loop shows here."""
