@@ -98,10 +98,13 @@ def test_a_modernbert_directory_continues_and_evaluates_as_it_trains(tmp_path, r
         config, str(tmp_path / "run"), make_strategy("one_device"), "train_and_eval", print_fn=lambda *a, **k: 0
     )
     assert np.isfinite(summary["eval"]["loss"]) and summary["stages"][0]["train_data"]["objective"] == "masked LM only"
+    lines = []
     again = experiment.run(
-        config, str(tmp_path / "run"), make_strategy("one_device"), "eval", print_fn=lambda *a, **k: 0
+        config, str(tmp_path / "run"), make_strategy("one_device"), "eval", print_fn=lambda *a, **k: lines.append(a[0])
     )
     assert again["eval"] == summary["eval"]
+    shown = next(line for line in lines if line.startswith("eval | "))
+    assert "mlm_acc" in shown and "nsp" not in shown  # no sentence head, so no next-sentence figures
     weights = checkpoint_weights(tmp_path / "run", summary["stages"][0]["global_step"])
     assert not any("pooler" in name or "seq_relationship" in name for name in weights)
 

@@ -101,15 +101,17 @@ class BertPretrainingTask:
     """BERT's masked LM and next-sentence objective on a `BertPretrainer` of `bert` (a `PretrainingTask`)."""
 
     loss_terms = LOSS_TERMS
-    eval_labels = {
-        "masked_lm_loss": "mlm_loss",
-        "masked_lm_accuracy": "mlm_acc",
-        "next_sentence_loss": "nsp_loss",
-        "next_sentence_accuracy": "nsp_acc",
-    }
 
     def __init__(self, bert: BertConfig):
         self.bert = bert
+
+    @property
+    def eval_labels(self) -> dict[str, str]:
+        """The masked LM's loss and accuracy, and the next-sentence ones where the model has a sentence head."""
+        labels = {"masked_lm_loss": "mlm_loss", "masked_lm_accuracy": "mlm_acc"}
+        if self.bert.sentence_head:
+            labels.update(next_sentence_loss="nsp_loss", next_sentence_accuracy="nsp_acc")
+        return labels
 
     def build_model(self) -> BertPretrainer:
         return BertPretrainer(self.bert)
