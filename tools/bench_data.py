@@ -35,6 +35,7 @@ instances per second and the ratio to the local tool.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -119,9 +120,38 @@ def _scaled_corpus(path: str, copies: int, out: str) -> None:
         f.write(b"\n\n".join(d.strip(b"\n") for d in documents) + b"\n")
 
 
-def _measure(command: list[str]) -> tuple[float, float, float]:
-    """Wall seconds, peak summed PSS (MB) and peak single-process RSS (MB) of a command's process tree."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+@functools.cache
+def _corpus_at(copies: int, work: str) -> str:
+    """`--corpus` `copies` times over (`_scaled_corpus`), written into `work` once a run; `--corpus` itself for 1."""
+    if copies == 1:
+        return FLAGS.corpus
+    path = os.path.join(work, f"corpus_{copies}x.txt")
+    _scaled_corpus(FLAGS.corpus, copies, path)
+    return path
+
+
+def _instance_flags(objective: str = "nsp") -> list[str]:
+    """The instance settings every create_pretraining_data run of a section shares (--short_seq_prob is nsp's)."""
+    return [
+        f"--max_seq_length={FLAGS.seq_length}",
+        f"--max_predictions_per_seq={FLAGS.max_predictions}",
+        f"--dupe_factor={FLAGS.dupe_factor}",
+        "--masked_lm_prob=0.15",
+        *(["--short_seq_prob=0.1"] if objective == "nsp" else []),
+        "--random_seed=12345",
+    ]
+
+
+def _steady_rate(first: Run, last: Run) -> float:
+    """Instances per second between two corpus sizes: (instances of `last` - of `first`) / (difference of their
+    wall times), in which every fixed cost (start-up, imports) cancels."""
+    return (last.instances - first.instances) / max(last.seconds - first.seconds, 1e-3)
+
+
+def _measure(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """Wall seconds, peak summed PSS (MB) and peak single-process RSS (MB) of a command's process tree, run with
+    this process's environment and `env`'s variables on top."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
     start = time.time()
     process = psutil.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak_pss = peak_rss = 0.0
@@ -156,21 +186,8 @@ def _count(path: str) -> int:
 def _data_section(work: str) -> None:
     """kbert's and Model Garden's create_pretraining_data on `--corpus` at each of `--scales`."""
     scales = sorted(int(k) for k in FLAGS.scales)
-    corpora = {}
-    for copies in scales:
-        corpora[f"{copies}x"] = FLAGS.corpus if copies == 1 else os.path.join(work, f"corpus_{copies}x.txt")
-        if copies > 1:
-            _scaled_corpus(FLAGS.corpus, copies, corpora[f"{copies}x"])
-    common = [
-        f"--vocab_file={FLAGS.vocab_file}",
-        "--do_lower_case=true",
-        f"--max_seq_length={FLAGS.seq_length}",
-        f"--max_predictions_per_seq={FLAGS.max_predictions}",
-        f"--dupe_factor={FLAGS.dupe_factor}",
-        "--masked_lm_prob=0.15",
-        "--short_seq_prob=0.1",
-        "--random_seed=12345",
-    ]
+    corpora = {f"{copies}x": _corpus_at(copies, work) for copies in scales}
+    common = [f"--vocab_file={FLAGS.vocab_file}", "--do_lower_case=true", *_instance_flags()]
     startup = {
         tool: _measure([sys.executable, "-c", f"import {module}"])[0]
         for tool, module in (
@@ -211,10 +228,7 @@ def _data_section(work: str) -> None:
         )
     by = {(r.corpus, r.tool): r for r in rows}
     small, large = f"{scales[0]}x", f"{scales[-1]}x"
-    steady = {}
-    for tool in ("kbert", "model_garden"):
-        first, last = by[(small, tool)], by[(large, tool)]
-        steady[tool] = (last.instances - first.instances) / max(last.seconds - first.seconds, 1e-3)
+    steady = {tool: _steady_rate(by[(small, tool)], by[(large, tool)]) for tool in ("kbert", "model_garden")}
     print(
         f"steady rate ({small} to {large}): kbert {steady['kbert']:,.0f} inst/s, model_garden "
         f"{steady['model_garden']:,.0f} inst/s: {steady['kbert'] / steady['model_garden']:.1f}x"
@@ -268,14 +282,10 @@ def _vocab_section(work: str) -> None:
 
 
 def _vocab_run(learner: str, size: int, train: str, heldout_lines: list[str], words: int, work: str) -> VocabRun:
-    """One learner in a subprocess (this script with --vocab_job), then its vocabulary on the held-out lines."""
+    """One learner in a subprocess (`_learn_vocab`), then its vocabulary on the held-out lines."""
     from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
 
-    vocab_path = os.path.join(work, f"vocab_{learner}_{size}.txt")
-    job = {"learner": learner, "size": size, "train": train, "vocab": vocab_path, "result": vocab_path + ".json"}
-    wall, _, _ = _measure([sys.executable, os.path.abspath(__file__), f"--vocab_job={json.dumps(job)}"])
-    with open(job["result"]) as f:
-        result = json.load(f)
+    vocab_path, result, wall = _learn_vocab(learner, size, train, work)
     tokenizer = WordpieceTokenizer(vocab_path, lower_case=True)
     ids, _ = tokenizer.tokenize(heldout_lines)
     unk = float((ids == tokenizer.vocab.index("[UNK]")).mean()) * 100
@@ -293,8 +303,18 @@ def _vocab_run(learner: str, size: int, train: str, heldout_lines: list[str], wo
     )
 
 
+def _learn_vocab(learner: str, size: int, train: str, work: str) -> tuple[str, dict, float]:
+    """A `size` vocabulary learned from `train` by `learner` in a subprocess (this script with --vocab_job): its
+    path, the job's figures (`_vocab_job`) and the subprocess's wall seconds."""
+    vocab_path = os.path.join(work, f"vocab_{learner}_{size}.txt")
+    job = {"learner": learner, "size": size, "train": train, "vocab": vocab_path, "result": vocab_path + ".json"}
+    wall, _, _ = _measure([sys.executable, os.path.abspath(__file__), f"--vocab_job={json.dumps(job)}"])
+    with open(job["result"]) as f:
+        return vocab_path, json.load(f), wall
+
+
 def _vocab_job(spec: str) -> None:
-    """Learns one vocabulary (`spec` from `_vocab_run`) and writes its figures. The learner's imports come before
+    """Learns one vocabulary (`spec` from `_learn_vocab`) and writes its figures. The learner's imports come before
     the clock starts and before the RSS the learning is measured against."""
     from kbert.data.wordpiece import vocab_learning
 
@@ -354,10 +374,7 @@ def _records(pattern: str) -> list[bytes]:
 
 def _beam_section(work: str) -> None:
     """The local tool against the Beam pipeline on DirectRunner, on `--corpus` at the largest of `--scales`."""
-    copies = max(int(k) for k in FLAGS.scales)
-    corpus = FLAGS.corpus if copies == 1 else os.path.join(work, f"corpus_{copies}x.txt")
-    if copies > 1 and not os.path.exists(corpus):
-        _scaled_corpus(FLAGS.corpus, copies, corpus)
+    corpus = _corpus_at(max(int(k) for k in FLAGS.scales), work)
     common = [
         sys.executable,
         "-m",
