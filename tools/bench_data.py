@@ -44,8 +44,9 @@ flags, `--num_workers` workers), and prints instances and corpus MB per second, 
 the steady rates (as the data section's) and BPE's ratios to WordPiece, then a verdict: whether the BPE path is
 slower end to end in instances per second, at any size or in steady state. Printed first, though measured last (in
 this process, after every subprocess): tokenization alone, pieces per second of each path's `tokenize_marked` (and
-of WordPiece's `tokenize`, of tokenizers' `encode_batch` alone) on the lines of each `--work_unit_mb` work unit of
-`--corpus`, a call a unit as the workers make them, the median of `--repeats` passes.
+of WordPiece's `tokenize`, of tokenizers' `encode_batch` alone, which `tokenize_marked` calls) on the lines of
+each `--work_unit_mb` work unit of `--corpus`, a call a unit as the workers make them, the median of `--repeats`
+passes.
 
     python tools/bench_data.py --sections=tokenizer --corpus=corpus.txt --vocab_file=vocab.txt --scales=1,4
 """
@@ -489,6 +490,8 @@ def _tokenizer_section(work: str) -> None:
     size = len(read_vocabulary(vocab_file))
     bpe = FLAGS.tokenizer or _learn_bpe(size, work)
     bpe_size = HfTokenizer(bpe).vocab_size
+    if bpe_size != size:
+        print(f"note: the tokenizer.json holds {bpe_size:,} tokens, the WordPiece vocabulary {size:,}", flush=True)
     scales = sorted(int(k) for k in FLAGS.scales)
     corpora = {f"{copies}x": _corpus_at(copies, work) for copies in scales}
     tokenizer_flags = {
@@ -648,7 +651,8 @@ def _tokenize_alone(vocab_file: str, bpe: str) -> list[TokenizeRun]:
     def encode_batch(lines: list[str]) -> None:
         """The library's call alone, in tokenize_marked's batches: what the Python around it costs is the rest."""
         for start in range(0, len(lines), hf_tokenizer._BATCH_LINES):
-            hf._tokenizer.encode_batch(lines[start : start + hf_tokenizer._BATCH_LINES], add_special_tokens=False)
+            batch = lines[start : start + hf_tokenizer._BATCH_LINES]
+            hf._tokenizer.encode_batch(batch, add_special_tokens=False)
 
     calls = [
         ("wordpiece", "tokenize_marked", wordpiece.tokenize_marked),
