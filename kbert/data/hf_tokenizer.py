@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import json
 import os
 from collections.abc import Sequence
@@ -121,26 +120,22 @@ class HfTokenizer:
     def tokenize_marked(self, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of all lines, flat (int32), each piece that continues a word as `~id`
         (masking.mark_continuations), and the row splits (int64, len(lines) + 1) that cut them by line."""
-        ids: list[np.ndarray] = [np.zeros([0], np.int32)]
-        words: list[np.ndarray] = [np.zeros([0])]
+        ids: list[int] = []
+        words: list[int] = []
         lengths: list[int] = []
         for start in range(0, len(lines), _BATCH_LINES):
-            encodings = self._tokenizer.encode_batch(
-                list(lines[start : start + _BATCH_LINES]), add_special_tokens=False
-            )
-            batch_ids = [encoding.ids for encoding in encodings]
-            lengths.extend(map(len, batch_ids))
-            ids.append(np.array(list(itertools.chain.from_iterable(batch_ids)), np.int32))
-            # As floats, a piece of no word (None) is NaN, which equals no word id.
-            batch_words = itertools.chain.from_iterable([encoding.word_ids for encoding in encodings])
-            words.append(np.array(list(batch_words), np.float64))
-        word = np.concatenate(words)
+            batch = list(lines[start : start + _BATCH_LINES])
+            for encoding in self._tokenizer.encode_batch(batch, add_special_tokens=False):
+                ids.extend(encoding.ids)
+                words.extend(-1 if w is None else w for w in encoding.word_ids)
+                lengths.append(len(encoding.ids))
+        word = np.array(words, np.int64)
         splits = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
         continues = np.zeros(len(word), bool)
-        continues[1:] = word[1:] == word[:-1]
+        continues[1:] = (word[1:] == word[:-1]) & (word[1:] >= 0)
         line_starts = splits[:-1]
         continues[line_starts[line_starts < len(word)]] = False  # word ids restart with every line
-        return mark_continuations(np.concatenate(ids), continues), splits
+        return mark_continuations(np.array(ids, np.int32), continues), splits
 
     def text(self, ids: Sequence[int]) -> str:
         """`ids` decoded to text, special tokens kept."""
