@@ -1,8 +1,10 @@
-"""Benchmarks of data preparation, in three sections (`--sections`):
+"""Benchmarks of data preparation, in four sections (`--sections`; the first three by default):
 
 * data: kbert's create_pretraining_data against Model Garden's, same corpus and settings, two corpus sizes.
 * vocab: kbert-build-vocab's two learners (Hugging Face `tokenizers`, tensorflow-text) on the same text.
 * beam: kbert-create-pretraining-data on Apache Beam's DirectRunner against the local tool, same corpus.
+* tokenizer: kbert-create-pretraining-data with a byte-level BPE tokenizer.json (--tokenizer) against WordPiece
+  (--vocab_file), same corpus, vocabularies of equal size.
 
 Data section:
 
@@ -31,19 +33,40 @@ of `--scales`; each end to end in a subprocess, its record set checked against t
 instances per second and the ratio to the local tool.
 
     python tools/bench_data.py --sections=beam --corpus=corpus.txt --vocab_file=vocab.txt --scales=4
+
+Tokenizer section: `--tokenizer`, or a byte-level BPE tokenizer.json that kbert-build-vocab --learner=bpe learns
+from `--corpus` at its defaults (cased) at the size of `--vocab_file` (or of a WordPiece vocabulary of `--vocab_size`
+learned from `--corpus`, as the vocab section learns one). Three paths: wordpiece (tensorflow-text's
+FastBertTokenizer, on the calling thread), bpe (tokenizers' encode_batch, spread over its Rayon pool of one thread
+per core, as the data tool runs it) and "bpe 1 thread" (the same with TOKENIZERS_PARALLELISM=false). For each of
+`--objectives` at each of `--scales`, runs kbert-create-pretraining-data end to end on each path in turn (same
+flags, `--num_workers` workers), and prints instances and corpus MB per second, the process tree's CPU seconds,
+the steady rates (as the data section's) and BPE's ratios to WordPiece, then a verdict: whether the BPE path is
+slower end to end in instances per second, at any size or in steady state. Printed first, though measured last (in
+this process, after every subprocess): tokenization alone, pieces per second of each path's `tokenize_marked` (and
+of WordPiece's `tokenize`, of tokenizers' `encode_batch` alone, which `tokenize_marked` calls) on the lines of
+each `--work_unit_mb` work unit of `--corpus`, a call a unit as the workers make them, the median of `--repeats`
+passes.
+
+    python tools/bench_data.py --sections=tokenizer --corpus=corpus.txt --vocab_file=vocab.txt --scales=1,4
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import json
 import os
 import random
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import bench_flags
@@ -68,7 +91,8 @@ flags.DEFINE_list(
     ["data", "vocab", "beam"],
     "What to benchmark: data (create_pretraining_data, kbert "
     "against Model Garden), vocab (kbert-build-vocab's learners, tokenizers against tensorflow_text), "
-    "beam (the Beam pipeline against the local tool).",
+    "beam (the Beam pipeline against the local tool), tokenizer (data creation with a BPE tokenizer.json against "
+    "WordPiece; not by default).",
 )
 flags.DEFINE_integer("dupe_factor", 3, "Passes over the data (both tools).")
 flags.DEFINE_integer("num_workers", 2, "kbert worker processes.")
@@ -77,11 +101,32 @@ flags.DEFINE_list(
     "scales", ["1", "8"], "Corpus sizes, in copies of --corpus: the smallest and the largest give the steady rates."
 )
 flags.DEFINE_string("vocab_text", None, "Vocab section: text files, comma-separated globs. Default: --corpus.")
-flags.DEFINE_integer("vocab_size", 8000, "Vocab section: the vocabulary size asked of both learners.")
+flags.DEFINE_integer(
+    "vocab_size",
+    8000,
+    "Vocab section: the vocabulary size asked of both learners. Tokenizer section: the size of the WordPiece "
+    "vocabulary learned from --corpus when no --vocab_file is given.",
+)
 flags.DEFINE_integer("heldout_every", 20, "Vocab section: every N-th document is held out to count pieces per word.")
+flags.DEFINE_string(
+    "tokenizer",
+    None,
+    "Tokenizer section: the tokenizer.json (or its directory) to set against --vocab_file. Default: a byte-level "
+    "BPE one learned from --corpus at the WordPiece vocabulary's size (kbert-build-vocab --learner=bpe).",
+)
+flags.DEFINE_list("objectives", ["nsp", "mlm"], "Tokenizer section: data creation's --objective values, each on both.")
+flags.DEFINE_integer(
+    "repeats", 5, "Tokenizer section: timed passes of tokenization alone over --corpus; the median is reported."
+)
 flags.DEFINE_string("vocab_job", None, "Internal: one learner's run (JSON), done in a subprocess of the vocab section.")
 
 LEARNERS = ("tensorflow_text", "tokenizers")
+SECTIONS = ("data", "vocab", "beam", "tokenizer")
+# The tokenizer section's paths through data creation: name -> (the tokenizer's kind, environment on top).
+# tokenizers' encode_batch spreads a batch over its Rayon pool (RAYON_NUM_THREADS threads, by default one per core)
+# unless TOKENIZERS_PARALLELISM is false; tensorflow-text's FastBertTokenizer runs on the calling thread.
+_ONE_THREAD = {"TOKENIZERS_PARALLELISM": "false"}
+TOKENIZER_PATHS = {"wordpiece": ("wordpiece", {}), "bpe": ("bpe", {}), "bpe 1 thread": ("bpe", _ONE_THREAD)}
 
 
 class VocabRun(NamedTuple):
@@ -94,6 +139,25 @@ class VocabRun(NamedTuple):
     learning_mb: float
     pieces_per_word: float
     unk_percent: float
+
+
+class TokenizeRun(NamedTuple):
+    """One call of the tokenizer section's tokenization alone over every work unit of --corpus."""
+
+    path: str
+    call: str
+    pieces: int
+    seconds: list[float]  # one per timed pass
+    cpu_seconds: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def threads_busy(self) -> float:
+        """CPU seconds per wall second, over all timed passes: the threads the call kept busy."""
+        return sum(self.cpu_seconds) / sum(self.seconds)
 
 
 class Run(NamedTuple):
@@ -119,9 +183,38 @@ def _scaled_corpus(path: str, copies: int, out: str) -> None:
         f.write(b"\n\n".join(d.strip(b"\n") for d in documents) + b"\n")
 
 
-def _measure(command: list[str]) -> tuple[float, float, float]:
-    """Wall seconds, peak summed PSS (MB) and peak single-process RSS (MB) of a command's process tree."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+@functools.cache
+def _corpus_at(copies: int, work: str) -> str:
+    """`--corpus` `copies` times over (`_scaled_corpus`), written into `work` once a run; `--corpus` itself for 1."""
+    if copies == 1:
+        return FLAGS.corpus
+    path = os.path.join(work, f"corpus_{copies}x.txt")
+    _scaled_corpus(FLAGS.corpus, copies, path)
+    return path
+
+
+def _instance_flags(objective: str = "nsp") -> list[str]:
+    """The instance settings every create_pretraining_data run of a section shares (--short_seq_prob is nsp's)."""
+    return [
+        f"--max_seq_length={FLAGS.seq_length}",
+        f"--max_predictions_per_seq={FLAGS.max_predictions}",
+        f"--dupe_factor={FLAGS.dupe_factor}",
+        "--masked_lm_prob=0.15",
+        *(["--short_seq_prob=0.1"] if objective == "nsp" else []),
+        "--random_seed=12345",
+    ]
+
+
+def _steady_rate(first: Run, last: Run) -> float:
+    """Instances per second between two corpus sizes: (instances of `last` - of `first`) / (difference of their
+    wall times), in which every fixed cost (start-up, imports) cancels."""
+    return (last.instances - first.instances) / max(last.seconds - first.seconds, 1e-3)
+
+
+def _measure(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """Wall seconds, peak summed PSS (MB) and peak single-process RSS (MB) of a command's process tree, run with
+    this process's environment and `env`'s variables on top."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
     start = time.time()
     process = psutil.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak_pss = peak_rss = 0.0
@@ -156,21 +249,8 @@ def _count(path: str) -> int:
 def _data_section(work: str) -> None:
     """kbert's and Model Garden's create_pretraining_data on `--corpus` at each of `--scales`."""
     scales = sorted(int(k) for k in FLAGS.scales)
-    corpora = {}
-    for copies in scales:
-        corpora[f"{copies}x"] = FLAGS.corpus if copies == 1 else os.path.join(work, f"corpus_{copies}x.txt")
-        if copies > 1:
-            _scaled_corpus(FLAGS.corpus, copies, corpora[f"{copies}x"])
-    common = [
-        f"--vocab_file={FLAGS.vocab_file}",
-        "--do_lower_case=true",
-        f"--max_seq_length={FLAGS.seq_length}",
-        f"--max_predictions_per_seq={FLAGS.max_predictions}",
-        f"--dupe_factor={FLAGS.dupe_factor}",
-        "--masked_lm_prob=0.15",
-        "--short_seq_prob=0.1",
-        "--random_seed=12345",
-    ]
+    corpora = {f"{copies}x": _corpus_at(copies, work) for copies in scales}
+    common = [f"--vocab_file={FLAGS.vocab_file}", "--do_lower_case=true", *_instance_flags()]
     startup = {
         tool: _measure([sys.executable, "-c", f"import {module}"])[0]
         for tool, module in (
@@ -211,10 +291,7 @@ def _data_section(work: str) -> None:
         )
     by = {(r.corpus, r.tool): r for r in rows}
     small, large = f"{scales[0]}x", f"{scales[-1]}x"
-    steady = {}
-    for tool in ("kbert", "model_garden"):
-        first, last = by[(small, tool)], by[(large, tool)]
-        steady[tool] = (last.instances - first.instances) / max(last.seconds - first.seconds, 1e-3)
+    steady = {tool: _steady_rate(by[(small, tool)], by[(large, tool)]) for tool in ("kbert", "model_garden")}
     print(
         f"steady rate ({small} to {large}): kbert {steady['kbert']:,.0f} inst/s, model_garden "
         f"{steady['model_garden']:,.0f} inst/s: {steady['kbert'] / steady['model_garden']:.1f}x"
@@ -268,14 +345,10 @@ def _vocab_section(work: str) -> None:
 
 
 def _vocab_run(learner: str, size: int, train: str, heldout_lines: list[str], words: int, work: str) -> VocabRun:
-    """One learner in a subprocess (this script with --vocab_job), then its vocabulary on the held-out lines."""
+    """One learner in a subprocess (`_learn_vocab`), then its vocabulary on the held-out lines."""
     from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
 
-    vocab_path = os.path.join(work, f"vocab_{learner}_{size}.txt")
-    job = {"learner": learner, "size": size, "train": train, "vocab": vocab_path, "result": vocab_path + ".json"}
-    wall, _, _ = _measure([sys.executable, os.path.abspath(__file__), f"--vocab_job={json.dumps(job)}"])
-    with open(job["result"]) as f:
-        result = json.load(f)
+    vocab_path, result, wall = _learn_vocab(learner, size, train, work)
     tokenizer = WordpieceTokenizer(vocab_path, lower_case=True)
     ids, _ = tokenizer.tokenize(heldout_lines)
     unk = float((ids == tokenizer.vocab.index("[UNK]")).mean()) * 100
@@ -293,8 +366,18 @@ def _vocab_run(learner: str, size: int, train: str, heldout_lines: list[str], wo
     )
 
 
+def _learn_vocab(learner: str, size: int, train: str, work: str) -> tuple[str, dict, float]:
+    """A `size` vocabulary learned from `train` by `learner` in a subprocess (this script with --vocab_job): its
+    path, the job's figures (`_vocab_job`) and the subprocess's wall seconds."""
+    vocab_path = os.path.join(work, f"vocab_{learner}_{size}.txt")
+    job = {"learner": learner, "size": size, "train": train, "vocab": vocab_path, "result": vocab_path + ".json"}
+    wall, _, _ = _measure([sys.executable, os.path.abspath(__file__), f"--vocab_job={json.dumps(job)}"])
+    with open(job["result"]) as f:
+        return vocab_path, json.load(f), wall
+
+
 def _vocab_job(spec: str) -> None:
-    """Learns one vocabulary (`spec` from `_vocab_run`) and writes its figures. The learner's imports come before
+    """Learns one vocabulary (`spec` from `_learn_vocab`) and writes its figures. The learner's imports come before
     the clock starts and before the RSS the learning is measured against."""
     from kbert.data.wordpiece import vocab_learning
 
@@ -354,10 +437,7 @@ def _records(pattern: str) -> list[bytes]:
 
 def _beam_section(work: str) -> None:
     """The local tool against the Beam pipeline on DirectRunner, on `--corpus` at the largest of `--scales`."""
-    copies = max(int(k) for k in FLAGS.scales)
-    corpus = FLAGS.corpus if copies == 1 else os.path.join(work, f"corpus_{copies}x.txt")
-    if copies > 1 and not os.path.exists(corpus):
-        _scaled_corpus(FLAGS.corpus, copies, corpus)
+    corpus = _corpus_at(max(int(k) for k in FLAGS.scales), work)
     common = [
         sys.executable,
         "-m",
@@ -396,14 +476,228 @@ def _beam_section(work: str) -> None:
         print(f"speed ratio {name} / local tool, end to end: {rows[0][2] / seconds:.2f}x")
 
 
-def _machine() -> str:
-    """CPU model, widest vector ISA, cores and load: what the figures depend on."""
+def _tokenizer_section(work: str) -> None:
+    """Data creation through a tokenizer.json (byte-level BPE) against WordPiece, on `--corpus` with vocabularies
+    of equal size: end to end at each of `--scales` for each of `--objectives`, then tokenization alone."""
+    load_at_start = os.getloadavg()[0]
+    from kbert.data.hf_tokenizer import HfTokenizer
+    from kbert.data.wordpiece.vocab_file import read_vocabulary
+
+    vocab_file = FLAGS.vocab_file
+    if not vocab_file:
+        vocab_file, result, wall = _learn_vocab("tokenizers", FLAGS.vocab_size, FLAGS.corpus, work)
+        print(f"wordpiece: {result['returned']:,} tokens learned from --corpus in {wall:.1f} s", flush=True)
+    size = len(read_vocabulary(vocab_file))
+    bpe = FLAGS.tokenizer or _learn_bpe(size, work)
+    bpe_size = HfTokenizer(bpe).vocab_size
+    if bpe_size != size:
+        print(f"note: the tokenizer.json holds {bpe_size:,} tokens, the WordPiece vocabulary {size:,}", flush=True)
+    scales = sorted(int(k) for k in FLAGS.scales)
+    corpora = {f"{copies}x": _corpus_at(copies, work) for copies in scales}
+    tokenizer_flags = {
+        "wordpiece": [f"--vocab_file={vocab_file}", "--do_lower_case=true"],
+        "bpe": [f"--tokenizer={bpe}"],
+    }
+    runs: dict[tuple[str, str, str], Run] = {}
+    cpu: dict[tuple[str, str, str], float] = {}
+    for objective in FLAGS.objectives:
+        for label, corpus in corpora.items():
+            for path, (kind, env) in TOKENIZER_PATHS.items():  # the paths side by side at each size: load drifts
+                out = os.path.join(work, "tokenizer_section.tfrecord")
+                command = [
+                    sys.executable,
+                    "-m",
+                    "kbert.cli.create_pretraining_data",
+                    f"--input_file={corpus}",
+                    f"--output_file={out}",
+                    *tokenizer_flags[kind],
+                    *_instance_flags(objective),
+                    f"--objective={objective}",
+                    f"--num_workers={FLAGS.num_workers}",
+                    f"--work_unit_mb={FLAGS.work_unit_mb}",
+                ]
+                before = _children_cpu_seconds()
+                seconds, pss, rss = _measure(command, env)
+                cpu[(objective, label, path)] = _children_cpu_seconds() - before
+                instances = _count(out)
+                os.remove(out)
+                runs[(objective, label, path)] = Run(
+                    label, os.path.getsize(corpus) / 1e6, path, instances, seconds, pss, rss
+                )
+                print(f"{objective} {label} {path}: {instances:,} instances in {seconds:.1f} s", flush=True)
+    alone = _tokenize_alone(vocab_file, bpe)
+
+    rayon = os.environ.get("RAYON_NUM_THREADS") or f"one per core: {len(os.sched_getaffinity(0))}"
+    print(f"\n{_machine(load_at_start)}")
+    print(
+        f"wordpiece: {vocab_file}, {size:,} tokens, lower-cased (tensorflow-text's FastBertTokenizer, on the calling "
+        f"thread); bpe: {bpe}, {bpe_size:,} tokens (tokenizers' encode_batch on its Rayon pool, {rayon} threads); "
+        "bpe 1 thread: the same with TOKENIZERS_PARALLELISM=false"
+    )
+    units_mb = os.path.getsize(FLAGS.corpus) / 1e6
+    print(
+        f"\ntokenization alone: {FLAGS.corpus} ({units_mb:.1f} MB), one call a work unit of {FLAGS.work_unit_mb} MiB "
+        f"as the data tool's workers make them, in this process; median of {FLAGS.repeats} timed passes (best after "
+        "it) after an untimed one; busy = CPU s / wall s"
+    )
+    print(
+        f"{'path':>12} {'call':>15} {'pieces':>10} {'median s':>8} {'best s':>6} {'pieces/s':>10} {'MB/s':>6} "
+        f"{'busy':>5}"
+    )
+    for r in alone:
+        print(
+            f"{r.path:>12} {r.call:>15} {r.pieces:10,} {r.median:8.2f} {min(r.seconds):6.2f} "
+            f"{r.pieces / r.median:10,.0f} {units_mb / r.median:6.2f} {r.threads_busy:5.2f}"
+        )
+    marked = {r.path: r for r in alone if r.call == "tokenize_marked"}
+    for path in ("bpe", "bpe 1 thread"):
+        pieces = marked[path].pieces / marked[path].median / (marked["wordpiece"].pieces / marked["wordpiece"].median)
+        text = marked["wordpiece"].median / marked[path].median
+        print(f"{path} / wordpiece, tokenize_marked: pieces/s {pieces:.2f}x, text MB/s {text:.2f}x")
+
+    print(
+        f"\nend to end: kbert-create-pretraining-data, {FLAGS.num_workers} workers, dupe_factor={FLAGS.dupe_factor}, "
+        f"max_seq_length={FLAGS.seq_length}, work_unit_mb={FLAGS.work_unit_mb}; CPU s: the process tree's"
+    )
+    print(
+        f"{'objective':>9} {'corpus':>6} {'MB':>5} {'path':>12} {'instances':>10} {'wall s':>6} {'CPU s':>6} "
+        f"{'inst/s':>8} {'MB/s':>5} {'peak PSS MB':>11}"
+    )
+    for (objective, _, _), r in runs.items():
+        print(
+            f"{objective:>9} {r.corpus:>6} {r.size_mb:5.1f} {r.tool:>12} {r.instances:10,} {r.seconds:6.1f} "
+            f"{cpu[(objective, r.corpus, r.tool)]:6.1f} {r.rate:8,.0f} {r.size_mb / r.seconds:5.2f} {r.pss_mb:11,.0f}"
+        )
+    small, large = f"{scales[0]}x", f"{scales[-1]}x"
+    verdicts = []
+    for objective in FLAGS.objectives:
+        steady, steady_mb = {}, {}
+        for path in TOKENIZER_PATHS:
+            first, last = runs[(objective, small, path)], runs[(objective, large, path)]
+            steady[path] = _steady_rate(first, last)
+            steady_mb[path] = (last.size_mb - first.size_mb) / max(last.seconds - first.seconds, 1e-3)
+        print(
+            f"{objective} steady rate ({small} to {large}): "
+            + ", ".join(f"{p} {steady[p]:,.0f} inst/s ({steady_mb[p]:.2f} MB/s)" for p in TOKENIZER_PATHS)
+        )
+        ratios = {}
+        for path in ("bpe", "bpe 1 thread"):
+            ratios[path] = {
+                label: runs[(objective, label, path)].rate / runs[(objective, label, "wordpiece")].rate
+                for label in corpora
+            }
+            ratios[path]["steady"] = steady[path] / steady["wordpiece"]
+            print(
+                f"{objective} {path} / wordpiece, inst/s: "
+                + ", ".join(f"{ratio:.2f}x {label}" for label, ratio in ratios[path].items())
+                + f"; steady MB/s {steady_mb[path] / steady_mb['wordpiece']:.2f}x"
+            )
+        verdicts.append((objective, ratios["bpe"]))
+    slower = any(ratio < 1 for _, ratios in verdicts for ratio in ratios.values())
+    print(
+        f"verdict: the BPE path (tokenizers' default threads) is {'SLOWER' if slower else 'not slower'} end to end "
+        "than the WordPiece path in instances/s ("
+        + "; ".join(f"{o}: {r[large]:.2f}x at {large}, {r['steady']:.2f}x steady" for o, r in verdicts)
+        + ")"
+    )
+
+
+def _learn_bpe(size: int, work: str) -> str:
+    """A byte-level BPE tokenizer.json of `size` tokens learned from `--corpus` by kbert-build-vocab --learner=bpe
+    at its defaults (cased, BERT's special tokens), in a subprocess: its path."""
+    path = os.path.join(work, f"bpe_{size}", "tokenizer.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    command = [sys.executable, "-m", "kbert.cli.build_vocab", "--learner=bpe", f"--vocab_size={size}"]
+    seconds, _, _ = _measure([*command, f"--input_file={FLAGS.corpus}", f"--output_file={path}"])
+    print(f"bpe: {size:,} tokens learned from --corpus in {seconds:.1f} s", flush=True)
+    return path
+
+
+def _children_cpu_seconds() -> float:
+    """User and system CPU seconds of every finished subprocess of this process, theirs included."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@contextlib.contextmanager
+def _environment(variables: dict[str, str]) -> Iterator[None]:
+    """This process's environment with `variables` on top, restored on exit."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _tokenize_alone(vocab_file: str, bpe: str) -> list[TokenizeRun]:
+    """Tokenization alone, in this process: each call on the lines of each work unit of `--corpus`, one call a
+    unit, as unit_processing.py's workers make them. One untimed pass first (tensorflow-text builds its function,
+    tokenizers' BPE fills its word cache as a worker's does over its units), then `--repeats` timed passes, the
+    calls taking turns within each so load drifts touch all alike. tokenizers reads TOKENIZERS_PARALLELISM at every
+    encode_batch, so the "1 thread" calls set it around theirs."""
+    from kbert.data import hf_tokenizer, work_units
+    from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
+
+    units, _ = work_units.plan_work_units([FLAGS.corpus], int(FLAGS.work_unit_mb * (1 << 20)))
+    unit_lines = [[line for doc in work_units.read_documents(unit)[0] for line in doc] for unit in units]
+    wordpiece = WordpieceTokenizer(vocab_file, lower_case=True)
+    hf = hf_tokenizer.HfTokenizer(bpe)
+
+    def encode_batch(lines: list[str]) -> None:
+        """The library's call alone, in tokenize_marked's batches: what the Python around it costs is the rest."""
+        for start in range(0, len(lines), hf_tokenizer._BATCH_LINES):
+            batch = lines[start : start + hf_tokenizer._BATCH_LINES]
+            hf._tokenizer.encode_batch(batch, add_special_tokens=False)
+
+    calls = [
+        ("wordpiece", "tokenize_marked", wordpiece.tokenize_marked),
+        ("wordpiece", "tokenize", wordpiece.tokenize),
+        ("bpe", "tokenize_marked", hf.tokenize_marked),
+        ("bpe", "encode_batch", encode_batch),
+        ("bpe 1 thread", "tokenize_marked", hf.tokenize_marked),
+        ("bpe 1 thread", "encode_batch", encode_batch),
+    ]
+    pieces = {}
+    for path, call, function in calls:
+        with _environment(TOKENIZER_PATHS[path][1]):
+            if call == "tokenize_marked":
+                pieces[path] = sum(len(function(lines)[0]) for lines in unit_lines)
+            else:
+                for lines in unit_lines:
+                    function(lines)
+    seconds: list[list[float]] = [[] for _ in calls]
+    cpu_seconds: list[list[float]] = [[] for _ in calls]
+    for _ in range(FLAGS.repeats):
+        for i, (path, _, function) in enumerate(calls):
+            with _environment(TOKENIZER_PATHS[path][1]):
+                start, start_cpu = time.perf_counter(), time.process_time()
+                for lines in unit_lines:
+                    function(lines)
+                seconds[i].append(time.perf_counter() - start)
+                cpu_seconds[i].append(time.process_time() - start_cpu)
+    return [
+        TokenizeRun(path, call, pieces[path], seconds[i], cpu_seconds[i]) for i, (path, call, _) in enumerate(calls)
+    ]
+
+
+def _machine(load_at_start: float | None = None) -> str:
+    """CPU model, widest vector ISA, cores and load (at the start too, if given): what the figures depend on."""
     with open("/proc/cpuinfo") as f:
         info = f.read()
     model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
     cpu_flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
     isa = "AVX-512" if "avx512f" in cpu_flags else "AVX2" if "avx2" in cpu_flags else "no AVX2"
-    return f"cpu: {model}, {isa}, {os.cpu_count()} cores, load average at end: {os.getloadavg()[0]:.1f}"
+    load = (
+        f"load average at start: {load_at_start:.1f}, at end: "
+        if load_at_start is not None
+        else "load average at end: "
+    )
+    return f"cpu: {model}, {isa}, {os.cpu_count()} cores, {load}{os.getloadavg()[0]:.1f}"
 
 
 def main(argv: list[str]) -> None:
@@ -411,13 +705,17 @@ def main(argv: list[str]) -> None:
     if FLAGS.vocab_job:
         _vocab_job(FLAGS.vocab_job)
         return
-    unknown = set(FLAGS.sections) - {"data", "vocab", "beam"}
+    unknown = set(FLAGS.sections) - set(SECTIONS)
     if unknown:
-        raise app.UsageError(f"--sections: unknown {sorted(unknown)}; use data, vocab, beam.")
+        raise app.UsageError(f"--sections: unknown {sorted(unknown)}; use {', '.join(SECTIONS)}.")
     if {"data", "beam"} & set(FLAGS.sections) and not (FLAGS.corpus and FLAGS.vocab_file):
         raise app.UsageError("The data and beam sections need --corpus and --vocab_file (or use --sections=vocab).")
     if "vocab" in FLAGS.sections and not (FLAGS.vocab_text or FLAGS.corpus):
         raise app.UsageError("The vocab section needs --vocab_text or --corpus.")
+    if "tokenizer" in FLAGS.sections and not FLAGS.corpus:
+        raise app.UsageError("The tokenizer section needs --corpus (and --vocab_file, else it learns one).")
+    if "tokenizer" in FLAGS.sections and (FLAGS.repeats < 1 or set(FLAGS.objectives) - {"nsp", "mlm"}):
+        raise app.UsageError("The tokenizer section needs --repeats of at least 1 and --objectives among nsp, mlm.")
     work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_data_")
     os.makedirs(work, exist_ok=True)
     if "data" in FLAGS.sections:
@@ -426,6 +724,8 @@ def main(argv: list[str]) -> None:
         _vocab_section(work)
     if "beam" in FLAGS.sections:
         _beam_section(work)
+    if "tokenizer" in FLAGS.sections:
+        _tokenizer_section(work)
 
 
 if __name__ == "__main__":
