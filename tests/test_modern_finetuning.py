@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
+from cli_batch import assert_refused, run_batch
 from finetuning_fixtures import write_tsv
 from model_fixtures import randomize
 from tokenizer_fixtures import MODERNBERT, generated_words, write_tokenizer
@@ -252,12 +253,21 @@ def _finetune(directory, task: dict, **sections) -> tuple[dict, list[str]]:
     return summary, lines
 
 
-@pytest.mark.slow
-def test_a_pretrained_modernbert_fine_tunes_past_random_init_and_predicts_a_file(tmp_path, tokenizer_dir):
+@pytest.fixture(scope="module")
+def modern_run(tmp_path_factory, tokenizer_dir):
+    """A ModernBERT pretrained here, as a Hugging Face directory, fine-tuned on the task by kbert-finetune."""
+    tmp_path = tmp_path_factory.mktemp("modern")
     checkpoint = _hf_dir(tmp_path / "hf", _pretrain(tokenizer_dir), tokenizer_dir)
     task = _task(tmp_path)
     (tmp_path / "pretrained").mkdir()
     summary, lines = _finetune(tmp_path / "pretrained", task, train={"init_checkpoint": checkpoint})
+    return tmp_path, checkpoint, task, summary, lines
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("modern_run")  # one worker builds the shared run once
+def test_a_pretrained_modernbert_fine_tunes_past_random_init_and_predicts_a_file(modern_run, tokenizer_dir):
+    tmp_path, checkpoint, task, summary, lines = modern_run
     tokenizer = os.path.join(checkpoint, "tokenizer.json")
     assert f"tokenizer: {tokenizer} (a tokenizer.json: its own normalizer decides casing)." in lines
     assert "The classifier head (dense, activation, LayerNorm) starts from its masked-LM head's transform." in lines
@@ -293,3 +303,25 @@ def test_a_pretrained_modernbert_fine_tunes_past_random_init_and_predicts_a_file
     with pytest.raises(ConfigError, match=r"^--format=tf_hub: .* kbert-predict --model=RUN_DIR") as f:
         check_tokenization(checkpoint, "")
     assert "\n" not in str(e.value) + str(f.value) and not (tmp_path / "served").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.spawns
+@pytest.mark.xdist_group("modern_run")
+def test_the_command_lines_predict_with_the_run_and_refuse_to_serve_it(modern_run):
+    tmp_path, checkpoint, task, _, _ = modern_run
+    run_dir, output = str(tmp_path / "pretrained" / "run"), str(tmp_path / "cli_labelled.tsv")
+    args = [f"--model={run_dir}", f"--input_file={task['eval_file']}", f"--output_file={output}"]
+    [predicted] = run_batch("predict", [args])
+    assert predicted.returncode == 0, predicted.stderr
+    assert open(output).read() == open(os.path.join(run_dir, "predictions", "eval.tsv")).read()
+    served, hub = run_batch(
+        "export",
+        [
+            [f"--checkpoint={run_dir}", "--format=saved_model", f"--output_dir={tmp_path}/cli_served"],
+            [f"--checkpoint={checkpoint}", "--format=tf_hub", f"--output_dir={tmp_path}/hub"],
+        ],
+    )
+    assert_refused(served, "kbert-export", "--format=saved_model takes strings", f"kbert-predict --model={run_dir}")
+    assert_refused(hub, "kbert-export", "--format=tf_hub: its preprocess", "kbert-predict --model=RUN_DIR")
+    assert not (tmp_path / "cli_served").exists() and not (tmp_path / "hub").exists()
