@@ -7,6 +7,8 @@ ALL_REDUCE = ("auto", "nccl", "ring")
 DEVICES = ("auto", "cpu")  # --device: cpu trains on the CPU even beside a GPU or TPU
 # kbert-export --hf_architecture: the Hugging Face BERT layouts kbert writes (and reads).
 HF_ARCHITECTURES = ("BertForPreTraining", "BertForMaskedLM", "BertModel")
+# model.classifier_pooling (and ModernBERT's config.json's): what a classifier without a pooler classifies from.
+CLASSIFIER_POOLINGS = ("cls", "mean")
 # train.jit_compile -> what XLA compiles; "step" makes the whole replica step one cluster, optimizer update fused in.
 WHOLE_STEP = "step"
 JIT_COMPILE = {

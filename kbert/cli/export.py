@@ -10,7 +10,9 @@ and `vocab.txt`, the input of Hugging Face's converter. `--format=hf` writes `co
 `vocab.txt` and `tokenizer_config.json` in the layout of `--hf_architecture` (BertForPreTraining: everything;
 BertForMaskedLM; BertModel), which `transformers` loads directly. `--format=tf_hub` writes `preprocess/` and
 `encoder/`, Model Garden's TF Hub interface. `--format=saved_model` takes a kbert-finetune model_dir and writes a
-SavedModel that takes strings and returns labels (or scores). See docs/finetuning.md.
+SavedModel that takes strings and returns labels (or scores). The two formats that take strings tokenize inside the
+SavedModel, so they refuse a model that tokenizes with a tokenizer.json (a ModernBERT's): kbert-predict labels files
+with it from its run directory. See docs/finetuning.md.
 
 Example:
 
@@ -126,10 +128,12 @@ def _encoder_export() -> str:
         export_google,
         export_hf,
     )
-    from kbert.finetuning.serving.tf_hub_export import export_tf_hub
+    from kbert.finetuning.serving.tf_hub_export import check_tokenization, export_tf_hub
     from kbert.finetuning.vocabulary import casing_for, vocab_file_for
     from kbert.modeling.keras_hub_checkpoint import computes_keras_hub_head
 
+    if FLAGS.format == "tf_hub":
+        check_tokenization(FLAGS.checkpoint, FLAGS.vocab_file or "")
     tokenizer = FLAGS.tokenizer or (
         "" if FLAGS.vocab_file or FLAGS.format != "hf" else checkpoint_tokenizer(FLAGS.checkpoint)
     )

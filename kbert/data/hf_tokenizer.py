@@ -170,6 +170,10 @@ class HfTokenizer:
         continues[line_starts[line_starts < len(word)]] = False  # word ids restart with every line
         return mark_continuations(np.array(ids, np.int32), continues), splits
 
+    def encode(self, lines: Sequence[str]) -> list[list[int]]:
+        """Token ids of each line, as `tokenize_marked` encodes them (no special tokens added), unmarked."""
+        return [encoding.ids for encoding in self._tokenizer.encode_batch(list(lines), add_special_tokens=False)]
+
     def text(self, ids: Sequence[int]) -> str:
         """`ids` decoded to text, special tokens kept."""
         return self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)

@@ -1,7 +1,7 @@
 """The batches `kbert-finetune` trains and evaluates on, each padded only as far as its longest sequence needs.
 
 Invariant: a batch's width (its padded length) is the smallest of `bucket_widths(seq_length)` that holds its
-longest sequence, and its rows are `PairEncoder.encode`'s with only padding cut off. Padding is masked, so a
+longest sequence, and its rows are `TextEncoder.encode`'s with only padding cut off. Padding is masked, so a
 model's outputs at real tokens, the pooled [CLS] output among them, equal those at full length up to float
 rounding. Training batches come from an endless stream, reshuffled on every pass deterministically for the seed,
 then grouped by width (tf.data's `group_by_window`): every batch holds exactly `batch_size` examples of one width,
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from kbert.finetuning.encoding import PairEncoder, text_columns
+from kbert.finetuning.encoding import TextEncoder, text_columns
 from kbert.finetuning.examples import Examples
 
 # The narrowest width: a multiple of 8, the tile that accelerators' matrix units (and oneDNN's kernels) fill.
@@ -62,7 +62,7 @@ def _texts_and_labels(examples: Examples, with_labels: bool) -> tf.data.Dataset:
 
 
 def eval_batches(
-    encoder: PairEncoder, examples: Examples, batch_size: int, with_labels: bool = True
+    encoder: TextEncoder, examples: Examples, batch_size: int, with_labels: bool = True
 ) -> tf.data.Dataset:
     """Batches of `(features, label)` (or `features` only) in the examples' order, each cut to its width."""
     widths = tf.constant(bucket_widths(encoder.seq_length), tf.int32)
@@ -74,7 +74,7 @@ def eval_batches(
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def training_batches(encoder: PairEncoder, examples: Examples, batch_size: int, seed: int) -> tf.data.Dataset:
+def training_batches(encoder: TextEncoder, examples: Examples, batch_size: int, seed: int) -> tf.data.Dataset:
     """Endless batches of `(features, label)`, `batch_size` examples each, grouped by width (module invariant)."""
     widths = tf.constant(bucket_widths(encoder.seq_length), tf.int32)
     dataset = _texts_and_labels(examples, with_labels=True)

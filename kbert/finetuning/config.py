@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from kbert.choices import PRECISION_POLICIES
+from kbert.choices import CLASSIFIER_POOLINGS, PRECISION_POLICIES
 from kbert.config import Section, load_config, need
 from kbert.runtime.sections import ModelConfig, OptimizerConfig, ScheduleConfig
 
@@ -47,22 +47,32 @@ class TaskConfig(Section):
 @dataclasses.dataclass
 class FinetuneModelConfig(ModelConfig):
     """`bert` empty: the `bert_config.json` beside `train.init_checkpoint` (Google downloads, MSLT exports) or the
-    model section of the pretraining run's `summary.json`. `classifier_dropout`: on the pooled output."""
+    model section of the pretraining run's `summary.json`. `classifier_dropout`: on the pooled output.
+    `classifier_pooling`, for a model without a pooler (ModernBERT's): "cls" (the first token's output) or "mean"
+    (over real tokens); unset: a Hugging Face ModernBERT checkpoint's `classifier_pooling`, else "cls"."""
 
     bert: str = ""
     classifier_dropout: float = 0.1
+    classifier_pooling: str = ""
 
     def check(self) -> None:
         need(0 <= self.classifier_dropout < 1, f"model.classifier_dropout={self.classifier_dropout} must be in [0, 1).")
+        need(
+            self.classifier_pooling in ("", *CLASSIFIER_POOLINGS),
+            f"model.classifier_pooling={self.classifier_pooling!r}: choose one of {', '.join(CLASSIFIER_POOLINGS)}.",
+        )
 
 
 @dataclasses.dataclass
 class FinetuneDataConfig(Section):
     """The pretraining vocabulary and its lower-casing, unset: those of a Hugging Face or keras-hub
-    `train.init_checkpoint` (lower-casing: else true; `kbert.finetuning.vocabulary`); pairs longer than
-    `seq_length` lose pieces from the longer segment first."""
+    `train.init_checkpoint` (lower-casing: else true; `kbert.finetuning.vocabulary`). `tokenizer`, in place of
+    `vocab_file`: a Hugging Face tokenizer.json or its directory, whose own normalizer decides casing; unset with a
+    Hugging Face ModernBERT `train.init_checkpoint`, the one in its directory. Pairs longer than `seq_length` lose
+    pieces from the longer segment first."""
 
     vocab_file: str = ""
+    tokenizer: str = ""
     seq_length: int = 128
     lower_case: bool | None = None
 

@@ -1,9 +1,12 @@
 """Tokenization and packing inside tf.data: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, padded to `seq_length`.
+`TextEncoder` packs what a subclass tokenizes: `PairEncoder` with WordPiece in the graph, `TokenizerEncoder`
+(`kbert.finetuning.tokenizer_encoding`) with a tokenizer.json outside it.
 
 Invariant: a pair longer than `seq_length - 3` word pieces is cut from the end of the longer segment, one piece at
 a time, exactly as google-research/bert's `_truncate_seq_pair` does (ties cut `b`); in closed form the kept
 lengths are `a' = min(a, max(m - b, ceil(m / 2)))` and `b' = min(b, m - a')`. A single segment keeps its first
-`seq_length - 2` pieces. Batches are the `BertEncoder` batch dict (`input_ids`, `input_mask`, `segment_ids`, int32).
+`seq_length - 2` pieces, whatever the tokenizer. Batches are the `BertEncoder` batch dict (`input_ids`,
+`input_mask`, `segment_ids`, int32).
 
 Example:
 
@@ -77,7 +80,47 @@ def text_columns(examples: Examples) -> tuple:
     return (examples.text_a,) if examples.text_b is None else (examples.text_a, examples.text_b)
 
 
-class PairEncoder:
+class TextEncoder:
+    """Batched strings -> packed ids: a subclass tokenizes (`tokenize`, `vocab_size`, `special_ids`), this packs.
+    `segment_ids` false (set for a model without a token-type table, as ModernBERT's): every segment id is 0."""
+
+    seq_length: int
+    segment_ids: bool = True
+
+    @property
+    def vocab_size(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def special_ids(self) -> dict[str, int]:
+        """`pack`'s token arguments."""
+        raise NotImplementedError
+
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Batched strings -> token ids `[batch, (pieces)]`, int64."""
+        raise NotImplementedError
+
+    def _segments(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> list[tf.RaggedTensor]:
+        return [self.tokenize(t) for t in (text_a, text_b) if t is not None]
+
+    def encode(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
+        """Batched strings -> `{"input_ids", "input_mask", "segment_ids"}`, each int32 [batch, seq_length]."""
+        features = pack(self._segments(text_a, text_b), self.seq_length, **self.special_ids)
+        if not self.segment_ids:
+            features["segment_ids"] = tf.zeros_like(features["segment_ids"])
+        return features
+
+    def count_truncated(self, examples: Examples) -> int:
+        """How many of `examples` lose pieces to `seq_length` (one eager tokenization pass, nothing kept)."""
+        texts = text_columns(examples)
+        cut = 0
+        for start in range(0, len(examples), _COUNT_BATCH):
+            batch = [tf.constant(column[start : start + _COUNT_BATCH]) for column in texts]
+            cut += int(tf.reduce_sum(tf.cast(trim(self._segments(*batch), self.seq_length)[1], tf.int32)))
+        return cut
+
+
+class PairEncoder(TextEncoder):
     """WordPiece (tensorflow-text `FastBertTokenizer`) over the pretraining vocabulary, then BERT's packing."""
 
     def __init__(self, vocab_file: str, seq_length: int, lower_case: bool = True):
@@ -95,25 +138,8 @@ class PairEncoder:
 
     @property
     def special_ids(self) -> dict[str, int]:
-        """`pack`'s token arguments."""
         return {"cls_id": self.cls_id, "sep_id": self.sep_id, "pad_id": self.pad_id}
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Batched strings -> word-piece ids `[batch, (pieces)]`, int64."""
         return self._tokenizer.tokenize(texts)
-
-    def _segments(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> list[tf.RaggedTensor]:
-        return [self.tokenize(t) for t in (text_a, text_b) if t is not None]
-
-    def encode(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
-        """Batched strings -> `{"input_ids", "input_mask", "segment_ids"}`, each int32 [batch, seq_length]."""
-        return pack(self._segments(text_a, text_b), self.seq_length, **self.special_ids)
-
-    def count_truncated(self, examples: Examples) -> int:
-        """How many of `examples` lose word pieces to `seq_length` (one eager tokenization pass, nothing kept)."""
-        texts = text_columns(examples)
-        cut = 0
-        for start in range(0, len(examples), _COUNT_BATCH):
-            batch = [tf.constant(column[start : start + _COUNT_BATCH]) for column in texts]
-            cut += int(tf.reduce_sum(tf.cast(trim(self._segments(*batch), self.seq_length)[1], tf.int32)))
-        return cut

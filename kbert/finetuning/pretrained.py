@@ -28,6 +28,7 @@ import os
 import re
 from collections.abc import Callable
 
+import keras
 import tensorflow as tf
 
 from kbert.errors import CheckpointMismatchError, ConfigError, MissingFileError, VocabularyError
@@ -49,6 +50,7 @@ class Keys:
     bert: str = "model.bert"
     vocab: str = "data.vocab_file"
     lower_case: str = "data.lower_case"
+    tokenizer: str = "data.tokenizer"
 
 
 FINETUNE_KEYS = Keys()
@@ -158,11 +160,18 @@ def bert_config_for(model_config: ModelConfig, prefix: str | None, keys: Keys = 
 
 
 def check_checkpoint_fits(
-    prefix: str, bert: BertConfig, vocab_size: int, vocab_file: str, keys: Keys = FINETUNE_KEYS
+    prefix: str, bert: BertConfig, vocab_size: int, vocab_file: str, keys: Keys = FINETUNE_KEYS, tokenizer: bool = False
 ) -> None:
-    """Raises VocabularyError or CheckpointMismatchError, naming both sides, if the checkpoint cannot be loaded."""
+    """Raises VocabularyError or CheckpointMismatchError, naming both sides, if the checkpoint cannot be loaded.
+    A `tokenizer` (a tokenizer.json, `vocab_size` one more than its largest id) needs its ids inside the word table
+    (ModernBERT's is padded past its tokenizer's); a vocabulary file, a table of its size."""
     size = checkpoint_size(prefix)
-    if size.vocab_size != vocab_size:
+    if tokenizer and size.vocab_size < vocab_size:
+        raise VocabularyError(
+            f"{keys.tokenizer}={vocab_file} gives ids up to {vocab_size - 1} but the word table of "
+            f"{keys.checkpoint} {prefix} has {size.vocab_size} rows; use the tokenizer that model was pretrained with."
+        )
+    if not tokenizer and size.vocab_size != vocab_size:
         raise VocabularyError(
             f"{keys.vocab}={vocab_file} has {vocab_size} tokens but {keys.checkpoint} {prefix} was "
             f"pretrained with {size.vocab_size}; use the vocabulary file of that pretraining run."
@@ -207,6 +216,24 @@ def load_encoder(encoder: BertEncoder, prefix: str, print_fn: Callable[..., None
     # into a pretrainer of this size, then take its encoder's weights (the same paths, in the same order).
     pretrainer = BertPretrainer(encoder.config)
     kind = checkpointing.load_init_checkpoint(pretrainer, prefix)
-    for target, source in zip(encoder.weights, pretrainer.encoder.weights):
-        target.assign(source)
+    _copy(pretrainer.encoder.weights, encoder.weights)
     return kind
+
+
+def load_masked_lm_transform(layers: list[keras.layers.Layer], config: BertConfig, prefix: str) -> bool:
+    """Loads the masked-LM head's transform (its dense layer, then its LayerNorm) of the checkpoint `prefix`, of a
+    model of `config`, into `layers` (layers of the same shapes); False, nothing loaded, where the checkpoint holds
+    no masked-LM head. transformers' `ModernBertForSequenceClassification.from_pretrained` starts its classifier
+    head so: the masked-LM head's and the classifier's are both named `head.dense` and `head.norm`."""
+    if not has_masked_lm_head(prefix):
+        return False
+    pretrainer = BertPretrainer(config)
+    checkpointing.load_init_checkpoint(pretrainer, prefix)
+    head = pretrainer.mlm_head
+    _copy(head.transform.weights + head.layer_norm.weights, [w for layer in layers for w in layer.weights])
+    return True
+
+
+def _copy(sources: list, targets: list) -> None:
+    for target, source in zip(targets, sources, strict=True):
+        target.assign(source)

@@ -1,11 +1,12 @@
 """`run_finetuning`: from a config to a fine-tuned model, its best eval scores and its predictions.
 
-Invariant: every check that can fail on the user's input (config, files, labels, vocabulary and its lower-casing,
-checkpoint, model_dir) runs before the model is built; the vocabulary and lower-casing taken
-(`kbert.finetuning.vocabulary`) are what the run's config records, and the run prints where the lower-casing came
-from. Training is plain `model.fit` under the strategy on length-bucketed batches (`kbert.finetuning.batches`), an
-epoch being `len(train) // global_batch_size` steps, one epoch per checkpoint, and what is kept (weights,
-`summary.json`, predictions) is the best epoch on `eval`.
+Invariant: every check that can fail on the user's input (config, files, labels, vocabulary and its lower-casing
+or tokenizer.json, checkpoint, model_dir) runs before the model is built; the tokenization taken
+(`kbert.finetuning.vocabulary`) and a model without a pooler's `model.classifier_pooling` are what the run's config
+records, and the run prints what tokenizes and where the lower-casing came from. Training is plain `model.fit`
+under the strategy on length-bucketed batches (`kbert.finetuning.batches`), an epoch being
+`len(train) // global_batch_size` steps, one epoch per checkpoint, and what is kept (weights, `summary.json`,
+predictions) is the best epoch on `eval`.
 
 Example:
 
@@ -32,14 +33,16 @@ from kbert.errors import ConfigError
 from kbert.finetuning import pretrained, run_dir
 from kbert.finetuning.batches import eval_batches, training_batches
 from kbert.finetuning.config import FinetuneConfig
-from kbert.finetuning.encoding import PairEncoder
+from kbert.finetuning.encoding import TextEncoder
 from kbert.finetuning.epochs import BestWeights, EpochEvaluator, EvalSet
 from kbert.finetuning.examples import TaskData, load_task_data
 from kbert.finetuning.model import BertClassifier
 from kbert.finetuning.predictions import write_submission
 from kbert.finetuning.tasks import resolve_task
-from kbert.finetuning.vocabulary import Casing, casing_for, vocab_file_for
+from kbert.finetuning.tokenizer_encoding import TokenizerEncoder, text_encoder
+from kbert.finetuning.vocabulary import Casing, casing_for, tokenizer_for, vocab_file_for
 from kbert.modeling import BertConfig, BertEncoder
+from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.runtime.checkpointing import TrainingCheckpoints
 from kbert.runtime.lease import Lease
 from kbert.runtime.optimizer_factory import make_optimizer, make_schedule
@@ -47,37 +50,79 @@ from kbert.runtime.optimizer_factory import make_optimizer, make_schedule
 
 @dataclasses.dataclass
 class Prepared:
-    """Everything checked and read before a model exists; `config` with `data.vocab_file` and `data.lower_case`
-    set to those the run takes (`casing` says where the lower-casing came from)."""
+    """Everything checked and read before a model exists; `config` with the tokenization the run takes
+    (`data.vocab_file` and `data.lower_case`, or `data.tokenizer`) and, for a model without a pooler,
+    `model.classifier_pooling` set (`casing` says where the lower-casing came from; None with a tokenizer.json)."""
 
     config: FinetuneConfig
-    casing: Casing
+    casing: Casing | None
     data: TaskData
-    encoder: PairEncoder
+    encoder: TextEncoder
     bert: BertConfig
     init_checkpoint: str | None
     steps_per_epoch: int
 
+    @property
+    def tokenization(self) -> str:
+        """The line the run prints: where the lower-casing came from, or the tokenizer.json."""
+        if self.casing is None:
+            return f"tokenizer: {self.config.data.tokenizer} (a tokenizer.json: its own normalizer decides casing)."
+        return self.casing.line
+
+
+def _tokenization(config: FinetuneConfig, init: str) -> tuple[FinetuneConfig, Casing | None]:
+    """`config` with the tokenization it takes set (`kbert.finetuning.vocabulary`), and the casing taken (None with
+    a tokenizer.json)."""
+    d = config.data
+    tokenizer = tokenizer_for(init, d.tokenizer, d.vocab_file, d.lower_case)
+    if tokenizer:
+        return config.replace(data={"tokenizer": tokenizer}), None
+    vocab_file = vocab_file_for(init, d.vocab_file)
+    casing = casing_for(init, d.lower_case)
+    return config.replace(data={"vocab_file": vocab_file, "lower_case": casing.lower_case}), casing
+
+
+def _pooling(config: FinetuneConfig, bert: BertConfig, prefix: str | None) -> str:
+    """`model.classifier_pooling` for a model without a pooler: as set, else the ModernBERT checkpoint's, else cls.
+
+    Raises:
+      ConfigError: it is set for a model with a pooler.
+    """
+    pooling = config.model.classifier_pooling
+    if bert.sentence_head:
+        if pooling:
+            raise ConfigError(
+                f"model.classifier_pooling={pooling}: this model classifies from its pooler's [CLS] output "
+                "(sentence_head: true); unset model.classifier_pooling."
+            )
+        return ""
+    source = imported_checkpoint(prefix) if prefix else None
+    return pooling or (source.classifier_pooling if source is not None else None) or "cls"
+
 
 def prepare(config: FinetuneConfig) -> Prepared:
-    """Reads and checks the task's files, the vocabulary and its lower-casing, and the init checkpoint (see the
-    module invariant).
+    """Reads and checks the task's files, the tokenization (a vocabulary and its lower-casing, or a tokenizer.json),
+    the init checkpoint and the classifier's pooling (see the module invariant).
 
     Raises:
       KbertError: ConfigError, InputDataError, MissingFileError, VocabularyError or CheckpointMismatchError.
     """
     init = config.train.init_checkpoint
-    vocab_file = vocab_file_for(init, config.data.vocab_file)
-    casing = casing_for(init, config.data.lower_case)
-    config = config.replace(data={"vocab_file": vocab_file, "lower_case": casing.lower_case})
+    config, casing = _tokenization(config, init)
     data = load_task_data(resolve_task(config.task))
-    encoder = PairEncoder(vocab_file, config.data.seq_length, casing.lower_case)
+    encoder = text_encoder(config.data)
     prefix = pretrained.resolve_checkpoint(init) if init else None
     bert = pretrained.bert_config_for(config.model, prefix)
+    encoder.segment_ids = bert.type_vocab_size > 0
+    by_tokenizer = isinstance(encoder, TokenizerEncoder)
     if prefix:
-        pretrained.check_checkpoint_fits(prefix, bert, encoder.vocab_size, vocab_file)
-    # The word table follows the vocabulary file; a checkpoint was just checked to have the same size.
-    bert = bert.replace(vocab_size=encoder.vocab_size)
+        source = config.data.tokenizer if by_tokenizer else config.data.vocab_file
+        pretrained.check_checkpoint_fits(prefix, bert, encoder.vocab_size, source, tokenizer=by_tokenizer)
+    # The word table follows the vocabulary file (a checkpoint was just checked to have the same size), or the
+    # checkpoint's, which a tokenizer.json's ids fit.
+    if not (prefix and by_tokenizer):
+        bert = bert.replace(vocab_size=encoder.vocab_size)
+    config = config.replace(model={"classifier_pooling": _pooling(config, bert, prefix)})
     if config.data.seq_length > bert.max_position_embeddings:
         raise ConfigError(
             f"data.seq_length={config.data.seq_length} exceeds the model's max_position_embeddings="
@@ -166,7 +211,12 @@ def _build(config: FinetuneConfig, prepared: Prepared, strategy: tf.distribute.S
     keras.mixed_precision.set_global_policy(t.mixed_precision)
     data = prepared.data
     with strategy.scope():
-        model = BertClassifier(BertEncoder(prepared.bert), data.num_outputs, dropout=config.model.classifier_dropout)
+        model = BertClassifier(
+            BertEncoder(prepared.bert),
+            data.num_outputs,
+            dropout=config.model.classifier_dropout,
+            pooling=config.model.classifier_pooling or None,
+        )
         _compile(config, model, t.epochs * prepared.steps_per_epoch, regression=data.label_names is None)
         epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
     return model, epoch
@@ -180,8 +230,14 @@ def _start_weights(
     if restored:
         print_fn(f"Resumed from {restored} after epoch {int(epoch.numpy())}.", flush=True)
     elif prepared.init_checkpoint:
-        kind = pretrained.load_encoder(model.encoder, prepared.init_checkpoint, print_fn)
-        print_fn(f"Initialised the encoder from {kind} checkpoint {prepared.init_checkpoint}.", flush=True)
+        init = prepared.init_checkpoint
+        kind = pretrained.load_encoder(model.encoder, init, print_fn)
+        print_fn(f"Initialised the encoder from {kind} checkpoint {init}.", flush=True)
+        if model.pooling is not None:
+            head = [model.head_dense, model.head_norm]
+            loaded = pretrained.load_masked_lm_transform(head, model.encoder.config, init)
+            start = "its masked-LM head's transform" if loaded else "fresh weights (it has no masked-LM head)"
+            print_fn(f"The classifier head (dense, activation, LayerNorm) starts from {start}.", flush=True)
     return restored
 
 
@@ -276,7 +332,7 @@ def run_finetuning(
     print_fn = print_fn if chief else (lambda *a, **k: None)
     run_dir.check_resumable(model_dir, config.as_dict(), write=chief)
     with Lease.take(model_dir, print_fn) if chief else contextlib.nullcontext():
-        print_fn(prepared.casing.line, flush=True)
+        print_fn(prepared.tokenization, flush=True)
         counts = _report_input(prepared, print_fn)
         summary = _fit(config, prepared, model_dir, strategy, print_fn)
         summary.update({"input": counts, "config": config.as_dict()})

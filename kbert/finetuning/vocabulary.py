@@ -1,7 +1,9 @@
 """The vocabulary and lower-casing that `kbert-finetune` and `kbert-export` tokenize with: the user's, else those
 a Hugging Face or keras-hub checkpoint brings (`vocab.txt` and `tokenizer_config.json`'s `do_lower_case`; a
 preset's `assets/tokenizer/vocabulary.txt` and `tokenizer.json`'s `lowercase`), else lower-casing (BERT's uncased
-default). A fine-tuning run records what it took, so `kbert-predict` and `kbert-export` of the run use the same.
+default); or a tokenizer.json in their place: the user's (`data.tokenizer`), else a Hugging Face ModernBERT
+checkpoint's (`tokenizer_for`). A fine-tuning run records what it took, so `kbert-predict` and `kbert-export` of
+the run use the same.
 
 Invariant: a lower-casing the user sets that contradicts the checkpoint's tokenizer config is one ConfigError naming
 the key (or flag), the file and the fix, raised before anything is built; `Casing.line` says which value was taken
@@ -20,10 +22,14 @@ casing.line          # 'lower_case: false, from bert-base-cased/tokenizer_config
 from __future__ import annotations
 
 import dataclasses
+import os
 
-from kbert.errors import ConfigError
+import tensorflow as tf
+
+from kbert.data.hf_tokenizer import TOKENIZER_FILE
+from kbert.errors import ConfigError, MissingFileError
 from kbert.finetuning.pretrained import FINETUNE_KEYS, Keys
-from kbert.modeling.imported_checkpoint import TOKENIZER_CONFIGS, ImportedCheckpoint, imported_checkpoint
+from kbert.modeling.imported_checkpoint import MODERNBERT, TOKENIZER_CONFIGS, ImportedCheckpoint, imported_checkpoint
 
 
 def _source(checkpoint: str) -> ImportedCheckpoint | None:
@@ -32,6 +38,43 @@ def _source(checkpoint: str) -> ImportedCheckpoint | None:
 
 def _word(value: bool) -> str:
     return "true" if value else "false"
+
+
+def checkpoint_tokenizer(checkpoint: str) -> str | None:
+    """The tokenizer.json in the directory of a Hugging Face ModernBERT `checkpoint`, None for any other."""
+    source = _source(checkpoint)
+    if source is None or source.kind != MODERNBERT:
+        return None
+    path = os.path.join(source.path, TOKENIZER_FILE)
+    return path if tf.io.gfile.exists(path) else None
+
+
+def tokenizer_for(
+    checkpoint: str, tokenizer: str, vocab_file: str, lower_case: bool | None, keys: Keys = FINETUNE_KEYS
+) -> str | None:
+    """The tokenizer.json to tokenize with (`tokenizer`, else a ModernBERT `checkpoint`'s where no `vocab_file`
+    is given), or None: WordPiece over a vocabulary file (`vocab_file_for`).
+
+    Raises:
+      ConfigError: both `tokenizer` and `vocab_file`, or a lower-casing set beside a tokenizer.json.
+      MissingFileError: no `tokenizer` there.
+    """
+    if tokenizer and vocab_file:
+        raise ConfigError(
+            f"{keys.tokenizer}={tokenizer} and {keys.vocab}={vocab_file} both say how to tokenize; give one of them."
+        )
+    if tokenizer and not tf.io.gfile.exists(tokenizer):
+        raise MissingFileError(
+            f"{keys.tokenizer}={tokenizer} is not there; give a Hugging Face tokenizer.json or the directory "
+            "holding one."
+        )
+    found = tokenizer or (None if vocab_file else checkpoint_tokenizer(checkpoint))
+    if found and lower_case is not None:
+        raise ConfigError(
+            f"{keys.lower_case} applies to a {keys.vocab}; the normalizer of the tokenizer.json {found} decides "
+            f"casing: unset {keys.lower_case}."
+        )
+    return found
 
 
 def vocab_file_for(checkpoint: str, vocab_file: str, keys: Keys = FINETUNE_KEYS) -> str:

@@ -47,7 +47,8 @@ class ImportedCheckpoint:
     KERAS_HUB), the model it holds (`config`), `architecture` (BertForPreTraining, BertForMaskedLM or BertModel by
     the weights stored; ModernBertForMaskedLM or ModernBertModel; BertMaskedLM or BertBackbone), its vocabulary
     file (None where it has none), whether it holds the masked-LM head, its tokenizer config file (None where it has
-    none) and whether that says the tokenizer lower-cases (None where it says nothing)."""
+    none), whether that says the tokenizer lower-cases (None where it says nothing) and, for ModernBERT, what its
+    sequence classifier pools (`classifier_pooling`: "cls" or "mean"; None for BERT)."""
 
     path: str
     kind: str
@@ -57,6 +58,7 @@ class ImportedCheckpoint:
     has_masked_lm_head: bool
     tokenizer_config: str | None
     lower_case: bool | None
+    classifier_pooling: str | None = None
 
     def load(self, model: BertPretrainer | BertEncoder) -> list[str]:
         """Loads the weights into `model` (an encoder takes no heads); returns the parts that keep their built
@@ -151,6 +153,7 @@ def imported_checkpoint(path: str) -> ImportedCheckpoint | None:
             None,  # a BPE tokenizer.json: records come from "Any tokenizer"'s tools
             head,
             *_tokenizer(directory, MODERNBERT),
+            modernbert_checkpoint.classifier_pooling(values, config_path),
         )
     config = bert_config_from_hf(values, config_path)
     stored = hf_checkpoint.stored_shapes(directory)

@@ -28,6 +28,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from kbert.choices import CLASSIFIER_POOLINGS
 from kbert.errors import CheckpointMismatchError, ConfigError
 from kbert.modeling.checkpoint_fit import describe_model, mismatch
 from kbert.modeling.config import BertConfig
@@ -145,6 +146,20 @@ def modernbert_config(values: dict[str, Any], source: str = CONFIG) -> BertConfi
         raise ConfigError(f"{source}: no {e.args[0]}; a ModernBERT config.json has it.") from None
     except (ValueError, TypeError) as e:
         raise ConfigError(f"{source}: {e}") from None
+
+
+def classifier_pooling(values: dict[str, Any], source: str = CONFIG) -> str:
+    """What a `ModernBertForSequenceClassification` of this `config.json` (parsed) classifies from
+    (`classifier_pooling`): "cls", the first token's output, or "mean", the mean over real tokens; transformers'
+    default is "cls".
+
+    Raises:
+      ConfigError: another value (one line naming `source`).
+    """
+    pooling = values.get("classifier_pooling", "cls")
+    if pooling not in CLASSIFIER_POOLINGS:
+        raise _refuse(source, "classifier_pooling", pooling, f"choose one of {', '.join(CLASSIFIER_POOLINGS)}")
+    return pooling
 
 
 def composition_problem(config: BertConfig) -> str | None:

@@ -28,6 +28,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from kbert.errors import ConfigError
 from kbert.finetuning.serving.finetuned_run import FinetunedRun
 from kbert.finetuning.serving.samples import sample_texts
 
@@ -86,9 +87,25 @@ def round_trip_difference(run: FinetunedRun, output_dir: str) -> float:
     return float(np.abs(tf.nn.softmax(logits).numpy() - theirs["probabilities"].numpy()).max())
 
 
+def check_exportable(run: FinetunedRun) -> None:
+    """Raises ConfigError (one line, with the fix) for a run that tokenizes with a tokenizer.json: the `tokenizers`
+    library runs outside the TensorFlow graph, so no SavedModel that takes strings can hold it."""
+    if run.config.data.tokenizer:
+        raise ConfigError(
+            f"--format=saved_model takes strings and tokenizes inside the SavedModel, and the run {run.model_dir} "
+            f"tokenizes with a tokenizer.json ({run.config.data.tokenizer}) outside the TensorFlow graph; label "
+            f"files with kbert-predict --model={run.model_dir} instead."
+        )
+
+
 def export_classifier(run: FinetunedRun, output_dir: str) -> float:
     """Writes the SavedModel and its `assets.extra/kbert.json` to `output_dir`; returns the round trip's largest
-    difference."""
+    difference.
+
+    Raises:
+      ConfigError: a run that tokenizes with a tokenizer.json (`check_exportable`), before anything is written.
+    """
+    check_exportable(run)
     classifier = ServingClassifier(run)
     tf.saved_model.save(classifier, output_dir, signatures={"serving_default": classifier.__call__})
     tf.io.gfile.makedirs(os.path.dirname(os.path.join(output_dir, METADATA)))

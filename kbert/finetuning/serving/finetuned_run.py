@@ -1,9 +1,9 @@
 """A finished `kbert-finetune` run as a model again: the classifier with its best weights, its tokenization and
 its labels, rebuilt from what the run's `model_dir` holds.
 
-Invariant: `load_run` returns only a finished run (`summary.json`) whose vocabulary is found and fits the model's
-word table; anything else is one line naming the folder or file and the fix. The model computes in the run's
-precision policy, so it gives what the run's own predictions gave.
+Invariant: `load_run` returns only a finished run (`summary.json`) whose vocabulary (or tokenizer.json) is found
+and fits the model's word table; anything else is one line naming the folder or file and the fix. The model
+computes in the run's precision policy, so it gives what the run's own predictions gave.
 
 Example:
 
@@ -25,10 +25,11 @@ from kbert.config import load_saved_config
 from kbert.errors import ConfigError, MissingFileError, VocabularyError
 from kbert.finetuning import pretrained, run_dir
 from kbert.finetuning.config import FinetuneConfig
-from kbert.finetuning.encoding import PairEncoder
+from kbert.finetuning.encoding import TextEncoder
 from kbert.finetuning.epochs import BestWeights
 from kbert.finetuning.model import BertClassifier
 from kbert.finetuning.tasks import TextColumns, text_columns
+from kbert.finetuning.tokenizer_encoding import text_encoder
 from kbert.modeling import BertConfig, BertEncoder
 
 
@@ -37,7 +38,7 @@ class FinetunedRun:
     model_dir: str
     config: FinetuneConfig
     model: BertClassifier
-    encoder: PairEncoder
+    encoder: TextEncoder
     label_names: tuple[str, ...] | None  # None: regression
     columns: TextColumns
 
@@ -51,28 +52,41 @@ def _bert_config(summary: dict, config: FinetuneConfig, vocab_size: int) -> Bert
     return pretrained.bert_config_for(config.model, prefix).replace(vocab_size=vocab_size)
 
 
-def _text_encoder(config: FinetuneConfig, vocab_file: str, flag: str, model_dir: str, vocab_size: int) -> PairEncoder:
-    vocab_file = vocab_file or config.data.vocab_file
-    if not tf.io.gfile.exists(vocab_file):
+def _text_encoder(
+    config: FinetuneConfig, vocab_file: str, tokenizer: str, flag: str, model_dir: str, bert: BertConfig
+) -> TextEncoder:
+    """The run's tokenization (its vocabulary, `vocab_file` in its place, or its tokenizer.json, `tokenizer` in
+    its place), checked against the model's word table."""
+    data = config.data
+    if data.tokenizer:
+        data = data.replace(tokenizer=tokenizer or data.tokenizer)
+        source, key, kind = data.tokenizer, "--tokenizer", "tokenizer"
+    else:
+        data = data.replace(vocab_file=vocab_file or data.vocab_file)
+        source, key, kind = data.vocab_file, "--vocab_file", "vocabulary"
+    if not tf.io.gfile.exists(source):
         raise MissingFileError(
-            f"{flag}={model_dir}: its vocabulary {vocab_file} is not there (moved or deleted); "
-            "pass --vocab_file with the vocabulary the run was fine-tuned with."
+            f"{flag}={model_dir}: its {kind} {source} is not there (moved or deleted); pass {key} with the {kind} "
+            "the run was fine-tuned with."
         )
-    encoder = PairEncoder(vocab_file, config.data.seq_length, config.data.lower_case)
-    if encoder.vocab_size != vocab_size:
+    encoder = text_encoder(data)
+    encoder.segment_ids = bert.type_vocab_size > 0
+    fits = encoder.vocab_size <= bert.vocab_size if data.tokenizer else encoder.vocab_size == bert.vocab_size
+    if not fits:
         raise VocabularyError(
-            f"--vocab_file={vocab_file} has {encoder.vocab_size} tokens but the model of {flag}="
-            f"{model_dir} has {vocab_size}; pass the vocabulary the run was fine-tuned with."
+            f"{key}={source} has {encoder.vocab_size} tokens but the model of {flag}={model_dir} has "
+            f"{bert.vocab_size}; pass the {kind} the run was fine-tuned with."
         )
     return encoder
 
 
-def load_run(model_dir: str, vocab_file: str = "", flag: str = "--checkpoint") -> FinetunedRun:
-    """The run in `model_dir` with its best weights; `vocab_file` replaces the run's `data.vocab_file` (moved).
+def load_run(model_dir: str, vocab_file: str = "", flag: str = "--checkpoint", tokenizer: str = "") -> FinetunedRun:
+    """The run in `model_dir` with its best weights; `vocab_file` replaces the run's `data.vocab_file` (moved),
+    `tokenizer` its `data.tokenizer`.
 
     Raises:
       ConfigError: `model_dir` is not a kbert-finetune run (a pretraining run, a checkpoint) or has not finished.
-      MissingFileError, VocabularyError: the vocabulary is not there, or not the model's.
+      MissingFileError, VocabularyError: the vocabulary or tokenizer is not there, or not the model's.
     """
     config_file = os.path.join(model_dir, run_dir.CONFIG_FILE)
     if not tf.io.gfile.exists(config_file):
@@ -91,9 +105,14 @@ def load_run(model_dir: str, vocab_file: str = "", flag: str = "--checkpoint") -
     config = load_saved_config(FinetuneConfig, config_file)  # also a run's of the flat optimizer layout
     best = os.path.join(model_dir, run_dir.BEST_DIR)
     vocab_size = pretrained.checkpoint_size(os.path.join(best, "weights")).vocab_size
-    encoder = _text_encoder(config, vocab_file, flag, model_dir, vocab_size)
+    bert = _bert_config(summary, config, vocab_size)
+    encoder = _text_encoder(config, vocab_file, tokenizer, flag, model_dir, bert)
     labels = tuple(summary["labels"]) or None
-    bert = BertEncoder(_bert_config(summary, config, vocab_size), dtype=config.train.mixed_precision)
-    model = BertClassifier(bert, 1 if labels is None else len(labels), dropout=config.model.classifier_dropout)
+    model = BertClassifier(
+        BertEncoder(bert, dtype=config.train.mixed_precision),
+        1 if labels is None else len(labels),
+        dropout=config.model.classifier_dropout,
+        pooling=config.model.classifier_pooling or None,
+    )
     BestWeights(model, best).restore()
     return FinetunedRun(model_dir, config, model, encoder, labels, text_columns(config.task))

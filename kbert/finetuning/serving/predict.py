@@ -32,7 +32,8 @@ from kbert.finetuning.tasks import TextColumns
 
 
 class RunPredictor:
-    """kbert's own path: the run's `PairEncoder` and its classifier's `predict_on_batch`."""
+    """kbert's own path: the run's tokenizer (WordPiece in the graph, or its tokenizer.json outside it) and its
+    classifier's `predict_on_batch`."""
 
     def __init__(self, run: FinetunedRun):
         self.run = run
@@ -65,16 +66,16 @@ class SavedModelPredictor:
         return shown_predictions(outputs["score"].numpy()[:, None], None)
 
 
-def open_predictor(path: str, vocab_file: str = ""):
+def open_predictor(path: str, vocab_file: str = "", tokenizer: str = ""):
     """A `SavedModelPredictor` for a SavedModel folder, else a `RunPredictor` for a fine-tuning run (its
-    vocabulary replaced by `vocab_file` if given).
+    vocabulary replaced by `vocab_file`, its tokenizer.json by `tokenizer`, if given).
 
     Raises:
       KbertError: neither a kbert serving SavedModel nor a finished fine-tuning run (see `load_run`).
     """
     if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
         return SavedModelPredictor(path)
-    return RunPredictor(load_run(path, vocab_file, flag="--model"))
+    return RunPredictor(load_run(path, vocab_file, flag="--model", tokenizer=tokenizer))
 
 
 def with_overrides(columns: TextColumns, file_format: str = "", text_a: str = "", text_b: str = "") -> TextColumns:

@@ -25,6 +25,7 @@ from kbert.finetuning.hub_export import output_difference
 from kbert.finetuning.serving.hub_encoder import HubEncoder
 from kbert.finetuning.serving.hub_preprocess import HubPreprocessor
 from kbert.finetuning.serving.samples import sample_texts
+from kbert.finetuning.vocabulary import checkpoint_tokenizer
 from kbert.modeling import BertEncoder, BertPretrainer
 
 PREPROCESS, ENCODER, README = "preprocess", "encoder", "README.md"
@@ -96,6 +97,19 @@ def _readme(encoder: BertEncoder, text_encoder: PairEncoder, has_mlm: bool, lowe
             "",
         ]
     )
+
+
+def check_tokenization(checkpoint: str, vocab_file: str) -> None:
+    """Raises ConfigError (one line, with the fix) for a checkpoint that tokenizes with a tokenizer.json (a Hugging
+    Face ModernBERT's) where no `vocab_file` is given: the preprocess SavedModel takes strings and tokenizes inside
+    the TensorFlow graph, and the `tokenizers` library runs outside it."""
+    tokenizer = None if vocab_file else checkpoint_tokenizer(checkpoint)
+    if tokenizer:
+        raise ConfigError(
+            f"--format=tf_hub: its preprocess SavedModel takes strings and tokenizes inside the TensorFlow graph, and "
+            f"{checkpoint} tokenizes with a tokenizer.json ({tokenizer}) outside it; fine-tune it with kbert-finetune "
+            "and label files with kbert-predict --model=RUN_DIR, or export the encoder with --format=hf."
+        )
 
 
 def export_tf_hub(
