@@ -33,7 +33,7 @@ class TokenizerEncoder(TextEncoder):
     """A tokenizer.json's pieces, packed with its cls, sep and pad tokens (`HfTokenizer` finds them)."""
 
     def __init__(self, path: str, seq_length: int):
-        self.tokenizer = HfTokenizer(path)
+        self.tokenizer = HfTokenizer(path, flag="data.tokenizer")
         self.seq_length = seq_length
         self._special_ids = {f"{role}_id": self.tokenizer.role_ids[role] for role in ("cls", "sep", "pad")}
 
