@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the documentation site into site/ with `mkdocs build --strict` (mkdocs.yml): a broken link or anchor, a
 # page left out of the nav or a warning from the API reference fails the build. The tools live in .venv-docs, made on
-# the first run and updated when tools/mkdocs/requirements.txt changes; kbert itself is not installed, since the
+# the first run and updated when tools/docs_site/requirements.txt changes; kbert itself is not installed, since the
 # reference reads its source. Extra arguments go to `mkdocs build`. Preview: `.venv-docs/bin/mkdocs serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-requirements=tools/mkdocs/requirements.txt
+requirements=tools/docs_site/requirements.txt
 if [ ! -f .venv-docs/.installed ] || [ "$requirements" -nt .venv-docs/.installed ]; then
   echo "Installing the docs tools into .venv-docs (first run only; a minute)..." >&2
   "${PYTHON:-python3}" -m venv .venv-docs
