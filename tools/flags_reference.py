@@ -78,8 +78,8 @@ def page() -> str:
     intro = (
         "# Command-line flags\n\n"
         "<!-- Written by tools/flags_reference.py from the flag definitions; do not edit: rerun it. -->\n\n"
-        "Every flag of every kbert command, with its default and help, as `COMMAND --help` gives them. A boolean "
-        "flag is set with `--name` or `--noname`. Each command also takes absl's own flags (`--flagfile`, "
+        "Every flag of every kbert command, with its default and help, as `COMMAND --help` gives them. A boolean\n"
+        "flag is set with `--name` or `--noname`. Each command also takes absl's own flags (`--flagfile`,\n"
         "`--helpfull`, logging's).\n"
     )
     return "\n\n".join([intro, *(section(c, m) for c, m in commands().items())]) + "\n"
