@@ -3,6 +3,7 @@ site and GitHub show the same files, and a link between repository files becomes
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 
@@ -15,9 +16,9 @@ _LINK = re.compile(r"\]\(([^)\s#:]+\.md)(#[^)\s]*)?\)")
 
 
 def on_files(files, config):
-    root = posixpath.dirname(config.config_file_path)
+    root = os.path.dirname(config.config_file_path)
     for path, uri in ROOT_PAGES.items():
-        files.append(File.generated(config, uri, abs_src_path=posixpath.join(root, path)))
+        files.append(File.generated(config, uri, abs_src_path=os.path.join(root, path)))
     return files
 
 
