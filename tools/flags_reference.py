@@ -66,7 +66,11 @@ def _help(text: str, choices: list[str] | None) -> str:
 
 
 def section(command: str, module: str) -> str:
-    found = json.loads(subprocess.run([sys.executable, "-c", _DUMP, module], check=True, capture_output=True).stdout)
+    # From the repository root, which `-c` puts first on sys.path: this tree's kbert, whatever is installed.
+    dump = subprocess.run([sys.executable, "-c", _DUMP, module], cwd=ROOT, capture_output=True, text=True)
+    if dump.returncode:
+        sys.exit(f"{command}: importing {module} failed:\n{dump.stderr}")
+    found = json.loads(dump.stdout)
     summary = found["doc"].strip().split("\n\n")[0]
     rows = [
         f"| `--{f['name']}` | {_default(f['default'])} | {_help(f['help'], f['choices'])} |" for f in found["flags"]
