@@ -66,6 +66,22 @@ def test_the_old_name_kbert_fit_warns_and_gives_kbert_fit_pretraining():
     assert all(getattr(old, name) is getattr(kbert.fit_pretraining, name) for name in old.__all__)
 
 
+def test_kbert_data_names_its_lazy_exports_statically():
+    """kbert.data imports its names on first use (`__getattr__`); its `__all__` and TYPE_CHECKING imports, what the
+    API reference reads without importing it, name the same ones from the same modules."""
+    import kbert.data
+
+    tree = ast.parse((KBERT / "data" / "__init__.py").read_text())
+    static = {
+        alias.name: node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module.startswith("kbert.")
+        for alias in node.names
+    }
+    assert static == kbert.data._EXPORTS
+    assert sorted(kbert.data.__all__) == sorted(kbert.data._EXPORTS)
+
+
 def _edits_sys_path(path: pathlib.Path) -> bool:
     """Whether a file calls a method of `sys.path` (insert, append, ...)."""
     return any(

@@ -7,13 +7,18 @@ on local files) can import their modules of this package without it.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the same names, for static readers (type checkers, the docs' API reference)
+    from kbert.data.pipeline import pretraining_dataset
+    from kbert.data.validation import RecordLayout, first_layout
 
 _EXPORTS = {
     "pretraining_dataset": "kbert.data.pipeline",
     "RecordLayout": "kbert.data.validation",
     "first_layout": "kbert.data.validation",
 }
-__all__ = list(_EXPORTS)
+__all__ = ["pretraining_dataset", "RecordLayout", "first_layout"]
 
 
 def __getattr__(name: str):
