@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs kbert's test suite on a fresh machine: makes .venv if absent, installs kbert[test], checks the code with
-# `ruff check` and `ruff format --check` (settings in pyproject.toml), runs pytest.
+# `ruff check` and `ruff format --check` (settings in pyproject.toml), builds the documentation site with
+# `mkdocs build --strict` (tools/docs.sh), runs pytest.
 # Idempotent; extra arguments go to the first pytest run, under TensorFlow (e.g. `bash tools/test.sh -k lamb`); a
 # second run tests what runs on every Keras backend (optimizers, model, model.fit pretraining, the accelerator check)
 # under KERAS_BACKEND=jax on two logical CPU devices, unless the arguments pick tests (files or -k).
@@ -30,6 +31,7 @@ export TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS:-1} OMP_NUM_THREADS=${OMP
 status=0
 .venv/bin/ruff check --quiet . || status=$?
 .venv/bin/ruff format --check --quiet . || status=$?
+bash tools/docs.sh --quiet || status=$?  # the documentation site, mkdocs build --strict
 picked=0  # arguments that pick tests (files, -k) leave the JAX run out; a -m of their own replaces the tiers
 for arg in "$@"; do
   case "$arg" in
