@@ -29,8 +29,8 @@ from keras import ops
 from kbert.choices import CLASSIFIER_POOLINGS
 from kbert.errors import ConfigError
 from kbert.modeling import BertEncoder
-from kbert.modeling.activations import get_activation
 from kbert.modeling.embeddings import truncated_normal
+from kbert.modeling.heads import head_transform
 
 
 def pool(sequence_output, input_mask, pooling: str):
@@ -78,20 +78,7 @@ class BertClassifier(keras.Model):
         self.dropout_rate = config.hidden_dropout_prob if dropout is None else dropout
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=encoder.dtype_policy)
         if pooling is not None:
-            self.head_dense = keras.layers.Dense(
-                config.hidden_size,
-                use_bias=config.head_use_bias,
-                activation=get_activation(config.head_act),
-                kernel_initializer=truncated_normal(config.initializer_range),
-                dtype=encoder.dtype_policy,
-                name="head_dense",
-            )
-            self.head_norm = keras.layers.LayerNormalization(
-                epsilon=config.head_layer_norm_eps,
-                center=config.head_use_bias,
-                dtype=encoder.dtype_policy,
-                name="head_norm",
-            )
+            self.head_dense, self.head_norm = head_transform(config, encoder.dtype_policy, "head_dense", "head_norm")
             self.head_dense.build((None, config.hidden_size))
             self.head_norm.build((None, config.hidden_size))
         self.classifier = keras.layers.Dense(

@@ -13,6 +13,25 @@ from kbert.modeling.rows import tied_logits, token_rows
 from kbert.modeling.weight_names import WeightName, part_names
 
 
+def head_transform(
+    config: BertConfig, dtype_policy: keras.DTypePolicy, dense_name: str, norm_name: str
+) -> tuple[keras.layers.Dense, keras.layers.LayerNormalization]:
+    """A head's dense (the config's `head_act`) and LayerNorm (`head_layer_norm_eps`), biases with `head_use_bias`:
+    the masked-LM head's transform, and ModernBERT's classifier head's."""
+    dense = keras.layers.Dense(
+        config.hidden_size,
+        use_bias=config.head_use_bias,
+        activation=get_activation(config.head_act),
+        kernel_initializer=truncated_normal(config.initializer_range),
+        dtype=dtype_policy,
+        name=dense_name,
+    )
+    norm = keras.layers.LayerNormalization(
+        epsilon=config.head_layer_norm_eps, center=config.head_use_bias, dtype=dtype_policy, name=norm_name
+    )
+    return dense, norm
+
+
 class MaskedLMHead(keras.layers.Layer):
     """Dense + activation + LayerNorm (the config's `head_act`, `head_layer_norm_eps`; biases with
     `head_use_bias`), then logits against the tied word-embedding table plus `output_bias`.
@@ -34,17 +53,7 @@ class MaskedLMHead(keras.layers.Layer):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         self.config = config
-        self.transform = keras.layers.Dense(
-            config.hidden_size,
-            use_bias=config.head_use_bias,
-            activation=get_activation(config.head_act),
-            kernel_initializer=truncated_normal(config.initializer_range),
-            dtype=self.dtype_policy,
-            name="transform",
-        )
-        self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=config.head_layer_norm_eps, center=config.head_use_bias, dtype=self.dtype_policy, name="layer_norm"
-        )
+        self.transform, self.layer_norm = head_transform(config, self.dtype_policy, "transform", "layer_norm")
         self.build()
 
     def build(self, input_shape=None):
