@@ -178,7 +178,8 @@ def test_kbert_export_carries_a_tokenizer_json_and_its_special_ids(tmp_path):
     from tokenizer_fixtures import write_tokenizer
 
     from kbert.errors import VocabularyError
-    from kbert.finetuning.exporting import checkpoint_pretrainer, checkpoint_tokenizer, export_hf
+    from kbert.finetuning.exporting import checkpoint_pretrainer, export_hf
+    from kbert.finetuning.vocabulary import checkpoint_tokenizer
 
     tokenizer = write_tokenizer(tmp_path / "bpe", ("<s>", "<pad>", "</s>", "<unk>", "<mask>"), vocab_size=300)
     (tmp_path / "bpe" / "tokenizer_config.json").write_text(json.dumps({"cls_token": "<s>", "sep_token": "</s>"}))
@@ -197,7 +198,7 @@ def test_kbert_export_carries_a_tokenizer_json_and_its_special_ids(tmp_path):
     assert ids == {"cls": 0, "sep": 2, "pad": 1, "bos": 0, "eos": 2}  # RoBERTa's ids, read from the tokenizer
 
     # Exported again from that directory, the tokenizer it brings goes along; a larger one is refused.
-    assert checkpoint_tokenizer(str(tmp_path / "hf")) == str(tmp_path / "hf")
+    assert checkpoint_tokenizer(str(tmp_path / "hf")) == str(tmp_path / "hf" / "tokenizer.json")
     again, has_mlm = checkpoint_pretrainer(str(tmp_path / "hf"), "", "", tokenizer=str(tmp_path / "hf"))
     assert has_mlm
     _same_weights(model, again)

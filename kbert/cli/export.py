@@ -24,6 +24,8 @@ Example:
 
 from __future__ import annotations
 
+import os
+
 from absl import app, flags
 
 from kbert.choices import HF_ARCHITECTURES
@@ -121,22 +123,15 @@ def _check_flags() -> None:
 def _encoder_export() -> str:
     """keras_hub, google, hf or tf_hub: the line to print."""
     from kbert.finetuning import hub_export
-    from kbert.finetuning.exporting import (
-        FLAG_KEYS,
-        checkpoint_pretrainer,
-        checkpoint_tokenizer,
-        export_google,
-        export_hf,
-    )
+    from kbert.finetuning.exporting import FLAG_KEYS, checkpoint_pretrainer, export_google, export_hf
     from kbert.finetuning.serving.tf_hub_export import check_tokenization, export_tf_hub
-    from kbert.finetuning.vocabulary import casing_for, vocab_file_for
+    from kbert.finetuning.vocabulary import casing_for, checkpoint_tokenizer, vocab_file_for
     from kbert.modeling.keras_hub_checkpoint import computes_keras_hub_head
 
     if FLAGS.format == "tf_hub":
         check_tokenization(FLAGS.checkpoint, FLAGS.vocab_file or "")
-    tokenizer = FLAGS.tokenizer or (
-        "" if FLAGS.vocab_file or FLAGS.format != "hf" else checkpoint_tokenizer(FLAGS.checkpoint)
-    )
+    brought = None if FLAGS.vocab_file or FLAGS.format != "hf" else checkpoint_tokenizer(FLAGS.checkpoint)
+    tokenizer = FLAGS.tokenizer or (os.path.dirname(brought) if brought else "")  # the directory: its configs go too
     if tokenizer:  # the casing is the tokenizer's own
         pretrainer, has_mlm = checkpoint_pretrainer(FLAGS.checkpoint, FLAGS.bert_config, "", tokenizer)
         path = export_hf(pretrainer, "", FLAGS.output_dir, FLAGS.hf_architecture, tokenizer=tokenizer)

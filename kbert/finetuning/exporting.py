@@ -36,7 +36,7 @@ from kbert.finetuning import pretrained
 from kbert.finetuning.vocabulary import vocab_file_for
 from kbert.modeling import BertEncoder, BertPretrainer, export_google_checkpoint
 from kbert.modeling.hf_checkpoint import export_hf_checkpoint
-from kbert.modeling.imported_checkpoint import MODERNBERT, imported_checkpoint
+from kbert.modeling.imported_checkpoint import imported_checkpoint
 from kbert.modeling.modernbert_checkpoint import composition_problem, export_modernbert_checkpoint
 from kbert.runtime import checkpointing
 from kbert.runtime.sections import ModelConfig
@@ -74,15 +74,6 @@ def checkpoint_pretrainer(
     else:
         pretrained.load_encoder(model.encoder, prefix)
     return model, has_mlm
-
-
-def checkpoint_tokenizer(checkpoint: str) -> str:
-    """The tokenizer.json a Hugging Face ModernBERT `checkpoint` directory comes with ("" for any other checkpoint,
-    and for one without it)."""
-    source = imported_checkpoint(pretrained.resolve_checkpoint(checkpoint, FLAG_KEYS))
-    if source is None or source.kind != MODERNBERT or not tf.io.gfile.exists(tokenizer_file(source.path)):
-        return ""
-    return source.path
 
 
 def checkpoint_encoder(checkpoint: str, bert_config: str, vocab_file: str) -> BertEncoder:
