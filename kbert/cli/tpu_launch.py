@@ -21,7 +21,7 @@ VARIABLE = "TPU_LOAD_LIBRARY"
 # The --tpu flag's help, one text for every entry point that takes the flag.
 TPU_FLAG_HELP = (
     "'local' on a single-host TPU VM (the default with --strategy=tpu); on a pod slice the TPU's name "
-    "(or grpc://IP:8470,...), from worker 0 only (docs/pretraining.md)."
+    "(or grpc://IP:8470,...), from worker 0 only (docs/tpu.md)."
 )
 
 

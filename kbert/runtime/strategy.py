@@ -26,7 +26,7 @@ def _tf_config_workers() -> int:
     try:
         cluster = json.loads(raw).get("cluster", {})
     except json.JSONDecodeError as e:
-        raise StrategyError(f"TF_CONFIG is not valid JSON ({e}); see docs/pretraining.md for an example.") from None
+        raise StrategyError(f"TF_CONFIG is not valid JSON ({e}); see docs/gpu_clusters.md for an example.") from None
     return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
 
 
@@ -75,7 +75,7 @@ def make_strategy(name: str = "auto", tpu: str = "", all_reduce: str = "auto") -
     if name == "multi_worker_mirrored":
         if not _tf_config_workers():
             raise StrategyError(
-                "--strategy=multi_worker_mirrored needs TF_CONFIG describing the cluster; see docs/pretraining.md."
+                "--strategy=multi_worker_mirrored needs TF_CONFIG describing the cluster; see docs/gpu_clusters.md."
             )
         gpus = len(tf.config.get_visible_devices("GPU"))  # not list_logical_devices: it would start TF too early
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=communication_options(all_reduce, gpus))

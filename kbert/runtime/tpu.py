@@ -32,7 +32,7 @@ from kbert.errors import StrategyError
 from kbert.runtime import devices
 
 _METADATA_ATTRIBUTES = "http://metadata.google.internal/computeMetadata/v1/instance/attributes/"
-_POD_DOCS = "docs/pretraining.md, 'On a TPU pod slice'"
+_POD_DOCS = "docs/tpu.md, 'On a TPU pod slice'"
 
 
 @dataclasses.dataclass(frozen=True)
