@@ -89,7 +89,7 @@ def test_every_random_weight_starts_from_its_own_draw():
 
 def test_the_pretrainer_draws_its_sentence_head_as_model_garden_and_the_encoder_alone_as_bert():
     """The pretrainer's pooler and next-sentence classifier are glorot-uniform, as Model Garden's sentence head
-    (the 8-layer plateau in docs/time_to_accuracy.md); every other kernel, and a bare encoder's pooler (what
+    (the 8-layer plateau in docs/results/time_to_accuracy.md); every other kernel, and a bare encoder's pooler (what
     fine-tuning from scratch starts from), is BERT's truncated normal at initializer_range."""
     keras.utils.set_random_seed(3)
     model, encoder = BertPretrainer(TINY), BertEncoder(TINY)

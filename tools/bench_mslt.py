@@ -86,7 +86,7 @@ flags.DEFINE_float(
     "final_rate_scale",
     1.0,
     "Peak rate of MSLT's all-layer stage, as a multiple of the growth "
-    "stages' (the library's default is 0.1; docs/mslt.md compares the two at this benchmark's "
+    "stages' (the library's default is 0.1; docs/results/mslt.md compares the two at this benchmark's "
     "stage lengths).",
 )
 flags.DEFINE_bool("frozen_dropout", False, "MSLT's mslt.frozen_dropout: dropout in the frozen blocks.")

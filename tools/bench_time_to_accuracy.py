@@ -166,7 +166,7 @@ flags.DEFINE_float(
     "peak_learning_rate",
     1.5e-2,
     "LAMB peak rate of every contestant: the best of 5e-3, 1e-2, 1.5e-2 "
-    "and 2e-2 for Model Garden's recipe at the defaults (docs/time_to_accuracy.md).",
+    "and 2e-2 for Model Garden's recipe at the defaults (docs/results/time_to_accuracy.md).",
 )
 flags.DEFINE_float("warmup_share", 0.1, "Warmup steps as a share of the steps.")
 flags.DEFINE_integer(
@@ -194,7 +194,7 @@ flags.DEFINE_list(
     ["bf16", "mask40", "no_dropout", "wsd", "mslt"],
     "kbert's levers to run alone (of " + ", ".join(LEVERS) + " and mslt; mslt: "
     "one run per --final_shares), before the fastest combination. The default is the lever of each "
-    "kind that was fastest at 1,200 steps (docs/time_to_accuracy.md); the others run when named.",
+    "kind that was fastest at 1,200 steps (docs/results/time_to_accuracy.md); the others run when named.",
 )
 flags.DEFINE_list("stages", ["2", "4"], "MSLT growth stages' depths.")
 flags.DEFINE_list(
@@ -214,7 +214,7 @@ flags.DEFINE_float(
     1.05,
     "A lever beats kbert alone where kbert's median time to the level over the "
     "lever's is at least this: a smaller gain on one seed is within a run's noise "
-    "(docs/time_to_accuracy.md).",
+    "(docs/results/time_to_accuracy.md).",
 )
 flags.DEFINE_bool("fastest", True, "Run the fastest contestant; false: only Model Garden, kbert and --levers.")
 flags.DEFINE_bool(

@@ -284,7 +284,7 @@ def main(argv: list[str]) -> None:
     """Model Garden's recipe of the kbert config CONFIG.yaml on one device, its summary written to SUMMARY.json.
 
     A run a process, as kbert-pretrain's: in a process that has trained one run, a second sometimes waits 36-55 s
-    before its first evaluation (docs/time_to_accuracy.md, "A process each")."""
+    before its first evaluation (docs/results/time_to_accuracy.md, "A process each")."""
     if len(argv) != 3:
         raise SystemExit(f"usage: python {argv[0]} CONFIG.yaml SUMMARY.json")
     summary = train_model_garden(load_experiment([argv[1]]), make_strategy("one_device"))

@@ -106,7 +106,7 @@ class MaskedLMHead(keras.layers.Layer):
 # Model Garden's sentence head (`ClassificationHead`: tanh layer and classifier) draws glorot-uniform kernels, about
 # 3-4x BERT's truncated normal at H256, where Google's draws the pooler and classifier at 0.02. With 0.02, kbert's
 # 8-layer H256 run of seed 1 stayed on the unigram plateau; with glorot it left it at 3,200 samples, Model
-# Garden's at 3,840 (docs/time_to_accuracy.md, "The sentence head").
+# Garden's at 3,840 (docs/results/time_to_accuracy.md, "The sentence head").
 SENTENCE_HEAD_INITIALIZER = "glorot_uniform"
 
 

@@ -79,7 +79,7 @@ class MsltConfig(Section):
         output too, which stalls the held-out loss (docs/mslt.md).
     frozen_dropout: whether the frozen blocks below a stage's trained ones (and the embeddings under them) apply
         dropout. false (default) runs them as at inference: no dropout masks to draw, so cheaper growth stages,
-        and the trained blocks learn on clean features (docs/mslt.md has the benchmark that compares both).
+        and the trained blocks learn on clean features (docs/results/mslt.md has the benchmark that compares both).
     build_ahead: build the next stage's model, optimizer and training graph on a thread while the current stage
         trains (its weights are carried over when the stage starts), so a stage starts without graph building.
         Used with one device and MirroredStrategy; TPU and multi-worker runs build each stage when it starts.

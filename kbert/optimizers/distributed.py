@@ -114,7 +114,7 @@ class DistributedMixin:
             return
         # One vector, not a scalar variable each: under jax.jit every optimizer variable is a buffer into and out of
         # the step, and on an H200 BERT-base's 199 scalar ratios and their writes made a LAMB step 2.4x AdamW's, the
-        # vector 0.96x (docs/optimizers.md). Entries never written (variables not adapted) stay 1.0.
+        # vector 0.96x (docs/results/optimizers.md). Entries never written (variables not adapted) stay 1.0.
         with self._colocated_with(var_list[0] if var_list else None):
             self._trust_ratios = self.add_variable(
                 shape=(len(var_list),), initializer="ones", dtype="float32", name="trust_ratios"
