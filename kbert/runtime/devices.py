@@ -206,7 +206,7 @@ def _gpu_cause(host: Accelerators, software: Software) -> str:
 def _tpu_cause(software: Software) -> str:
     if not software.tpu_build:
         return (
-            "this TensorFlow has no TPU support: install tensorflow-tpu in place of tensorflow (README, Install), "
+            "this TensorFlow has no TPU support: install tensorflow-tpu in place of tensorflow (docs/tpu.md, Install), "
             "then pass --strategy=tpu"
         )
     return "pass --strategy=tpu (with --tpu=local on a TPU VM) to train on it"
