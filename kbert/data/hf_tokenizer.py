@@ -14,8 +14,10 @@ tokens in the text encoded as text, so no special id comes from text. The pieces
 
 `tokenize_marked` encodes each distinct string once and keeps its pieces (`tokenizers` spends about 5 us a word
 however often it has seen it). For a tokenizer whose encoding of a line is the encodings of its space-separated
-chunks laid end to end (`_splits_at_spaces`: byte-level BPE without a normalizer, as GPT-2, RoBERTa and ModernBERT
-configure it), the strings are those chunks, so the distinct strings are a corpus's words; for any other, the lines.
+chunks laid end to end (`_splits_at_spaces`: byte-level BPE without a normalizer, as GPT-2's and RoBERTa's
+tokenizer.json and kbert-build-vocab --learner=bpe's are), the strings are those chunks, so the distinct strings
+are a corpus's words; for any other, the lines. The ids are `encode_batch`'s on each line either way (tested on
+adversarial text).
 
 Example:
 
@@ -241,14 +243,13 @@ class HfTokenizer:
 
 
 def _splits_at_spaces(config: dict) -> bool:
-    """Whether a tokenizer.json (as a dict) encodes a line holding no whitespace but single spaces between chunks of
-    other characters (no space first or last) as the encodings of its chunks laid end to end: the first chunk alone,
-    each later one with the space before it (`_chunks`). True when nothing joins text across such a space: no
-    normalizer (it sees the whole line); the ByteLevel pre-tokenizer, whose regular expression ends each of its words
-    before a space or with it (its whitespace is Python's, tests/test_tokenizer_records.py checks); no BPE dropout,
+    """Whether a tokenizer.json (as a dict) encodes a line whose only whitespace is spaces, none last, as the
+    encodings of its chunks (each a run of spaces, none first, then the characters up to the next space) laid end
+    to end (`_chunks`). True when nothing joins text across the start of a chunk: no normalizer (it sees the whole
+    line); the ByteLevel pre-tokenizer, whose regular expression ends each of its words at a space (its whitespace
+    is Python's: tests/test_tokenizer_records.py) and begins the next there, looking ahead only; no BPE dropout,
     truncation or padding; and no added token that tokenizers matches in text (one not special: special ones are
-    text here) matching across a space: one with a space after its first character, or stripping the whitespace on
-    its right; one holding other whitespace or two spaces in a row never matches such a line."""
+    text here) reaching from one chunk into the next (`_within_a_chunk`)."""
     pre_tokenizer, model = config.get("pre_tokenizer") or {}, config.get("model") or {}
     return (
         config.get("normalizer") is None
