@@ -14,9 +14,9 @@ import pytest
 import tensorflow as tf
 from cli_batch import assert_refused, run_batch
 from tokenizer_fixtures import MODERNBERT, ROBERTA, generated_lines, write_tokenizer
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Regex, Tokenizer, normalizers, pre_tokenizers
 
-from kbert.data import schema
+from kbert.data import hf_tokenizer, schema
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.hf_tokenizer import HfTokenizer
 from kbert.data.inspection import inspect_files
@@ -136,6 +136,115 @@ def test_ids_are_the_tokenizers_own_and_word_ids_mark_continuations(tokenizer_js
     continues = [i > 0 and e.word_ids[i] == e.word_ids[i - 1] for e in theirs for i in range(len(e.ids))]
     np.testing.assert_array_equal(marked < 0, continues)
     assert 100 < sum(continues) < len(continues) - 100  # words of one piece and of several
+
+
+def _marked_by_tokenizers(tokenizer, lines):
+    """tokenize_marked's result as tokenizers' own encode_batch gives it, line by line."""
+    encodings = tokenizer.encode_batch(lines, add_special_tokens=False)
+    ids = np.array([i for e in encodings for i in e.ids], np.int64)
+    continues = [
+        k > 0 and e.word_ids[k] is not None and e.word_ids[k] == e.word_ids[k - 1]
+        for e in encodings
+        for k in range(len(e.ids))
+    ]
+    return np.where(continues, ~ids, ids), np.cumsum([0] + [len(e.ids) for e in encodings])
+
+
+# Text that tests whether tokenize_marked's chunks (hf_tokenizer._chunks) meet tokenizers' own splitting: spaces
+# single, doubled, first and last; other whitespace, Python's and not the regex's (\x1c); contractions, digits,
+# punctuation, combining marks, non-Latin letters, special tokens' spellings and the added tokens of `_added`.
+_PARTS = [
+    "ka",
+    "To",
+    "mi",
+    "7",
+    "42",
+    "'s",
+    "'ll",
+    "'",
+    ".",
+    ",!",
+    " ",
+    " ",
+    " ",
+    "  ",
+    "   ",
+    "\t",
+    "\u00a0",
+    "\u3000",
+    "\u2009",
+    "\x1c",
+    "\x85",
+    "\u0301",
+    "\u00e9",
+    "\u65e5",
+    "\U0001f600",
+    "\u200b",
+    "[MASK]",
+    "<mask>",
+    "[CLS]",
+    "@@",
+    "|||EMAIL|||",
+]
+
+
+def _added(path):
+    """The tokenizer.json at `path` with added tokens not special, as ModernBERT's: runs of spaces and tabs, a
+    placeholder; and a special one."""
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.add_tokens([AddedToken("  "), AddedToken("   "), AddedToken("\t\t"), AddedToken("|||EMAIL|||")])
+    tokenizer.add_special_tokens([AddedToken("<|padding|>")])
+    out = path.parent.parent / f"{path.parent.name}-added" / "tokenizer.json"
+    out.parent.mkdir(exist_ok=True)
+    tokenizer.save(str(out))
+    return out
+
+
+@pytest.mark.parametrize("variant", ["plain", "added tokens", "a normalizer"])
+def test_tokenize_marked_is_tokenizers_own_encoding_on_any_text(tokenizer_json, variant):
+    path = {"plain": lambda p: p, "added tokens": _added, "a normalizer": _with_normalizer}[variant](tokenizer_json)
+    rng = np.random.default_rng(11)
+    lines = ["".join(rng.choice(_PARTS, int(rng.integers(0, 14)))) for _ in range(3000)]
+    lines += generated_lines(500, seed=9) + ["", " ", "  x", "x  ", "x\ny"]
+    ours = HfTokenizer(str(path))
+    assert ours.splits_at_spaces == (variant != "a normalizer")
+    theirs = Tokenizer.from_file(str(path))
+    theirs.encode_special_tokens = True
+    for batch in (lines[:2000], lines[1000:], lines):  # strings met before, kept, and new
+        marked, splits = ours.tokenize_marked(batch)
+        expected_marked, expected_splits = _marked_by_tokenizers(theirs, batch)
+        np.testing.assert_array_equal(marked, expected_marked)
+        np.testing.assert_array_equal(splits, expected_splits)
+
+
+def _with_normalizer(path):
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.normalizer = normalizers.NFKC()
+    out = path.parent.parent / f"{path.parent.name}-nfkc" / "tokenizer.json"
+    out.parent.mkdir(exist_ok=True)
+    tokenizer.save(str(out))
+    return out
+
+
+def test_tokenize_marked_forgets_its_words_past_its_bound(modernbert, monkeypatch):
+    monkeypatch.setattr(hf_tokenizer, "_KEPT_PIECES", 50)
+    ours = HfTokenizer(str(modernbert))
+    lines = generated_lines(40, seed=2)
+    first, _ = ours.tokenize_marked(lines[:20])
+    assert ours._kept_pieces > 50
+    again, _ = ours.tokenize_marked(lines[:20] + lines[20:])
+    assert ours._kept_pieces <= len(again)
+    np.testing.assert_array_equal(again[: len(first)], first)
+
+
+def test_the_byte_level_regex_whitespace_is_whitespace_to_python():
+    # hf_tokenizer._chunks cuts lines at spaces by Python's whitespace; the cut is exact only if every character
+    # the ByteLevel regular expression (onig's \s) takes for whitespace is Python's too.
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    kept = pre_tokenizers.Split(Regex(r"\s"), "removed").pre_tokenize_str(every)
+    regex_whitespace = set(every) - set("".join(piece for piece, _ in kept))
+    assert " " in regex_whitespace and "\u3000" in regex_whitespace
+    assert all(c.isspace() for c in regex_whitespace)
 
 
 def test_records_hold_the_tokenizers_ids(tokenizer_json, tmp_path):

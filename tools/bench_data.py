@@ -43,10 +43,10 @@ per core, as the data tool runs it) and "bpe 1 thread" (the same with TOKENIZERS
 flags, `--num_workers` workers), and prints instances and corpus MB per second, the process tree's CPU seconds,
 the steady rates (as the data section's) and BPE's ratios to WordPiece, then a verdict: whether the BPE path is
 slower end to end in instances per second, at any size or in steady state. Printed first, though measured last (in
-this process, after every subprocess): tokenization alone, pieces per second of each path's `tokenize_marked` (and
-of WordPiece's `tokenize`, of tokenizers' `encode_batch` alone, which `tokenize_marked` calls) on the lines of
-each `--work_unit_mb` work unit of `--corpus`, a call a unit as the workers make them, the median of `--repeats`
-passes.
+this process, after every subprocess): tokenization alone, pieces per second of each path's `tokenize_marked` (BPE's
+by a new tokenizer each pass, as a worker meets the corpus, and by one that kept the corpus's words; and of
+WordPiece's `tokenize`, of tokenizers' `encode_batch` alone on whole lines) on the lines of each `--work_unit_mb`
+work unit of `--corpus`, a call a unit as the workers make them, the median of `--repeats` passes.
 
     python tools/bench_data.py --sections=tokenizer --corpus=corpus.txt --vocab_file=vocab.txt --scales=1,4
 """
@@ -66,7 +66,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import bench_flags
@@ -549,11 +549,12 @@ def _tokenizer_section(work: str) -> None:
             f"{r.path:>12} {r.call:>15} {r.pieces:10,} {r.median:8.2f} {min(r.seconds):6.2f} "
             f"{r.pieces / r.median:10,.0f} {units_mb / r.median:6.2f} {r.threads_busy:5.2f}"
         )
-    marked = {r.path: r for r in alone if r.call == "tokenize_marked"}
-    for path in ("bpe", "bpe 1 thread"):
-        pieces = marked[path].pieces / marked[path].median / (marked["wordpiece"].pieces / marked["wordpiece"].median)
-        text = marked["wordpiece"].median / marked[path].median
-        print(f"{path} / wordpiece, tokenize_marked: pieces/s {pieces:.2f}x, text MB/s {text:.2f}x")
+    by_call = {(r.path, r.call): r for r in alone}
+    wordpiece = by_call[("wordpiece", "tokenize_marked")]
+    for path, call in (("bpe", "tokenize_marked"), ("bpe", "marked, kept"), ("bpe 1 thread", "tokenize_marked")):
+        r = by_call[(path, call)]
+        pieces = r.pieces / r.median / (wordpiece.pieces / wordpiece.median)
+        print(f"{path} / wordpiece, {call}: pieces/s {pieces:.2f}x, text MB/s {wordpiece.median / r.median:.2f}x")
 
     print(
         f"\nend to end: kbert-create-pretraining-data, {FLAGS.num_workers} workers, dupe_factor={FLAGS.dupe_factor}, "
@@ -636,45 +637,53 @@ def _environment(variables: dict[str, str]) -> Iterator[None]:
 
 def _tokenize_alone(vocab_file: str, bpe: str) -> list[TokenizeRun]:
     """Tokenization alone, in this process: each call on the lines of each work unit of `--corpus`, one call a
-    unit, as unit_processing.py's workers make them. One untimed pass first (tensorflow-text builds its function,
-    tokenizers' BPE fills its word cache as a worker's does over its units), then `--repeats` timed passes, the
-    calls taking turns within each so load drifts touch all alike. tokenizers reads TOKENIZERS_PARALLELISM at every
-    encode_batch, so the "1 thread" calls set it around theirs."""
+    unit, as unit_processing.py's workers make them. One untimed pass first (tensorflow-text builds its function),
+    then `--repeats` timed passes, the calls taking turns within each so load drifts touch all alike. BPE's
+    tokenize_marked keeps the pieces of the words it has encoded (hf_tokenizer.py): its "tokenize_marked" passes
+    each use a new tokenizer, which meets every word for the first time as a worker does, and "marked, kept" one
+    that has met them all (the untimed pass), as a worker that has met a corpus's words in earlier units.
+    tokenizers reads TOKENIZERS_PARALLELISM at every encode_batch, so the "1 thread" calls set it around theirs."""
     from kbert.data import hf_tokenizer, work_units
     from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
 
     units, _ = work_units.plan_work_units([FLAGS.corpus], int(FLAGS.work_unit_mb * (1 << 20)))
     unit_lines = [[line for doc in work_units.read_documents(unit)[0] for line in doc] for unit in units]
     wordpiece = WordpieceTokenizer(vocab_file, lower_case=True)
-    hf = hf_tokenizer.HfTokenizer(bpe)
+    kept = hf_tokenizer.HfTokenizer(bpe)
+
+    def fresh() -> Callable[[list[str]], object]:
+        """A new tokenizer's tokenize_marked, keeping no words yet: a worker's as it meets the corpus."""
+        return hf_tokenizer.HfTokenizer(bpe).tokenize_marked
 
     def encode_batch(lines: list[str]) -> None:
-        """The library's call alone, in tokenize_marked's batches: what the Python around it costs is the rest."""
+        """The library's call alone on whole lines, in batches of _BATCH_LINES (tokenize_marked before it kept
+        words): what tokenizers costs a line."""
         for start in range(0, len(lines), hf_tokenizer._BATCH_LINES):
-            batch = lines[start : start + hf_tokenizer._BATCH_LINES]
-            hf._tokenizer.encode_batch(batch, add_special_tokens=False)
+            kept._tokenizer.encode_batch(lines[start : start + hf_tokenizer._BATCH_LINES], add_special_tokens=False)
 
+    # (path, call, the function for one pass, made before the pass's clock starts)
     calls = [
-        ("wordpiece", "tokenize_marked", wordpiece.tokenize_marked),
-        ("wordpiece", "tokenize", wordpiece.tokenize),
-        ("bpe", "tokenize_marked", hf.tokenize_marked),
-        ("bpe", "encode_batch", encode_batch),
-        ("bpe 1 thread", "tokenize_marked", hf.tokenize_marked),
-        ("bpe 1 thread", "encode_batch", encode_batch),
+        ("wordpiece", "tokenize_marked", lambda: wordpiece.tokenize_marked),
+        ("wordpiece", "tokenize", lambda: wordpiece.tokenize),
+        ("bpe", "tokenize_marked", fresh),
+        ("bpe", "marked, kept", lambda: kept.tokenize_marked),
+        ("bpe", "encode_batch", lambda: encode_batch),
+        ("bpe 1 thread", "tokenize_marked", fresh),
+        ("bpe 1 thread", "encode_batch", lambda: encode_batch),
     ]
     pieces = {}
-    for path, call, function in calls:
+    for path, call, make in calls:
         with _environment(TOKENIZER_PATHS[path][1]):
+            function = make()
+            counts = [function(lines) for lines in unit_lines]
             if call == "tokenize_marked":
-                pieces[path] = sum(len(function(lines)[0]) for lines in unit_lines)
-            else:
-                for lines in unit_lines:
-                    function(lines)
+                pieces[path] = sum(len(ids) for ids, _ in counts)
     seconds: list[list[float]] = [[] for _ in calls]
     cpu_seconds: list[list[float]] = [[] for _ in calls]
     for _ in range(FLAGS.repeats):
-        for i, (path, _, function) in enumerate(calls):
+        for i, (path, _, make) in enumerate(calls):
             with _environment(TOKENIZER_PATHS[path][1]):
+                function = make()
                 start, start_cpu = time.perf_counter(), time.process_time()
                 for lines in unit_lines:
                     function(lines)

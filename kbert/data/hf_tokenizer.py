@@ -12,6 +12,13 @@ Text is encoded without the tokenizer's post-processor (kbert lays out [CLS] and
 tokens in the text encoded as text, so no special id comes from text. The pieces of one word share an entry of
 `Encoding.word_ids`: each piece after a word's first continues it (whole-word masking).
 
+`tokenize_marked` encodes each distinct string once and keeps its pieces (`tokenizers` spends about 5 us a word
+however often it has seen it). For a tokenizer whose encoding of a line is the encodings of its space-separated
+chunks laid end to end (`_splits_at_spaces`: byte-level BPE without a normalizer, as GPT-2's and RoBERTa's
+tokenizer.json and kbert-build-vocab --learner=bpe's are), the strings are those chunks, so the distinct strings
+are a corpus's words; for any other, the lines. The ids are `encode_batch`'s on each line either way (tested on
+adversarial text).
+
 Example:
 
 ```python
@@ -25,8 +32,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import os
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -50,8 +59,17 @@ ROLES = {
     "unk": (("unk_token",), ("[UNK]", "<unk>")),
 }
 REQUIRED_ROLES = ("cls", "sep", "mask", "pad")
-# Lines per encode_batch call: bounds the encodings held at once.
+# Strings per encode_batch call: bounds the encodings held at once.
 _BATCH_LINES = 8192
+# How `_chunks` marks a line's first chunk and a whole line; a later chunk is bare (it holds no whitespace).
+_FIRST, _LINE = "\n", "\r"
+# A chunk of a line whose only whitespace is spaces: its spaces and the characters up to the next space.
+_SPACED_CHUNK = re.compile(" *[^ ]+")
+# Later chunks per made-up line that `HfTokenizer._keep` encodes.
+_CHUNKS_PER_LINE = 128
+# Pieces that `HfTokenizer.tokenize_marked` keeps for the strings it has encoded before it forgets them all: bounds
+# a worker's memory (about 40 MB) and holds the words of many work units.
+_KEPT_PIECES = 1 << 19
 
 
 def tokenizer_file(path: str) -> str:
@@ -81,6 +99,8 @@ class HfTokenizer:
             ) from e
         self._tokenizer.encode_special_tokens = True
         self.vocab_size = max(self._tokenizer.get_vocab(with_added_tokens=True).values()) + 1
+        self._kept: dict[str, list[int]] = {}  # tokenize_marked's strings -> their marked ids
+        self._kept_pieces = 0
 
     @functools.cached_property
     def special_tokens(self) -> dict[str, str]:
@@ -150,25 +170,64 @@ class HfTokenizer:
             pieces[i] = piece
         return pieces
 
+    @functools.cached_property
+    def splits_at_spaces(self) -> bool:
+        """Whether `tokenize_marked` encodes a line's space-separated chunks apart (`_splits_at_spaces`)."""
+        return _splits_at_spaces(self.config)
+
     def tokenize_marked(self, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of all lines, flat (int32), each piece that continues a word as `~id`
         (masking.mark_continuations), and the row splits (int64, len(lines) + 1) that cut them by line."""
+        if self.splits_at_spaces:
+            keys, counts = _chunks(lines)
+        else:
+            keys, counts = [_LINE + line for line in lines], [1] * len(lines)
+        self._keep(keys)
+        rows = list(map(self._kept.__getitem__, keys))
+        ids = np.fromiter(itertools.chain.from_iterable(rows), np.int32)
+        ends = np.concatenate([[0], np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)))])
+        return ids, ends[np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])]
+
+    def _keep(self, keys: list[str]) -> None:
+        """Encodes the keys (`_chunks`) not kept yet and keeps their marked ids, forgetting all kept ones first
+        once they pass `_KEPT_PIECES`. Chunks are encoded as made-up lines (tokenizers' cost per line is many
+        words'): each a first chunk, or none, then later ones, which `_splits_at_spaces` encodes as each chunk
+        alone; a chunk's pieces are those whose offsets start in it. A whole line is encoded alone."""
+        if self._kept_pieces > _KEPT_PIECES:
+            self._kept.clear()
+            self._kept_pieces = 0
+        new = set(keys).difference(self._kept)
+        if not new:
+            return
+        firsts = [key for key in new if key[:1] == _FIRST]
+        later = [key for key in new if key[:1] not in (_FIRST, _LINE)]
+        count = max(len(firsts), -(-len(later) // _CHUNKS_PER_LINE))
+        groups = [firsts[i : i + 1] + later[i::count] for i in range(count)] + [[k] for k in new if k[:1] == _LINE]
+        order = list(itertools.chain.from_iterable(groups))
+        texts = [key[1:] if key[:1] in (_FIRST, _LINE) else " " + key for key in order]
+        lines = ["".join(texts[i - len(g) : i]) for g, i in zip(groups, itertools.accumulate(map(len, groups)))]
         ids: list[int] = []
-        words: list[int] = []
+        words: list[int | None] = []
+        offsets: list[tuple[int, int]] = []
         lengths: list[int] = []
         for start in range(0, len(lines), _BATCH_LINES):
-            batch = list(lines[start : start + _BATCH_LINES])
-            for encoding in self._tokenizer.encode_batch(batch, add_special_tokens=False):
-                ids.extend(encoding.ids)
-                words.extend(-1 if w is None else w for w in encoding.word_ids)
-                lengths.append(len(encoding.ids))
-        word = np.array(words, np.int64)
-        splits = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+            for encoding in self._tokenizer.encode_batch(lines[start : start + _BATCH_LINES], add_special_tokens=False):
+                ids += encoding.ids
+                words += encoding.word_ids
+                offsets += encoding.offsets
+                lengths.append(len(encoding))
+        # Positions in the made-up lines laid end to end; a piece is the last key's that starts at or before it.
+        line_starts = np.cumsum([0] + [len(line) for line in lines[:-1]])
+        key_starts = np.cumsum([0] + [len(text) for text in texts[:-1]])
+        position = np.repeat(line_starts, lengths) + np.array(offsets, np.int64).reshape(-1, 2)[:, 0]
+        key = np.searchsorted(key_starts, position, "right") - 1
+        word = np.array(words, np.float64)  # None (an added token) as NaN, equal to nothing
         continues = np.zeros(len(word), bool)
-        continues[1:] = (word[1:] == word[:-1]) & (word[1:] >= 0)
-        line_starts = splits[:-1]
-        continues[line_starts[line_starts < len(word)]] = False  # word ids restart with every line
-        return mark_continuations(np.array(ids, np.int32), continues), splits
+        continues[1:] = (word[1:] == word[:-1]) & (key[1:] == key[:-1])
+        marked = mark_continuations(np.array(ids, np.int64), continues).tolist()
+        ends = np.cumsum(np.bincount(key, minlength=len(order))).tolist()
+        self._kept.update(zip(order, (marked[a:b] for a, b in zip([0] + ends[:-1], ends))))
+        self._kept_pieces += len(marked)
 
     def encode(self, lines: Sequence[str]) -> list[list[int]]:
         """Token ids of each line, as `tokenize_marked` encodes them (no special tokens added), unmarked."""
@@ -181,6 +240,59 @@ class HfTokenizer:
     def token(self, token_id: int) -> str:
         """The piece `token_id` stands for, as the tokenizer spells it."""
         return self._tokenizer.id_to_token(int(token_id)) or f"<id {token_id}>"
+
+
+def _splits_at_spaces(config: dict) -> bool:
+    """Whether a tokenizer.json (as a dict) encodes a line whose only whitespace is spaces, none last, as the
+    encodings of its chunks (each a run of spaces, none first, then the characters up to the next space) laid end
+    to end (`_chunks`). True when nothing joins text across the start of a chunk: no normalizer (it sees the whole
+    line); the ByteLevel pre-tokenizer, whose regular expression ends each of its words at a space (its whitespace
+    is Python's: tests/test_tokenizer_records.py) and begins the next there, looking ahead only; no BPE dropout,
+    truncation or padding; and no added token that tokenizers matches in text (one not special: special ones are
+    text here) reaching from one chunk into the next (`_within_a_chunk`)."""
+    pre_tokenizer, model = config.get("pre_tokenizer") or {}, config.get("model") or {}
+    return (
+        config.get("normalizer") is None
+        and pre_tokenizer.get("type") == "ByteLevel"
+        and pre_tokenizer.get("use_regex", True)
+        and not model.get("dropout")
+        and config.get("truncation") is None
+        and config.get("padding") is None
+        and all(token["special"] or _within_a_chunk(token) for token in config.get("added_tokens", []))
+    )
+
+
+def _within_a_chunk(token: dict) -> bool:
+    """Whether an added token (a tokenizer.json's dict) matched in a line of `_splits_at_spaces` lies within one
+    of its chunks (spaces, then other characters): its spaces all come first and it strips no whitespace on its
+    right after other characters; or it holds whitespace other than spaces, so never matches such a line."""
+    content = token["content"]
+    word = content.lstrip(" ")
+    never_in_line = any(c.isspace() and c != " " for c in content)
+    return never_in_line or (" " not in word and not (word and token.get("rstrip")))
+
+
+def _chunks(lines: Sequence[str]) -> tuple[list[str], list[int]]:
+    """The keys `tokenize_marked` encodes the lines by, and how many each line gives. A line whose only whitespace
+    is spaces gives its chunks (`_splits_at_spaces`): the first marked `_FIRST`, each later one less its first
+    space (encoded after a space, so a line's chunks of single spaces are its `str.split(" ")`); any other line
+    gives itself, marked `_LINE`."""
+    keys: list[str] = []
+    counts: list[int] = []
+    for line in lines:
+        chunks = line.split(" ")
+        if chunks != line.split():  # a space first, last or after another; other whitespace; an empty line
+            if line.endswith(" ") or line.split() != [chunk for chunk in chunks if chunk]:  # or other whitespace
+                keys.append(_LINE + line)
+                counts.append(1)
+                continue
+            chunks = _SPACED_CHUNK.findall(line)
+            chunks[1:] = [chunk[1:] for chunk in chunks[1:]]
+        if chunks:
+            chunks[0] = _FIRST + chunks[0]
+        keys += chunks
+        counts.append(len(chunks))
+    return keys, counts
 
 
 def _configured_tokens(directory: str, flag: str) -> dict[str, tuple[str, str]]:
