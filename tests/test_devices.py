@@ -11,7 +11,7 @@ import tensorflow as tf
 from training_fixtures import cli_env, pretrain_command, write_config, write_train_and_eval
 
 from kbert.errors import StrategyError
-from kbert.runtime import devices
+from kbert.runtime import accelerators, devices
 from kbert.runtime.devices import Accelerators, Software
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -43,7 +43,7 @@ def _nvidia_driver(root, gpus):
 @pytest.fixture(autouse=True)
 def no_nvidia_smi(monkeypatch):
     """The probes must see only the fake tree, not this machine's nvidia-smi."""
-    monkeypatch.setattr(devices, "_nvidia_smi_models", lambda: [])
+    monkeypatch.setattr(accelerators, "_nvidia_smi_models", lambda: [])
 
 
 def _strategy(kind, count=1):
@@ -149,7 +149,7 @@ def test_report_line_names_kind_count_strategy_replicas_host_and_build():
 # kbert-pretrain with the host probes reading the fake tree argv[1].
 FAKE_HOST_LAUNCHER = """
 import sys
-from kbert.runtime import devices
+from kbert.runtime import accelerators, devices
 probe, fake_root = devices.find_accelerators, sys.argv[1]
 devices.find_accelerators = lambda root="/", env=None: probe(fake_root, {})
 sys.argv = ["kbert-pretrain"] + sys.argv[2:]
