@@ -87,6 +87,23 @@ def test_nothing_is_found_on_a_bare_host(tmp_path):
     assert devices.find_accelerators(str(tmp_path), {}).describe() == "none"
 
 
+def test_has_accelerators_agrees_with_the_full_probe(tmp_path):
+    # kbert.runtime.console asks it before TensorFlow loads (no CUDA probing where it is False): it must not differ.
+    def agrees(env=None):
+        return accelerators.has_accelerators(str(tmp_path), env or {}) == bool(
+            devices.find_accelerators(str(tmp_path), env or {}).kind
+        )
+
+    assert agrees() and not accelerators.has_accelerators(str(tmp_path), {})
+    assert agrees({"TPU_ACCELERATOR_TYPE": "v5litepod-8"})
+    _pci(str(tmp_path), "0000:00:05.0", "0x10de", "0x22a3", "0x068000")  # an NVSwitch alone: no GPU
+    assert agrees()
+    _pci(str(tmp_path), "0000:00:04.0", "0x10de", "0x2330", "0x030200")  # a GPU without its driver
+    assert agrees() and accelerators.has_accelerators(str(tmp_path), {})
+    _nvidia_driver(str(tmp_path), gpus=2)
+    assert agrees()
+
+
 # -- the decision ----------------------------------------------------------------------------------------------------
 
 GPUS = Accelerators("GPU", 8, H100)

@@ -75,10 +75,16 @@ def _nvidia_smi_models() -> list[str]:
     return [line.split(":", 1)[1].split("(UUID")[0].strip() for line in out.splitlines() if line.startswith("GPU ")]
 
 
-def _nvidia(root: str) -> Accelerators | None:
+def _nvidia_entries(root: str) -> tuple[list[str], list[str], list[tuple[str, str, str]]]:
+    """The driver's per-GPU /proc directories, the /dev/nvidiaN nodes and the NVIDIA display PCI functions."""
     proc = sorted(glob.glob(os.path.join(root, "proc/driver/nvidia/gpus/*")))
     nodes = glob.glob(os.path.join(root, "dev/nvidia[0-9]*"))
     pci = [p for p in _pci_devices(root) if p[0] == _NVIDIA_VENDOR and p[2].startswith(_DISPLAY_CLASS_PREFIX)]
+    return proc, nodes, pci
+
+
+def _nvidia(root: str) -> Accelerators | None:
+    proc, nodes, pci = _nvidia_entries(root)
     models = [
         line.split(":", 1)[1].strip()
         for d in proc
@@ -110,3 +116,9 @@ def find_accelerators(root: str = "/", env: Mapping[str, str] | None = None) -> 
     """
     env = os.environ if env is None else env
     return _nvidia(root) or _tpu(root, env) or Accelerators()
+
+
+def has_accelerators(root: str = "/", env: Mapping[str, str] | None = None) -> bool:
+    """Whether `find_accelerators` finds a GPU or TPU chip, without running `nvidia-smi` (which only names them)."""
+    env = os.environ if env is None else env
+    return any(_nvidia_entries(root)) or _tpu(root, env) is not None

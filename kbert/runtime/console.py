@@ -40,7 +40,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from kbert.runtime.accelerators import find_accelerators
+from kbert.runtime.accelerators import has_accelerators
 
 # Every device type the `tensorflow` 2.20 wheel registers but the GPU ones (GPU, XLA_GPU).
 CPU_DEVICE_TYPES = "CPU,XLA_CPU"
@@ -83,7 +83,7 @@ def quiet_environment(argv: Sequence[str] | None = None) -> None:
     if _verbose(sys.argv if argv is None else argv):
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if "TF_ENABLED_DEVICE_TYPES" not in os.environ and "tensorflow" not in sys.modules and not find_accelerators().kind:
+    if "TF_ENABLED_DEVICE_TYPES" not in os.environ and "tensorflow" not in sys.modules and not has_accelerators():
         os.environ["TF_ENABLED_DEVICE_TYPES"] = CPU_DEVICE_TYPES
 
 
