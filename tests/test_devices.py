@@ -11,7 +11,7 @@ import tensorflow as tf
 from training_fixtures import cli_env, pretrain_command, write_config, write_train_and_eval
 
 from kbert.errors import StrategyError
-from kbert.runtime import devices
+from kbert.runtime import accelerators, devices
 from kbert.runtime.devices import Accelerators, Software
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -43,7 +43,7 @@ def _nvidia_driver(root, gpus):
 @pytest.fixture(autouse=True)
 def no_nvidia_smi(monkeypatch):
     """The probes must see only the fake tree, not this machine's nvidia-smi."""
-    monkeypatch.setattr(devices, "_nvidia_smi_models", lambda: [])
+    monkeypatch.setattr(accelerators, "_nvidia_smi_models", lambda: [])
 
 
 def _strategy(kind, count=1):
@@ -85,6 +85,23 @@ def test_a_tpu_named_only_by_the_environment_is_counted_from_dev(tmp_path):
 def test_nothing_is_found_on_a_bare_host(tmp_path):
     assert devices.find_accelerators(str(tmp_path), {}) == Accelerators()
     assert devices.find_accelerators(str(tmp_path), {}).describe() == "none"
+
+
+def test_has_accelerators_agrees_with_the_full_probe(tmp_path):
+    # kbert.runtime.console asks it before TensorFlow loads (no CUDA probing where it is False): it must not differ.
+    def agrees(env=None):
+        return accelerators.has_accelerators(str(tmp_path), env or {}) == bool(
+            devices.find_accelerators(str(tmp_path), env or {}).kind
+        )
+
+    assert agrees() and not accelerators.has_accelerators(str(tmp_path), {})
+    assert agrees({"TPU_ACCELERATOR_TYPE": "v5litepod-8"})
+    _pci(str(tmp_path), "0000:00:05.0", "0x10de", "0x22a3", "0x068000")  # an NVSwitch alone: no GPU
+    assert agrees()
+    _pci(str(tmp_path), "0000:00:04.0", "0x10de", "0x2330", "0x030200")  # a GPU without its driver
+    assert agrees() and accelerators.has_accelerators(str(tmp_path), {})
+    _nvidia_driver(str(tmp_path), gpus=2)
+    assert agrees()
 
 
 # -- the decision ----------------------------------------------------------------------------------------------------
@@ -149,7 +166,7 @@ def test_report_line_names_kind_count_strategy_replicas_host_and_build():
 # kbert-pretrain with the host probes reading the fake tree argv[1].
 FAKE_HOST_LAUNCHER = """
 import sys
-from kbert.runtime import devices
+from kbert.runtime import accelerators, devices
 probe, fake_root = devices.find_accelerators, sys.argv[1]
 devices.find_accelerators = lambda root="/", env=None: probe(fake_root, {})
 sys.argv = ["kbert-pretrain"] + sys.argv[2:]

@@ -3,8 +3,9 @@
 A `KbertError` escaping `main` prints `PROGRAM: error: MESSAGE` (its first line names the file or flag and the
 fix) and exits 1. TensorFlow's I/O errors (a missing or unreadable file, a full disk, a corrupt file) are
 reported the same way, with TF's own first line, which names the file, and so is a record the input pipeline
-refused for an out-of-range id (`kbert.data.id_ranges`). `--verbose` shows TensorFlow's logs and
-the full traceback instead.
+refused for an out-of-range id (`kbert.data.id_ranges`). TensorFlow's errors reach the console; its oneDNN INT64
+line, which reports none, is dropped (`kbert.runtime.console`). `--verbose` shows TensorFlow's logs as it prints
+them and the full traceback instead.
 
 Example:
 
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from absl import app, flags, logging
 
 from kbert.errors import KbertError
+from kbert.runtime import console
 
 flags.DEFINE_bool("verbose", False, "Show TensorFlow's own logs, and the full traceback of an error.")
 
@@ -67,6 +69,7 @@ def run(main: Callable[[list[str]], None], program: str) -> None:
         if not verbose:
             logging.set_verbosity(logging.WARNING)  # TF's per-save INFO lines would drown the progress lines
             warnings.filterwarnings("ignore", module="tensorflow")
+            console.filter_stderr([program])
         try:
             main(argv)
         except KbertError as error:

@@ -11,6 +11,10 @@ import time
 
 from absl import app, flags
 
+from kbert.runtime import console
+
+console.quiet_environment()  # before anything imports TensorFlow; its commands do the same for themselves
+
 FLAGS = flags.FLAGS
 flags.DEFINE_list(
     "text",
@@ -38,6 +42,7 @@ flags.DEFINE_integer(
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    console.filter_stderr()
     from kbert.demo.downstream import FinetuneSettings
     from kbert.demo.pipeline import DemoSettings, run_demo
 

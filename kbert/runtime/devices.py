@@ -1,10 +1,11 @@
 """What accelerators the host has, what TensorFlow will train on, and the refusal to train on the CPU beside them.
 
-The host's hardware is read from the system (PCI devices in sysfs, the NVIDIA driver's /proc and /dev entries,
-`nvidia-smi -L`, the TPU environment variables), never from TensorFlow, whose view is what is being checked: a
-host whose GPUs or TPUs TensorFlow cannot see would otherwise train on the CPU, hundreds of times slower, without
-a word. Invariant: `check` refuses exactly when the strategy's devices are CPUs, the host has a GPU or TPU, and
-the user did not ask for the CPU (`--device=cpu`); the message's first line names the likely cause.
+The host's hardware is read from the system (`kbert.runtime.accelerators`: PCI devices in sysfs, the NVIDIA
+driver's /proc and /dev entries, `nvidia-smi -L`, the TPU environment variables), never from TensorFlow, whose
+view is what is being checked: a host whose GPUs or TPUs TensorFlow cannot see would otherwise train on the CPU,
+hundreds of times slower, without a word. Invariant: `check` refuses exactly when the strategy's devices are CPUs,
+the host has a GPU or TPU, and the user did not ask for the CPU (`--device=cpu`); the message's first line names
+the likely cause.
 
 Example:
 
@@ -18,109 +19,16 @@ check(find_accelerators(), strategy, device="auto") # StrategyError on a host wh
 from __future__ import annotations
 
 import dataclasses
-import glob
 import importlib.metadata
 import importlib.util
 import os
 import platform
-import shutil
-import subprocess
-from collections.abc import Mapping
 
 import tensorflow as tf
 
 from kbert.choices import DEVICES
 from kbert.errors import StrategyError
-
-_NVIDIA_VENDOR = "0x10de"
-_GOOGLE_VENDOR = "0x1ae0"
-# Google's PCI device ids of TPU chips (as libtpu and JAX detect them); other Google devices, e.g. gVNIC, are not.
-_TPU_DEVICE_IDS = {
-    "0x0027": "TPU v2/v3",
-    "0x005e": "TPU v4",
-    "0x0062": "TPU v5p",
-    "0x0063": "TPU v5e",
-    "0x006f": "TPU v6e",
-}
-# Display controllers (VGA 0x0300, 3D 0x0302): NVIDIA's NVSwitch and audio functions share the vendor id.
-_DISPLAY_CLASS_PREFIX = "0x03"
-
-
-@dataclasses.dataclass(frozen=True)
-class Accelerators:
-    """The GPUs or TPU chips the host has, as the system shows them (none: `kind == ""`)."""
-
-    kind: str = ""  # "GPU", "TPU" or ""
-    count: int = 0
-    model: str = ""  # e.g. "NVIDIA H100 80GB HBM3", "TPU v5e"; "" when unknown
-    driver_loaded: bool = True  # NVIDIA: /proc/driver/nvidia or /dev/nvidiaN exists (the kernel module is up)
-
-    def describe(self) -> str:
-        return f"{self.count} {self.model or self.kind}{'s' if self.count > 1 else ''}" if self.kind else "none"
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def _pci_devices(root: str) -> list[tuple[str, str, str]]:
-    """(vendor, device, class) of every PCI function in sysfs."""
-    return [
-        (_read(f"{d}/vendor"), _read(f"{d}/device"), _read(f"{d}/class"))
-        for d in sorted(glob.glob(os.path.join(root, "sys/bus/pci/devices/*")))
-    ]
-
-
-def _nvidia_smi_models() -> list[str]:
-    """GPU names from `nvidia-smi -L` ("GPU 0: NVIDIA A100-SXM4-80GB (UUID: ...)"), or [] without it."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:  # a wedged driver can hang nvidia-smi; the report must not
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=15).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.split(":", 1)[1].split("(UUID")[0].strip() for line in out.splitlines() if line.startswith("GPU ")]
-
-
-def _nvidia(root: str) -> Accelerators | None:
-    proc = sorted(glob.glob(os.path.join(root, "proc/driver/nvidia/gpus/*")))
-    nodes = glob.glob(os.path.join(root, "dev/nvidia[0-9]*"))
-    pci = [p for p in _pci_devices(root) if p[0] == _NVIDIA_VENDOR and p[2].startswith(_DISPLAY_CLASS_PREFIX)]
-    models = [
-        line.split(":", 1)[1].strip()
-        for d in proc
-        for line in _read(f"{d}/information").splitlines()
-        if line.startswith("Model:")
-    ] or (_nvidia_smi_models() if proc or nodes else [])
-    count = max(len(proc), len(nodes), len(pci), len(models))
-    if not count:
-        return None
-    return Accelerators("GPU", count, models[0] if models else "NVIDIA GPU", driver_loaded=bool(proc or nodes))
-
-
-def _tpu(root: str, env: Mapping[str, str]) -> Accelerators | None:
-    chips = [_TPU_DEVICE_IDS[p[1]] for p in _pci_devices(root) if p[0] == _GOOGLE_VENDOR and p[1] in _TPU_DEVICE_IDS]
-    accelerator_type = env.get("TPU_ACCELERATOR_TYPE", "")  # set on GKE TPU nodes, e.g. "v5litepod-8"
-    if not chips and not accelerator_type:
-        return None
-    # Without sysfs (some containers) the env var alone says a TPU is attached, not how many chips: the /dev
-    # nodes (/dev/accelN on v2-v4 and v5p, /dev/vfio/N on v5e and v6e) count them.
-    nodes = glob.glob(os.path.join(root, "dev/accel[0-9]*")) or glob.glob(os.path.join(root, "dev/vfio/[0-9]*"))
-    model = chips[0] if chips else f"TPU {accelerator_type}"
-    return Accelerators("TPU", len(chips) or len(nodes) or 1, model)
-
-
-def find_accelerators(root: str = "/", env: Mapping[str, str] | None = None) -> Accelerators:
-    """The host's NVIDIA GPUs or TPU chips from sysfs, /proc, /dev, `nvidia-smi` and the environment.
-
-    `root` and `env` exist for tests (a fake tree); they default to this machine's.
-    """
-    env = os.environ if env is None else env
-    return _nvidia(root) or _tpu(root, env) or Accelerators()
+from kbert.runtime.accelerators import Accelerators, find_accelerators  # noqa: F401 (its callers import it here)
 
 
 def strategy_devices(strategy: tf.distribute.Strategy) -> tuple[str, int]:
