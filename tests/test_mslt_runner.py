@@ -207,17 +207,17 @@ def test_kill_9_mid_stage_resumes_in_that_stage(tmp_path, data):
     mslt = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 60}], "final_stage": {"steps": 0}}
     two_layers = {"bert": "bert_tiny", "overrides": dict(FOUR_LAYERS["overrides"], num_hidden_layers=2)}
     config = mslt_config(
-        tmp_path / "c.yaml", data, mslt, model=two_layers, steps_per_loop=1, checkpoint_interval=4, max_checkpoints=100
+        tmp_path / "c.yaml", data, mslt, model=two_layers, steps_per_loop=1, checkpoint_interval=12, max_checkpoints=100
     )
     run_here(config, tmp_path / "straight")
-    kill_once_written(
-        _command(config, tmp_path / "killed"), tmp_path / "killed" / "checkpoints" / "ckpt-6.index"
-    )  # stage 2's first save
+    # Stage 2's first save (12 steps into it), 12 steps before its next and 48 before its end: the kill lands
+    # between the two.
+    kill_once_written(_command(config, tmp_path / "killed"), tmp_path / "killed" / "checkpoints" / "ckpt-14.index")
     assert not (tmp_path / "killed" / "stage_2" / "summary.json").exists()  # killed inside stage 2
     resumed = run_here(config, tmp_path / "killed")
     assert "MSLT stage 1/2" not in resumed  # stage 1 is done and not rebuilt
     assert "MSLT stage 2/2: 2 layers, training blocks [1]" in resumed and "(resuming)" in resumed
-    assert "Resumed from" in resumed and "checkpoints/ckpt-6" in resumed
+    assert "Resumed from" in resumed and "checkpoints/ckpt-14" in resumed
     straight, resumed = checkpoint_weights(tmp_path / "straight", 62), checkpoint_weights(tmp_path / "killed", 62)
     assert straight.keys() == resumed.keys() and len(straight) > 30
     for name in straight:

@@ -10,10 +10,12 @@ import sys
 
 import numpy as np
 import pytest
-from training_fixtures import cli_env, pretrain_command, run_cli, run_here, write_config, write_shards
+from training_fixtures import ROOT, cli_env, pretrain_command, run_here, write_config, write_shards
 
 from kbert import experiment
 from kbert.data import first_layout
+from kbert.data.create_pretraining_data import create_pretraining_data
+from kbert.data.instances import InstanceConfig
 from kbert.data.packing.pack_pretraining_data import pack_pretraining_data
 from kbert.experiment import load_experiment
 from kbert.modeling import BertPretrainer, export_google_checkpoint
@@ -63,27 +65,57 @@ def test_eval_over_packed_records_equals_eval_over_the_same_instances_unpacked(t
         np.testing.assert_allclose(evals["eval_packed"][key], value, rtol=1e-5, atol=1e-6, err_msg=key)
 
 
+# Splits the CPU into 2 logical devices, then runs kbert-pretrain on each argument list of the JSON list on stdin
+# in turn, in this one process (one TensorFlow start for all: tests/cli_batch.py); prints, as JSON, each run's
+# exit status and output with the summary.json its --model_dir held when it ended.
+MIRRORED_BATCH = """
+import json, os, sys
+import tensorflow as tf
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+from cli_batch import run_once
+from kbert.cli.pretrain import run
+results = []
+for args in json.load(sys.stdin):
+    result = run_once(run, "kbert-pretrain", args)
+    model_dir = next(a for a in args if a.startswith("--model_dir=")).split("=", 1)[1]
+    with open(os.path.join(model_dir, "summary.json")) as f:
+        result["summary"] = json.load(f)
+    results.append(result)
+json.dump(results, sys.stdout)
+"""
+
+
 @pytest.mark.spawns
 def test_packed_training_under_mirrored_with_accumulation_bf16_and_resume(tmp_path, records):
-    config = write_config(
-        str(tmp_path / "c.yaml"),
-        records["train_packed"],
-        records["eval_packed"],
-        train={"gradient_accumulation_steps": 2, "mixed_precision": "mixed_bfloat16", "total_steps": 4},
+    """4 steps on 2 replicas, then the same run resumed to its 6 steps and evaluated: two kbert-pretrain runs in
+    one process that split the CPU into 2 devices (which only a process of its own can do)."""
+    train = {"gradient_accumulation_steps": 2, "mixed_precision": "mixed_bfloat16"}
+    configs = [
+        write_config(str(tmp_path / name), records["train_packed"], records["eval_packed"], train=dict(train, **extra))
+        for name, extra in (("c4.yaml", {"total_steps": 4}), ("c.yaml", {}))
+    ]
+    runs = [
+        pretrain_command(config, tmp_path / "run", strategy="mirrored", mode=mode)[4:]  # the flags alone
+        for config, mode in zip(configs, ("train", "train_and_eval"))
+    ]
+    batch = subprocess.run(
+        [sys.executable, "-c", MIRRORED_BATCH],
+        input=json.dumps(runs),
+        env=cli_env(PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
-    run_cli(pretrain_command(config, tmp_path / "run", strategy="mirrored", cpus=2))
-    first = _summary(tmp_path / "run")
+    assert batch.returncode == 0, batch.stderr[-3000:]
+    results = json.loads(batch.stdout)
+    for result in results:
+        assert result["returncode"] == 0, result["stdout"][-3000:] + result["stderr"][-3000:]
+    first, resumed = (result["summary"] for result in results)
     assert first["train_data"]["layout"] == "packed (3 sequences a row)" and first["replicas"] == 2
+    assert first["global_step"] == 4
     assert first["sequences_trained"] > 4 * 8  # 8 rows a step hold more than 8 sequences
-    config = write_config(
-        str(tmp_path / "c.yaml"),
-        records["train_packed"],
-        records["eval_packed"],
-        train={"gradient_accumulation_steps": 2, "mixed_precision": "mixed_bfloat16"},
-    )
-    result = run_cli(pretrain_command(config, tmp_path / "run", strategy="mirrored", cpus=2, mode="train_and_eval"))
-    assert "Resumed from" in result.stdout
-    resumed = _summary(tmp_path / "run")
+    assert "Resumed from" in results[1]["stdout"]
     assert resumed["global_step"] == 6 and resumed["sequences_trained"] > first["sequences_trained"]
     assert np.isfinite(resumed["eval"]["loss"]) and resumed["eval"]["sequences"] == 32
 
@@ -104,7 +136,7 @@ def test_packed_training_with_whole_step_xla_and_under_mslt(tmp_path, records):
     assert summary["train_data"]["layout"] == "packed (3 sequences a row)"
 
 
-@pytest.mark.spawns
+@pytest.mark.slow
 def test_mlm_only_records_train_without_the_sentence_head(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(59)]) + "\n")
@@ -115,23 +147,9 @@ def test_mlm_only_records_train_without_the_sentence_head(tmp_path):
         + "\n"
     )
     records = str(tmp_path / "mlm.tfrecord")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kbert.cli.create_pretraining_data",
-            f"--input_file={corpus}",
-            f"--output_file={records}",
-            f"--vocab_file={vocab}",
-            "--max_seq_length=16",
-            "--max_predictions_per_seq=4",
-            "--objective=mlm",
-            "--dupe_factor=2",
-        ],
-        env=cli_env(),
-        check=True,
-        capture_output=True,
-    )
+    # kbert-create-pretraining-data's library call, in this process (its command line is test_create_pretraining_data's)
+    config = InstanceConfig(max_seq_length=16, max_predictions_per_seq=4, objective="mlm", dupe_factor=2)
+    create_pretraining_data([str(corpus)], [records], str(vocab), True, config)
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), records, records)])
     task = BertPretrainingTask(config.model.bert_config())
     model = task.build_model()

@@ -62,36 +62,15 @@ def _run(config, model_dir, mode="train_and_eval"):
     return summary, lines
 
 
-# An MSLT plan and a second phase after it: every kind of stage a run has, in one run.
-MSLT = {"stages": [{"num_layers": 2, "steps": 2}, {"num_layers": 4, "steps": 2}], "final_stage": {"steps": 2}}
-RUNS = {"plain": {}, "mslt_then_phase": {"model": FOUR_LAYERS, "mslt": MSLT}}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("kind", sorted(RUNS))
-def test_a_run_lives_entirely_on_ram_and_resumes_from_it(tmp_path, data, kind, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # anything written to a relative local path would show up here
-    sections = dict(RUNS[kind])
-    if kind == "mslt_then_phase":
-        sections["phases"] = [
-            {},
-            {
-                "steps": 2,
-                "train_files": data[2],
-                "eval_files": data[3],
-                "seq_length": 32,
-                "global_batch_size": 4,
-                "warmup_steps": 1,
-            },
-        ]
-    config = load_experiment([write_config(str(tmp_path / "c.yaml"), data[0], data[1], **sections)])
-    model_dir = _ram_dir(kind)
+def _lives_on_ram_and_resumes(tmp_path, config, model_dir: str) -> dict:
+    """Runs `config` into `model_dir` (on ram://), checks that everything it wrote is there and nothing on the
+    local disk, then runs it again: resumed from ram://, nothing left to train, the same model. Its summary."""
     summary, lines = _run(config, model_dir)
     assert any(line.startswith("No lease on --model_dir=ram://") for line in lines)
     assert _read_json(f"{model_dir}/summary.json")["eval"] == summary["eval"]
     assert tf.io.gfile.glob(f"{model_dir}/train/events.out.tfevents.*")
     assert tf.train.latest_checkpoint(f"{model_dir}/checkpoints").endswith(f"ckpt-{summary['global_step']}")
-    if kind != "plain":
+    if len(summary["stages"]) > 1:
         stages = _read_json(f"{model_dir}/stages.json")
         assert [s["end_step"] for s in stages] == [s["end_step"] for s in summary["stages"]]
         for stage in stages:
@@ -102,25 +81,54 @@ def test_a_run_lives_entirely_on_ram_and_resumes_from_it(tmp_path, data, kind, m
     again, lines = _run(config, model_dir)  # resumed from ram://: nothing left to train, the same model
     assert any(line.startswith(f"Resumed from {model_dir}/checkpoints/ckpt-") for line in lines)
     assert again["eval"] == summary["eval"] and again["global_step"] == summary["global_step"]
+    return summary
+
+
+# An MSLT plan and a second phase after it: every kind of stage a run has, in one run.
+MSLT = {"stages": [{"num_layers": 2, "steps": 2}, {"num_layers": 4, "steps": 2}], "final_stage": {"steps": 2}}
 
 
 @pytest.mark.slow
-def test_a_divergence_on_ram_sets_its_checkpoints_aside_there(tmp_path, data):
+def test_an_mslt_plan_and_a_phase_after_it_live_entirely_on_ram_and_resume_from_it(tmp_path, data, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # anything written to a relative local path would show up here
+    phases = [
+        {},
+        {
+            "steps": 2,
+            "train_files": data[2],
+            "eval_files": data[3],
+            "seq_length": 32,
+            "global_batch_size": 4,
+            "warmup_steps": 1,
+        },
+    ]
+    path = write_config(str(tmp_path / "c.yaml"), data[0], data[1], model=FOUR_LAYERS, mslt=MSLT, phases=phases)
+    summary = _lives_on_ram_and_resumes(tmp_path, load_experiment([path]), _ram_dir("mslt_then_phase"))
+    assert len(summary["stages"]) == 4
+
+
+@pytest.mark.slow
+def test_a_run_lives_entirely_on_ram_resumes_from_it_and_sets_a_divergence_aside_there(tmp_path, data, monkeypatch):
+    """A plain run (6 steps) on ram://, resumed from it; then trained on with a learning rate that diverges at
+    step 7, which sets ckpt-7 aside there; a rerun goes on from ckpt-6."""
+    monkeypatch.chdir(tmp_path)  # anything written to a relative local path would show up here
+    path = write_config(str(tmp_path / "c.yaml"), data[0], data[1])
+    model_dir = _ram_dir("plain")
+    summary = _lives_on_ram_and_resumes(tmp_path, load_experiment([path]), model_dir)
+    assert summary["global_step"] == 6 and len(summary["stages"]) == 1
+
     every_step = {"steps_per_loop": 1, "checkpoint_interval": 1, "summary_interval": 1, "max_checkpoints": 10}
-    model_dir = _ram_dir("diverged")
-    path = write_config(str(tmp_path / "c.yaml"), data[0], train=dict(every_step, total_steps=4))
-    _run(load_experiment([path]), model_dir, "train")
     diverging = load_experiment(
-        [write_config(str(tmp_path / "d.yaml"), data[0], train=dict(every_step, total_steps=8))],
+        [write_config(str(tmp_path / "d.yaml"), data[0], train=dict(every_step, total_steps=10))],
         "schedule.peak_learning_rate=1e30",
     )
     with pytest.raises(
         NonFiniteLossError,
-        match=r"Moved ckpt-5 .* to ram://.*diverged_at_step_5; a rerun resumes "
-        r"from ram://.*ckpt-4",
+        match=r"Moved ckpt-7 .* to ram://.*diverged_at_step_7; a rerun resumes "
+        r"from ram://.*ckpt-6",
     ):
         _run(diverging, model_dir, "train")
-    assert tf.io.gfile.glob(f"{model_dir}/checkpoints/diverged_at_step_5/ckpt-5.*")
-    assert tf.train.latest_checkpoint(f"{model_dir}/checkpoints").endswith("ckpt-4")
-    summary, lines = _run(load_experiment([path], "train.total_steps=6"), model_dir, "train")
-    assert any(line.endswith("ckpt-4 at step 4.") for line in lines) and np.isfinite(summary["train"]["loss"])
+    assert tf.io.gfile.glob(f"{model_dir}/checkpoints/diverged_at_step_7/ckpt-7.*")
+    assert tf.train.latest_checkpoint(f"{model_dir}/checkpoints").endswith("ckpt-6")
+    summary, lines = _run(load_experiment([path], "train.total_steps=8"), model_dir, "train")
+    assert any(line.endswith("ckpt-6 at step 6.") for line in lines) and np.isfinite(summary["train"]["loss"])

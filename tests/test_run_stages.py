@@ -55,24 +55,34 @@ def assert_same_weights(straight, resumed, step):
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-@pytest.mark.spawns
-def test_two_phases_in_one_command_resume_bit_identically_after_kill_9(tmp_path, data):
+@pytest.fixture(scope="module")
+def two_phases(tmp_path_factory, data):
+    """BERT's two phases in one run (4 steps at seq 16, then 30 at seq 32, a save every 4 steps of a phase), run
+    straight through once: its config file and model_dir. Tests that use it copy the run before touching it."""
+    root = tmp_path_factory.mktemp("two_phases")
     config = write_config(
-        str(tmp_path / "c.yaml"),
+        str(root / "c.yaml"),
         data[0],
         data[1],
         phases=[{"steps": 4}, second_phase(data, 30)],
-        train={"steps_per_loop": 1, "checkpoint_interval": 2, "max_checkpoints": 100},
+        train={"steps_per_loop": 1, "checkpoint_interval": 4, "max_checkpoints": 100},
     )
-    run_here(config, tmp_path / "straight")
+    run_here(config, root / "straight")
+    return config, root / "straight"
+
+
+@pytest.mark.spawns
+@pytest.mark.xdist_group("run_stages_two_phases")  # one worker runs the shared straight run once
+def test_two_phases_in_one_command_resume_bit_identically_after_kill_9(tmp_path, two_phases):
+    config, straight = two_phases
     killed = tmp_path / "killed"
     kill_once_written(pretrain_command(config, killed), killed / "checkpoints" / "ckpt-8.index")  # inside phase 2
     resumed = run_here(config, killed)
     assert "Phase 1/2" not in resumed  # phase 1 is done and not rebuilt
     assert "Phase 2/2: seq 32, batch 4" in resumed and "(resuming)" in resumed
-    assert_same_weights(tmp_path / "straight", tmp_path / "killed", 34)
+    assert_same_weights(straight, killed, 34)
 
-    with open(tmp_path / "straight" / "summary.json") as f:
+    with open(straight / "summary.json") as f:
         summary = json.load(f)
     assert [(s["label"], s["start_step"], s["global_step"]) for s in summary["stages"]] == [
         ("phase 1/2", 0, 4),
@@ -80,20 +90,28 @@ def test_two_phases_in_one_command_resume_bit_identically_after_kill_9(tmp_path,
     ]
     assert summary["global_step"] == 34 and summary["stages"][1]["train_data"]["layout"]
     assert summary["sequences_trained"] == 4 * 8 + 30 * 4
-    assert os.path.exists(tmp_path / "straight" / "stage_1" / "export" / "bert_model.ckpt.index")
+    assert os.path.exists(straight / "stage_1" / "export" / "bert_model.ckpt.index")
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory, data):
+    """A 4-step run of the fixture's 2-layer model at seq 16, done once: its model_dir."""
+    root = tmp_path_factory.mktemp("pretrained")
+    run_here(write_config(str(root / "p.yaml"), data[0], data[1], train={"total_steps": 4}), root / "run")
+    return root / "run"
 
 
 @pytest.mark.slow
-def test_the_old_two_command_way_still_works(tmp_path, data):
-    """Phase 2 as its own run: train.init_checkpoint (weights only) and schedule.step_offset."""
-    first = write_config(str(tmp_path / "1.yaml"), data[0], data[1], train={"total_steps": 4})
-    run_here(first, tmp_path / "one")
+@pytest.mark.xdist_group("run_stages_pretrained")  # one worker runs the shared 4-step run once
+def test_the_old_two_command_way_still_works(tmp_path, data, pretrained):
+    """Phase 2 as its own run: train.init_checkpoint (weights only) of phase 1's 4-step run, and
+    schedule.step_offset."""
     second = write_config(
         str(tmp_path / "2.yaml"),
         data[2],
         data[3],
         data={"seq_length": LONG},
-        train={"total_steps": 8, "init_checkpoint": str(tmp_path / "one")},
+        train={"total_steps": 8, "init_checkpoint": str(pretrained)},
         schedule={"step_offset": 4, "warmup_steps": 1},
     )
     lines = []
@@ -122,12 +140,11 @@ FOUR_LAYERS = {
 
 
 @pytest.mark.spawns
-def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identically(tmp_path, data):
+@pytest.mark.xdist_group("run_stages_pretrained")
+def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identically(tmp_path, data, pretrained):
     """A pretrained 2-layer model grown to 4 layers (training blocks 2-3 only), then phase 2 at seq 32 (all
     layers); killed inside the growth stage, whose restart finishes it and runs phase 2 in the same process (a
     kill inside phase 2 is the two-phase test's)."""
-    pretrained = write_config(str(tmp_path / "p.yaml"), data[0], data[1], train={"total_steps": 4})
-    run_here(pretrained, tmp_path / "pretrained")
     mslt = {"init_layers": 2, "stages": [{"num_layers": 4, "steps": 6}], "final_stage": {"steps": 0}}
     config = write_config(
         str(tmp_path / "c.yaml"),
@@ -140,7 +157,7 @@ def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identica
             "steps_per_loop": 1,
             "checkpoint_interval": 2,
             "max_checkpoints": 100,
-            "init_checkpoint": str(tmp_path / "pretrained"),
+            "init_checkpoint": str(pretrained),
         },
     )
     straight = run_here(config, tmp_path / "straight")
@@ -153,7 +170,7 @@ def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identica
     assert_same_weights(tmp_path / "straight", tmp_path / "killed", 14)
 
     # The pretrained blocks stayed as they were through the growth stage; the new ones moved.
-    before, grown = checkpoint_weights(tmp_path / "pretrained", 4), checkpoint_weights(tmp_path / "straight", 6)
+    before, grown = checkpoint_weights(pretrained, 4), checkpoint_weights(tmp_path / "straight", 6)
     lower = [n for n in before if ".Slayer_0." in n or ".Slayer_1." in n]
     assert len(lower) == 2 * 16
     for name in lower:
@@ -188,15 +205,22 @@ def test_bad_phases_and_plans_are_one_line_before_anything_is_built(tmp_path, da
 
 
 @pytest.mark.slow
-def test_a_run_resumed_with_other_phases_is_refused(tmp_path, data):
-    def config(steps):
-        return load_experiment(
-            [write_config(str(tmp_path / "c.yaml"), data[0], data[1], phases=[{"steps": 3}, second_phase(data, steps)])]
-        )
+@pytest.mark.xdist_group("run_stages_two_phases")
+def test_a_run_resumed_with_other_phases_is_refused(tmp_path, data, two_phases):
+    import shutil
 
-    experiment.run(config(2), str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+    shutil.copytree(two_phases[1], tmp_path / "run")  # a run of phases of 4 and 30 steps
+    other = write_config(
+        str(tmp_path / "c.yaml"),
+        data[0],
+        data[1],
+        phases=[{"steps": 4}, second_phase(data, 29)],
+        train={"steps_per_loop": 1, "checkpoint_interval": 4, "max_checkpoints": 100},
+    )
     with pytest.raises(PlanError, match="holds a run of other stages"):
-        experiment.run(config(3), str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
+        experiment.run(
+            load_experiment([other]), str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None
+        )
 
 
 @pytest.mark.slow
@@ -309,30 +333,29 @@ def test_held_out_records_longer_than_the_model_s_positions_stop_the_run_before_
 
 
 @pytest.mark.slow
-def test_a_phase_whose_checkpoints_are_all_gone_starts_again_from_the_last_of_the_phase_before(tmp_path, data):
+@pytest.mark.xdist_group("run_stages_two_phases")
+def test_a_phase_whose_checkpoints_are_all_gone_starts_again_from_the_last_of_the_phase_before(tmp_path, two_phases):
     """Deleting (or losing) every checkpoint of phase 2 is a rerun of phase 2 from phase 1's last checkpoint,
     ending as the run did the first time; nothing of phase 1 is retrained."""
     import shutil
 
-    config = load_experiment(
-        [
-            write_config(
-                str(tmp_path / "c.yaml"),
-                data[0],
-                data[1],
-                train={"max_checkpoints": 10},
-                phases=[{"steps": 3}, second_phase(data, 4)],
-            )
-        ]
-    )
-    experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
-    shutil.copytree(tmp_path / "run", tmp_path / "first")
-    for path in (tmp_path / "run" / "checkpoints").rglob("ckpt-[67].*"):  # phase 2's saves, input positions too
+    config, straight = two_phases
+    shutil.copytree(straight, tmp_path / "run")
+    gone = [
+        path
+        for path in (tmp_path / "run" / "checkpoints").rglob("ckpt-*")  # phase 2's saves, input positions too
+        if int(path.name.split(".")[0].split("-")[1]) > 4
+    ]
+    assert len(gone) > 7 * 2
+    for path in gone:
         path.unlink()
     lines = []
     experiment.run(
-        config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: lines.append(a[0])
+        load_experiment([config]),
+        str(tmp_path / "run"),
+        make_strategy("one_device"),
+        print_fn=lambda *a, **k: lines.append(a[0]),
     )
-    assert f"Phase 2/2 starts from {tmp_path / 'run' / 'checkpoints' / 'ckpt-3'}." in lines
+    assert f"Phase 2/2 starts from {tmp_path / 'run' / 'checkpoints' / 'ckpt-4'}." in lines
     assert not any(line.startswith("Phase 1/2") for line in lines)
-    assert_same_weights(tmp_path / "first", tmp_path / "run", 7)
+    assert_same_weights(straight, tmp_path / "run", 34)
