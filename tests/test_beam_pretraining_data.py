@@ -5,6 +5,7 @@ import collections
 import dataclasses
 
 import pytest
+from cli_batch import run_batch
 from test_input_formats import corpus_documents, records_of, vocab_file, write_corpus  # noqa: F401 (fixture)
 from tokenizer_fixtures import write_tokenizer
 
@@ -107,14 +108,8 @@ def test_a_bad_first_file_fails_before_the_pipeline(tmp_path, vocab_file):
 def test_the_command_line_runs_on_beam(tmp_path, vocab_file):
     """kbert-create-pretraining-data --runner=DirectRunner (with a pipeline option passed through) writes the set
     of records the local tool writes, and the same first summary line."""
-    import os
-    import subprocess
-    import sys
-
     source = write_corpus(tmp_path, corpus_documents(), "jsonl")
     common = [
-        sys.executable,
-        "tools/create_pretraining_data.py",
         f"--input_file={source}",
         "--input_format=jsonl",
         f"--vocab_file={vocab_file}",
@@ -124,21 +119,14 @@ def test_the_command_line_runs_on_beam(tmp_path, vocab_file):
         "--num_output_shards=2",
         "--work_unit_mb=0.0004",
     ]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    runs = {}
-    for name, extra in (
-        ("local", []),
-        ("beam", ["--runner=DirectRunner", "--beam_pipeline_args=--direct_running_mode=in_memory"]),
-    ):
-        result = subprocess.run(
-            common + [f"--output_file={tmp_path / name}"] + extra,
-            cwd=root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+    runs = {
+        "local": [],
+        "beam": ["--runner=DirectRunner", "--beam_pipeline_args=--direct_running_mode=in_memory"],
+    }
+    # Both command lines in one process (tests/cli_batch.py: one TensorFlow start), each run as a fresh process would.
+    arguments = [common + [f"--output_file={tmp_path / name}"] + extra for name, extra in runs.items()]
+    results = run_batch("create_pretraining_data", arguments)
+    for name, result in zip(runs, results):
         assert result.returncode == 0, result.stderr
         runs[name] = (
             sorted(sum(records_of(shard_paths(str(tmp_path / name), 2)), [])),

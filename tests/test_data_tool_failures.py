@@ -11,12 +11,15 @@ import pytest
 import tensorflow as tf
 from cli_batch import assert_refused, run_batch
 
+from kbert.data.create_pretraining_data import create_pretraining_data
+from kbert.data.instances import InstanceConfig
 from kbert.data.outputs import STAGING_SUFFIX, staging_path
 from kbert.data.wordpiece.vocab_file import reserved_tokens
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORDS = [f"w{i}" for i in range(40)]
 SMALL = ["--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1"]
+SMALL_CONFIG = InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1)  # SMALL, for the library
 
 
 def _make_data(folder: pathlib.Path) -> pathlib.Path:
@@ -45,10 +48,6 @@ def _run(tool: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, f"tools/{tool}.py", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
     )
-
-
-def _create(data: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
-    return _run("create_pretraining_data", f"--vocab_file={data / 'vocab.txt'}", *SMALL, *args)
 
 
 REFUSALS = [
@@ -190,9 +189,10 @@ def test_killed_run_leaves_nothing_an_output_glob_matches_and_the_next_run_clean
     assert sorted(tf.io.gfile.glob(f"{data}/*")) == sorted(f"{data}/{name}" for name in originals)
     assert {k: v for k, v in _snapshot(data).items() if STAGING_SUFFIX not in k} == before
 
-    # The same command again: it replaces the killed run's staged files, and leaves no staging folder behind.
-    rerun = _create(data, f"--input_file={data / 'corpus.txt'}", f"--output_file={output},{data / 'other.tfrecord'}")
-    assert rerun.returncode == 0, rerun.stderr
+    # The same run again (what kbert-create-pretraining-data runs, in this process: no second TensorFlow start):
+    # it replaces the killed run's staged files, and leaves no staging folder behind.
+    outputs = [str(output), str(data / "other.tfrecord")]
+    create_pretraining_data([str(data / "corpus.txt")], outputs, str(data / "vocab.txt"), True, SMALL_CONFIG)
     assert not tf.io.gfile.exists(os.path.dirname(staged))
     assert sum(1 for _ in tf.data.TFRecordDataset(str(output))) > 0
 
@@ -236,8 +236,8 @@ def test_build_vocab_on_text_without_words_is_one_line(tmp_path):
 @pytest.mark.spawns
 def test_inspector_rejects_max_records_zero_and_a_blank_vocabulary_line(data, tmp_path):
     records = tmp_path / "records.tfrecord"
-    made = _create(data, f"--input_file={data / 'corpus.txt'}", f"--output_file={records}")
-    assert made.returncode == 0, made.stderr
+    # The records to inspect, written in this process (what the inspector is given is the point, not how).
+    create_pretraining_data([str(data / "corpus.txt")], [str(records)], str(data / "vocab.txt"), True, SMALL_CONFIG)
     (data / "blank.txt").write_text("[PAD]\n\n[CLS]\n")
     before = _snapshot(tmp_path)
     zero, blank = run_batch(

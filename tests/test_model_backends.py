@@ -152,10 +152,18 @@ def test_every_composition_of_parts_matches_float64_numpy_reference(name):
             _close_to_scale(out["nsp_logits"][row, slot], ref_nsp[source], where)
 
 
-# Runs in a process of the other backend: loads the weights, writes its outputs on the saved batches.
+# Imported in turn, each then asked whether TensorFlow came with it: under JAX, none may bring it.
+MODULES = ["kbert.modeling", "kbert.optimizers"]
+
+# Runs in a process of the other backend: records what importing each of MODULES imported, loads the weights, writes
+# its outputs on the saved batches, prints its backend and the record.
 OTHER_BACKEND = """
-import json, sys
+import importlib, json, sys
 import keras
+imported = {}
+for module in MODULES:
+    importlib.import_module(module)
+    imported[module] = "tensorflow" in sys.modules
 import numpy as np
 from kbert.modeling import BertConfig, BertPretrainer
 from model_fixtures import inference_outputs
@@ -169,12 +177,16 @@ for name in names:
     batch = {key.split("/")[1]: stored[key] for key in stored.files if key.startswith(name + "/")}
     results.update({f"{name}/{k}": v for k, v in inference_outputs(model, batch).items()})
 np.savez(out, **results)
-print(keras.backend.backend())
-"""
+print(json.dumps([keras.backend.backend(), imported]))
+""".replace("MODULES", repr(MODULES))
 
 
-@pytest.mark.spawns
-def test_the_other_backend_gives_the_same_outputs_on_the_same_weights(model, tmp_path):
+@pytest.fixture(scope="module")
+def other_backend(tmp_path_factory):
+    """A tiny pretrainer, its padded and packed batches, and from a process of the other backend: its outputs on
+    them from the saved weights, its backend, and whether importing each of MODULES imported TensorFlow."""
+    tmp_path = tmp_path_factory.mktemp("other_backend")
+    model = tiny_pretrainer()
     batches = {"padded": _padded(2), "packed": pack(unpacked())}
     weights, stored, results = (str(tmp_path / name) for name in ("model.weights.h5", "batches.npz", "out.npz"))
     model.save_weights(weights)
@@ -194,8 +206,16 @@ def test_the_other_backend_gives_the_same_outputs_on_the_same_weights(model, tmp
         env=env,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split()[-1] == OTHER
-    theirs = np.load(results)
+    backend, imported = json.loads(run.stdout.splitlines()[-1])
+    return model, batches, np.load(results), backend, imported
+
+
+# The two tests share the other backend's process (under TensorFlow, a JAX one that answers both): one worker.
+@pytest.mark.spawns
+@pytest.mark.xdist_group("test_model_backends_other")
+def test_the_other_backend_gives_the_same_outputs_on_the_same_weights(other_backend):
+    model, batches, theirs, backend, _ = other_backend
+    assert backend == OTHER
     for name, batch in batches.items():
         ours = inference_outputs(model, batch)
         assert {k for k in theirs.files if k.startswith(name + "/")} == {f"{name}/{k}" for k in ours}
@@ -310,23 +330,28 @@ def test_attention_without_dropout_trains_as_it_infers(packed, monkeypatch):
 
 
 @pytest.mark.spawns
-def test_importing_kbert_modeling_and_optimizers_under_jax_leaves_tensorflow_unimported():
-    """Each module in turn, in one JAX process: whether TensorFlow is imported after it."""
-    modules = ["kbert.modeling", "kbert.optimizers"]
-    code = (
-        "import importlib, json, sys, keras\n"
-        "imported = {}\n"
-        f"for module in {modules!r}:\n"
-        "    importlib.import_module(module)\n"
-        "    imported[module] = 'tensorflow' in sys.modules\n"
-        "print(json.dumps([keras.backend.backend(), imported]))"
-    )
-    run = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, JAX_PLATFORMS="cpu"),
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads(run.stdout.splitlines()[-1]) == ["jax", {m: False for m in modules}]
+@pytest.mark.xdist_group("test_model_backends_other")
+def test_importing_kbert_modeling_and_optimizers_under_jax_leaves_tensorflow_unimported(request):
+    """Each module in turn, in one JAX process: whether TensorFlow is imported after it. Under TensorFlow, that
+    process is the other backend's, which imports them first; under JAX, one of its own."""
+    if OTHER == "jax":
+        _, _, _, backend, imported = request.getfixturevalue("other_backend")
+    else:
+        code = (
+            "import importlib, json, sys, keras\n"
+            "imported = {}\n"
+            f"for module in {MODULES!r}:\n"
+            "    importlib.import_module(module)\n"
+            "    imported[module] = 'tensorflow' in sys.modules\n"
+            "print(json.dumps([keras.backend.backend(), imported]))"
+        )
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT, JAX_PLATFORMS="cpu"),
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        backend, imported = json.loads(run.stdout.splitlines()[-1])
+    assert [backend, imported] == ["jax", {m: False for m in MODULES}]

@@ -5,12 +5,15 @@ Only sizes are changed, by flags appended to a command that sets them (absl take
 instead of 64, which a tiny corpus cannot fill, and 1 worker instead of 8.
 """
 
+import itertools
+import json
 import os
 import pathlib
 import re
 import shlex
 import subprocess
 import sys
+from importlib.metadata import entry_points
 
 import numpy as np
 import pytest
@@ -39,6 +42,15 @@ def commands(block: str) -> list[list[str]]:
     return [shlex.split(line) for line in lines if line and not line.startswith(("#", "export"))]
 
 
+def _tool(program: str) -> str:
+    """The kbert.cli module that the installed console script `program` runs (its `run`), e.g. "build_vocab"."""
+    assert (BIN / program).exists(), f"{program} is not installed in {BIN}"
+    [script] = entry_points(group="console_scripts", name=program)
+    module, function = script.value.split(":")
+    assert module.startswith("kbert.cli.") and function == "run", script.value
+    return module[len("kbert.cli.") :]
+
+
 def write_corpus(directory: pathlib.Path) -> None:
     rng = np.random.default_rng(0)
     directory.mkdir()
@@ -56,12 +68,24 @@ def write_corpus(directory: pathlib.Path) -> None:
 def test_readme_data_commands_chain(tmp_path):
     write_corpus(tmp_path / "corpus")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    for argv in commands(section("2. From raw text to TFRecords")):
-        sizes = [size for size in SIZES if any(a.startswith(size.split("=")[0] + "=") for a in argv)]
-        result = subprocess.run(
-            [str(BIN / argv[0])] + argv[1:] + sizes, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    # Consecutive commands of one program run in one process of it (tests/cli_batch.py: one TensorFlow start for
+    # both kbert-create-pretraining-data commands), each as a fresh process would run it, in order.
+    for program, group in itertools.groupby(commands(section("2. From raw text to TFRecords")), lambda a: a[0]):
+        runs = [
+            argv[1:] + [s for s in SIZES if any(a.startswith(s.split("=")[0] + "=") for a in argv)] for argv in group
+        ]
+        batch = subprocess.run(
+            [sys.executable, str(ROOT / "tests" / "cli_batch.py"), _tool(program)],
+            input=json.dumps(runs),
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
-        assert result.returncode == 0, f"{' '.join(argv)}\n{result.stdout}\n{result.stderr}"
+        assert batch.returncode == 0, f"{program}\n{batch.stderr[-3000:]}"
+        for args, result in zip(runs, json.loads(batch.stdout), strict=True):
+            assert result["returncode"] == 0, f"{program} {' '.join(args)}\n{result['stdout']}\n{result['stderr']}"
     pretrain = commands(section("3. Pretraining and MSLT runs"))[0]
     override = dict(
         item.split("=", 1)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from finetuning_fixtures import kbert_model_dir, vocab_file, words, write_config, write_tsv
-from serving_fixtures import run_without_kbert, saved_model_cli_show
+from serving_fixtures import run_without_kbert
 from training_fixtures import cli_env
 
 from kbert.errors import ConfigError, InputDataError, MissingFileError
@@ -32,12 +32,33 @@ pytestmark = pytest.mark.xdist_group("test_serving_classifier")
 LABELS = ("neg", "neu", "pos")
 HEADER = ["a", "b", "y", "score"]
 
+# `saved_model_cli show --all` of each of `show_dirs`, as serving_fixtures.saved_model_cli_show runs it (the
+# command's own main, before tensorflow-text is imported), into `shown`: put before a run_without_kbert script, so
+# one TensorFlow start serves the exports and lists their signatures. The script's arguments are in `arguments`.
+SAVED_MODEL_CLI = """
+arguments = sys.argv[1:]
+import contextlib
+import io
+
+from tensorflow.python.tools.saved_model_cli import main as saved_model_cli
+
+shown = []
+for directory in show_dirs:
+    sys.argv = ["saved_model_cli", "show", "--dir", directory, "--all"]
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        try:
+            saved_model_cli()
+        except SystemExit as exit:
+            assert not exit.code, exit.code
+    shown.append(printed.getvalue())
+"""
+
 PREDICT_EVAL = """
 import csv
 import tensorflow as tf
 import tensorflow_text  # noqa: F401
 
-eval_file, pair_dir, regression_dir = sys.argv[1:]
+eval_file, pair_dir, regression_dir = arguments
 with open(eval_file, newline="") as f:
     rows = list(csv.DictReader(f, delimiter="\\t", quoting=csv.QUOTE_NONE))
 a, b = tf.constant([r["a"] for r in rows]), tf.constant([r["b"] for r in rows])
@@ -47,7 +68,7 @@ regression = tf.saved_model.load(regression_dir).signatures["serving_default"](t
 result = {"label": [v.decode() for v in served["label"].numpy()], "label_id": served["label_id"].numpy().tolist(),
           "probabilities": served["probabilities"].numpy().tolist(),
           "called": [v.decode() for v in pair(a, b)["label"].numpy()],
-          "score": regression["score"].numpy().tolist()}
+          "score": regression["score"].numpy().tolist(), "saved_model_cli": shown}
 """
 
 
@@ -71,7 +92,8 @@ def _finetune(config, model_dir):
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """Two one-epoch runs on a TSV (pairs into three labels; single texts into a score, in bf16), their
-    SavedModels, and what those answer on the eval file in a process without kbert."""
+    SavedModels, and what those answer on the eval file (and saved_model_cli shows of them) in a process without
+    kbert."""
     tmp = tmp_path_factory.mktemp("serving")
     rng = np.random.default_rng(0)
     # Second texts of 9 words: pairs longer than seq_length 16, so the export must truncate as kbert does.
@@ -108,7 +130,12 @@ def served(tmp_path_factory):
         export_classifier(pair_run, str(tmp / "pair_sm")),
         export_classifier(load_run(regression), str(tmp / "regression_sm")),
     ]
-    answers = run_without_kbert(PREDICT_EVAL, str(tmp / "dev.tsv"), str(tmp / "pair_sm"), str(tmp / "regression_sm"))
+    answers = run_without_kbert(
+        "show_dirs = sys.argv[2:]\n" + SAVED_MODEL_CLI + PREDICT_EVAL,
+        str(tmp / "dev.tsv"),
+        str(tmp / "pair_sm"),
+        str(tmp / "regression_sm"),
+    )
     return tmp, pair_run, differences, answers
 
 
@@ -126,8 +153,8 @@ def test_served_predictions_equal_kbert_finetunes_on_every_eval_row(served):
 
 @pytest.mark.spawns
 def test_saved_model_cli_lists_the_signatures(served):
-    tmp = served[0]
-    pair, regression = saved_model_cli_show(str(tmp / "pair_sm"), str(tmp / "regression_sm"))
+    tmp, _, _, answers = served
+    pair, regression = answers["saved_model_cli"]
     for name in ("text_a", "text_b", "probabilities", "label_id", "label"):
         assert f"['{name}']" in pair
     assert "['text_a']" in regression and "['score']" in regression and "['text_b']" not in regression

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from finetuning_fixtures import kbert_model_dir
-from serving_fixtures import run_without_kbert, saved_model_cli_show
+from serving_fixtures import run_without_kbert
+from test_serving_classifier import SAVED_MODEL_CLI
 from tfrecord_fixtures import write_vocab
 
 from kbert.finetuning.encoding import PairEncoder
@@ -42,7 +43,7 @@ LOAD_AND_RUN = (
 import tensorflow as tf
 import tensorflow_text as text
 
-export, vocab_file = sys.argv[1:]
+export, vocab_file = arguments
 a = tf.constant(TEXTS)
 b = tf.constant(TEXTS[::-1])
 preprocess = tf.saved_model.load(export + "/preprocess")
@@ -71,6 +72,7 @@ result = {
     "outputs": {k: tf.nest.map_structure(lambda t: t.numpy().tolist(), v) for k, v in outputs.items()},
     "dropout_pooled": dropout["pooled_output"].numpy().tolist(),
     "mlm_logits": mlm["mlm_logits"].numpy().tolist(),
+    "saved_model_cli": shown,
 }
 """.replace("TEXTS", repr(TEXTS))
     .replace("PAIR_LENGTH", str(PAIR_LENGTH))
@@ -81,7 +83,7 @@ result = {
 @pytest.fixture(scope="module")
 def hub_export(tmp_path_factory):
     """A kbert pretraining run (erf GELU, large weights) exported with its masked-LM head, the run's model, and
-    what the export computes in a process without kbert."""
+    what the export computes (and saved_model_cli shows of it) in a process without kbert."""
     tmp = tmp_path_factory.mktemp("tf_hub")
     vocab = str(tmp / "vocab.txt")
     tokens = write_vocab(vocab) + EXTRA_TOKENS
@@ -103,7 +105,8 @@ def hub_export(tmp_path_factory):
     model_dir = kbert_model_dir(tmp / "pretrain", pretrainer)
     loaded, has_mlm = checkpoint_pretrainer(model_dir, "", vocab)
     difference = export_tf_hub(loaded, has_mlm, vocab, str(tmp / "export"), seq_length=SEQ_LENGTH)
-    served = run_without_kbert(LOAD_AND_RUN, str(tmp / "export"), vocab)
+    show = [str(tmp / "export" / "preprocess"), str(tmp / "export" / "encoder")]
+    served = run_without_kbert(f"show_dirs = {show!r}\n" + SAVED_MODEL_CLI + LOAD_AND_RUN, str(tmp / "export"), vocab)
     return tmp, vocab, pretrainer, difference, served
 
 
@@ -155,8 +158,8 @@ def test_tokens_and_packing_are_kberts_and_tf_hubs(hub_export):
 
 @pytest.mark.spawns
 def test_saved_model_cli_lists_the_signatures_and_readme_says_the_gelu(hub_export):
-    tmp = hub_export[0]
-    preprocess, encoder = saved_model_cli_show(str(tmp / "export" / "preprocess"), str(tmp / "export" / "encoder"))
+    tmp, served = hub_export[0], hub_export[4]
+    preprocess, encoder = served["saved_model_cli"]
     for name in ("sentences", "input_word_ids", "input_mask", "input_type_ids"):
         assert f"['{name}']" in preprocess
     for name in (
