@@ -135,11 +135,12 @@ def _wait_for(path, process, timeout=600):
 
 @pytest.mark.spawns
 def test_kill_9_and_restart_gives_the_uninterrupted_weights(tmp_path, data):
-    # Dropout stays on: its seed states are checkpointed too.
+    # Dropout stays on: its seed states are checkpointed too. A save every 12 steps (each costs as much as ~6
+    # steps): the kill after the first, at step 12, still leaves 48 steps and 3 saves to land in.
     config = write_config(
         str(tmp_path / "c.yaml"),
         data[0],
-        train={"total_steps": 60, "steps_per_loop": 1, "checkpoint_interval": 4, "max_checkpoints": 100},
+        train={"total_steps": 60, "steps_per_loop": 1, "checkpoint_interval": 12, "max_checkpoints": 100},
     )
     run_here(config, tmp_path / "straight")
     kill_once_written(pretrain_command(config, tmp_path / "killed"), tmp_path / "killed" / "checkpoints" / "checkpoint")
