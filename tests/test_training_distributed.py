@@ -165,10 +165,11 @@ def test_the_two_workers_read_different_batches(data):
 
 @pytest.mark.spawns
 def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_bit_identically(tmp_path, data):
+    # A save every 8 steps: the kill after the first, at step 8, still leaves 32 steps and 3 saves to land in.
     config = write_config(
         str(tmp_path / "c.yaml"),
         data[0],
-        train={"total_steps": 40, "steps_per_loop": 1, "checkpoint_interval": 4, "max_checkpoints": 100},
+        train={"total_steps": 40, "steps_per_loop": 1, "checkpoint_interval": 8, "max_checkpoints": 100},
     )
     model_dir = tmp_path / "straight"
     outputs = _finish(_start_workers(config, model_dir))
@@ -188,7 +189,7 @@ def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_
     _wait_for(tmp_path / "killed" / "checkpoints" / "checkpoint", workers[0])
     # Under load the index can come before worker 1's position is in place; without it the save is unfinished and
     # the restart would start over instead of resuming.
-    _wait_for(tmp_path / "killed" / "checkpoints" / "input" / "worker_1" / "ckpt-4.index", workers[0])
+    _wait_for(tmp_path / "killed" / "checkpoints" / "input" / "worker_1" / "ckpt-8.index", workers[0])
     # Worker 1 first: killed second, it could see the chief's collectives fail, exit, and remove its copy itself.
     for process in reversed(workers):
         process.send_signal(signal.SIGKILL)
