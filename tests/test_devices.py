@@ -2,13 +2,11 @@
 probes read a fake /sys, /proc and /dev tree; the decision is tested for every case a CPU-only machine can fake."""
 
 import os
-import subprocess
-import sys
 import types
 
 import pytest
 import tensorflow as tf
-from training_fixtures import cli_env, pretrain_command, write_config, write_train_and_eval
+from training_fixtures import kbert_batch, pretrain_command, write_config, write_train_and_eval
 
 from kbert.errors import StrategyError
 from kbert.runtime import accelerators, devices
@@ -163,16 +161,14 @@ def test_report_line_names_kind_count_strategy_replicas_host_and_build():
 
 # -- kbert-pretrain --------------------------------------------------------------------------------------------------
 
-# kbert-pretrain with the host probes reading the fake tree argv[1].
-FAKE_HOST_LAUNCHER = """
-import sys
-from kbert.runtime import accelerators, devices
-probe, fake_root = devices.find_accelerators, sys.argv[1]
-devices.find_accelerators = lambda root="/", env=None: probe(fake_root, {})
-sys.argv = ["kbert-pretrain"] + sys.argv[2:]
-from kbert.run_pretraining import run
-run()
-"""
+
+def _fake_host(root) -> str:
+    """`kbert_batch`'s set-up: kbert-pretrain's host probes read the fake tree `root`."""
+    return (
+        "from kbert.runtime import devices\n"
+        "probe = devices.find_accelerators\n"
+        f"devices.find_accelerators = lambda root='/', env=None: probe({str(root)!r}, {{}})\n"
+    )
 
 
 @pytest.mark.spawns
@@ -180,14 +176,16 @@ def test_kbert_pretrain_reports_devices_refuses_the_cpu_beside_gpus_and_trains_w
     _nvidia_driver(str(tmp_path / "host"), gpus=2)
     train, _ = write_train_and_eval(str(tmp_path / "data"))
     config = write_config(str(tmp_path / "run.yaml"), train, train={"total_steps": 2, "steps_per_loop": 2})
-    command = [
-        sys.executable,
-        "-c",
-        FAKE_HOST_LAUNCHER,
-        str(tmp_path / "host"),
-        *[arg for arg in pretrain_command(config, tmp_path / "run")[4:] if arg != "--device=cpu"],
-    ]
-    refused = subprocess.run(command, env=cli_env(), capture_output=True, text=True, timeout=300)
+
+    def flags(model_dir):
+        return [arg for arg in pretrain_command(config, model_dir)[4:] if arg != "--device=cpu"]
+
+    # Both commands in one process (one TensorFlow start-up), each with its own model_dir.
+    refused, trained = kbert_batch(
+        "pretrain",
+        [flags(tmp_path / "refused"), flags(tmp_path / "run") + ["--device=cpu"]],
+        setup=_fake_host(tmp_path / "host"),
+    )
     assert refused.returncode == 1, refused.stderr[-2000:]
     assert refused.stdout.startswith(
         f"kbert-pretrain: devices: CPU x1 | OneDeviceStrategy, 1 replica | host accelerators: 2 {H100}s | "
@@ -199,7 +197,6 @@ def test_kbert_pretrain_reports_devices_refuses_the_cpu_beside_gpus_and_trains_w
         )
         and "--device=cpu" in error
     )
-    assert not (tmp_path / "run").exists()  # refused before anything was written
-    trained = subprocess.run(command + ["--device=cpu"], env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert not (tmp_path / "refused").exists()  # refused before anything was written
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert "step 2/2" in trained.stdout

@@ -4,14 +4,13 @@ and bad input stopped before training."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 from finetuning_fixtures import NLI_LABELS, kbert_model_dir, vocab_file, words, write_config, write_mnli, write_tsv
+from training_fixtures import kbert_batch
 
 from kbert.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError, VocabularyError
 from kbert.finetuning import BertClassifier, load_finetune_config, run_finetuning
@@ -21,7 +20,6 @@ from kbert.finetuning.pretrained import load_encoder, resolve_checkpoint
 from kbert.finetuning.runner import prepare
 from kbert.modeling import BertConfig, BertEncoder, BertPretrainer, export_google_checkpoint
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The tiny model over the 200-token fixture vocabulary.
 TINY = BertConfig(
     vocab_size=200,
@@ -207,31 +205,6 @@ def test_checkpoint_that_does_not_fit_is_refused_before_training(tmp_path, pretr
         assert needle in str(raised.value)
 
 
-@pytest.mark.spawns
-def test_cli_reports_bad_input_as_one_line(tmp_path):
-    write_tsv(tmp_path / "t.tsv", ["sentence", "label"], [["w1", 0], ["w2", 1]])
-    override = (
-        f"task.name=tsv,task.train_file={tmp_path}/t.tsv,task.eval_file={tmp_path}/t.tsv,"
-        f"task.text_a_column=text,task.label_column=label,data.vocab_file={vocab_file(tmp_path)},"
-        "model.bert=bert_tiny"
-    )
-    result = subprocess.run(
-        [sys.executable, "-m", "kbert.run_finetuning", f"--model_dir={tmp_path}/run", f"--params_override={override}"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    assert result.returncode == 1
-    error_lines = [line for line in result.stderr.splitlines() if "kbert-finetune" in line]
-    assert error_lines == [
-        f"kbert-finetune: error: {tmp_path}/t.tsv has no column 'text'; its columns are "
-        "'sentence', 'label'. Set task.text_a_column / task.text_b_column / task.label_column "
-        "to one of them."
-    ]
-    assert not os.path.exists(tmp_path / "run" / "checkpoints")
-
-
 def test_best_weights_keep_the_earliest_best_epoch(tmp_path):
     model = BertClassifier(BertEncoder(TINY), num_outputs=2)
     best = BestWeights(model, str(tmp_path / "best"))
@@ -260,41 +233,65 @@ def test_steps_per_execution_is_refused_under_mirrored(tmp_path):
         run_finetuning(config, str(tmp_path), tf.distribute.MirroredStrategy(["/cpu:0"]))
 
 
-@pytest.mark.spawns
-def test_cli_fine_tunes_under_mirrored_strategy_on_two_devices(tmp_path):
-    write_mnli(tmp_path / "glue", n_train=16, n_dev=4)
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory):
+    """kbert-finetune on bad input, then under MirroredStrategy on two logical CPU devices, both in one process (one
+    TensorFlow start-up). Name -> (its folder: inputs and run/, CompletedProcess)."""
+    bad = tmp_path_factory.mktemp("bad_input")
+    write_tsv(bad / "t.tsv", ["sentence", "label"], [["w1", 0], ["w2", 1]])
+    override = (
+        f"task.name=tsv,task.train_file={bad}/t.tsv,task.eval_file={bad}/t.tsv,"
+        f"task.text_a_column=text,task.label_column=label,data.vocab_file={vocab_file(bad)},"
+        "model.bert=bert_tiny"
+    )
+    mirrored = tmp_path_factory.mktemp("mirrored")
+    write_mnli(mirrored / "glue", n_train=16, n_dev=4)
     for split in ("test_matched", "test_mismatched"):  # fewer batch shapes to trace under the strategy
-        os.remove(tmp_path / "glue" / "MNLI" / f"{split}.tsv")
+        os.remove(mirrored / "glue" / "MNLI" / f"{split}.tsv")
     config = write_config(
-        tmp_path / "c.yaml",
-        task={"name": "mnli", "data_dir": str(tmp_path / "glue")},
-        data={"vocab_file": vocab_file(tmp_path)},
+        mirrored / "c.yaml",
+        task={"name": "mnli", "data_dir": str(mirrored / "glue")},
+        data={"vocab_file": vocab_file(mirrored)},
         train={"epochs": 1, "global_batch_size": 4, "eval_batch_size": 4},
     )
-    # Two logical CPU devices must exist before TensorFlow starts: set them up, then run the command. GPUs are
-    # hidden, or a one-GPU host would mirror over its GPU alone.
-    script = (
-        "import sys, tensorflow as tf; tf.config.set_visible_devices([], 'GPU'); "
-        "cpu = tf.config.list_physical_devices('CPU')[0]; "
-        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2); "
-        "from kbert.run_finetuning import run; sys.argv[0] = 'kbert-finetune'; run()"
-    )
-    result = subprocess.run(
+    # Two logical CPU devices must exist before TensorFlow starts: kbert_batch sets them up, then runs the commands.
+    # GPUs are hidden, or a one-GPU host would mirror over its GPU alone.
+    bad_input, two_devices = kbert_batch(
+        "finetune",
         [
-            sys.executable,
-            "-c",
-            script,
-            f"--config_file={config}",
-            f"--model_dir={tmp_path}/run",
-            "--strategy=mirrored",
-            "--device=cpu",
-            "--all_reduce=ring",
+            [f"--model_dir={bad}/run", f"--params_override={override}"],
+            [
+                f"--config_file={config}",
+                f"--model_dir={mirrored}/run",
+                "--strategy=mirrored",
+                "--device=cpu",
+                "--all_reduce=ring",
+            ],
         ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        cpus=2,
+        setup="tf.config.set_visible_devices([], 'GPU')",
     )
+    return {"bad_input": (bad, bad_input), "mirrored": (mirrored, two_devices)}
+
+
+@pytest.mark.spawns
+@pytest.mark.xdist_group("finetune_cli")  # one worker runs the shared batch once
+def test_cli_reports_bad_input_as_one_line(cli_runs):
+    tmp_path, result = cli_runs["bad_input"]
+    assert result.returncode == 1
+    error_lines = [line for line in result.stderr.splitlines() if "kbert-finetune" in line]
+    assert error_lines == [
+        f"kbert-finetune: error: {tmp_path}/t.tsv has no column 'text'; its columns are "
+        "'sentence', 'label'. Set task.text_a_column / task.text_b_column / task.label_column "
+        "to one of them."
+    ]
+    assert not os.path.exists(tmp_path / "run" / "checkpoints")
+
+
+@pytest.mark.spawns
+@pytest.mark.xdist_group("finetune_cli")
+def test_cli_fine_tunes_under_mirrored_strategy_on_two_devices(cli_runs):
+    tmp_path, result = cli_runs["mirrored"]
     assert result.returncode == 0, result.stderr[-2000:]
     # kbert-pretrain's flag block and device report: --device and --all_reduce are kbert-finetune's too
     assert "kbert-finetune: devices: CPU x2 | MirroredStrategy, 2 replicas" in result.stdout

@@ -1,4 +1,5 @@
-"""kbert-pretrain end to end, each run in its own process: strategies agree, multi-worker, kill -9 resume, SIGTERM."""
+"""kbert-pretrain end to end in processes of its own (the mirrored run and the TPU refusal share one): strategies
+agree, multi-worker, kill -9 resume, SIGTERM."""
 
 import json
 import os
@@ -11,6 +12,7 @@ import pytest
 import tensorflow as tf
 from training_fixtures import (
     cli_env,
+    kbert_batch,
     kill_once_written,
     pretrain_command,
     run_cli,
@@ -34,8 +36,7 @@ def data(tmp_path_factory):
     return write_train_and_eval(str(tmp_path_factory.mktemp("data")), 48)
 
 
-@pytest.mark.spawns
-def test_one_device_and_two_mirrored_replicas_reach_the_same_weights_and_evaluations(tmp_path, data):
+def _mirrored_config(directory, data) -> str:
     no_dropout = {
         "bert": "bert_tiny",
         "overrides": {
@@ -51,22 +52,50 @@ def test_one_device_and_two_mirrored_replicas_reach_the_same_weights_and_evaluat
     }
     # Eval batches of 6 of the 16 records: one replica reads 6, 6, 4 from one kept iterator; two read 3 each,
     # and an iterator of each evaluation shares the last batches.
-    config = write_config(
-        str(tmp_path / "c.yaml"),
+    return write_config(
+        str(directory / "mirrored.yaml"),
         data[0],
         data[1],
         model=no_dropout,
         train={"gradient_accumulation_steps": 2, "total_steps": 4},
         eval={"global_batch_size": 6},
     )
+
+
+@pytest.fixture(scope="module")
+def two_cpus(tmp_path_factory, data):
+    """The mirrored train_and_eval on two logical CPU devices, then --strategy=tpu, in one kbert-pretrain process (one
+    TensorFlow start-up for both). Name -> (config, model_dir, CompletedProcess). The MSLT runs keep processes of their
+    own: a second mirrored run in one process failed ("Shape mismatch in the collective instance 101")."""
+    tmp = tmp_path_factory.mktemp("two_cpus")
+    runs = {
+        "mirrored": (_mirrored_config(tmp, data), "mirrored", "train_and_eval"),
+        # Last, so that whatever a failed TPU start-up leaves in the process cannot disturb another run.
+        "tpu": (write_config(str(tmp / "tpu.yaml"), data[0]), "tpu", "train"),
+    }
+    results = kbert_batch(
+        "pretrain",
+        [
+            pretrain_command(c, tmp / name, strategy, cpus=2, mode=mode)[4:]
+            for name, (c, strategy, mode) in runs.items()
+        ],
+        cpus=2,
+    )
+    return {name: (c, tmp / name, result) for (name, (c, _, _)), result in zip(runs.items(), results)}
+
+
+@pytest.mark.spawns
+@pytest.mark.xdist_group("two_cpus")  # one worker runs the shared batch once
+def test_one_device_and_two_mirrored_replicas_reach_the_same_weights_and_evaluations(tmp_path, two_cpus):
+    config, two, result = two_cpus["mirrored"]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run_here(config, tmp_path / "one", "train_and_eval")
-    result = run_cli(pretrain_command(config, tmp_path / "two", "mirrored", cpus=2, mode="train_and_eval"))
-    summaries = [json.loads((tmp_path / run / "summary.json").read_text()) for run in ("one", "two")]
+    summaries = [json.loads((run / "summary.json").read_text()) for run in (tmp_path / "one", two)]
     assert summaries[1]["replicas"] == 2, result.stdout
     assert summaries[0]["eval"]["sequences"] == summaries[1]["eval"]["sequences"] == 16
     for name in ("masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss", "next_sentence_accuracy"):
         assert summaries[1]["eval"][name] == pytest.approx(summaries[0]["eval"][name], rel=1e-4, abs=1e-6), name
-    one, two = _weights(tmp_path / "one", 4), _weights(tmp_path / "two", 4)
+    one, two = _weights(tmp_path / "one", 4), _weights(two, 4)
     assert one.keys() == two.keys()
     for name in one:
         np.testing.assert_allclose(one[name], two[name], rtol=1e-4, atol=2e-5, err_msg=name)
@@ -106,11 +135,12 @@ def _wait_for(path, process, timeout=600):
 
 @pytest.mark.spawns
 def test_kill_9_and_restart_gives_the_uninterrupted_weights(tmp_path, data):
-    # Dropout stays on: its seed states are checkpointed too.
+    # Dropout stays on: its seed states are checkpointed too. A save every 12 steps (each costs as much as ~6
+    # steps): the kill after the first, at step 12, still leaves 48 steps and 3 saves to land in.
     config = write_config(
         str(tmp_path / "c.yaml"),
         data[0],
-        train={"total_steps": 60, "steps_per_loop": 1, "checkpoint_interval": 4, "max_checkpoints": 100},
+        train={"total_steps": 60, "steps_per_loop": 1, "checkpoint_interval": 12, "max_checkpoints": 100},
     )
     run_here(config, tmp_path / "straight")
     kill_once_written(pretrain_command(config, tmp_path / "killed"), tmp_path / "killed" / "checkpoints" / "checkpoint")
@@ -135,10 +165,11 @@ def test_the_two_workers_read_different_batches(data):
 
 @pytest.mark.spawns
 def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_bit_identically(tmp_path, data):
+    # A save every 8 steps: the kill after the first, at step 8, still leaves 32 steps and 3 saves to land in.
     config = write_config(
         str(tmp_path / "c.yaml"),
         data[0],
-        train={"total_steps": 40, "steps_per_loop": 1, "checkpoint_interval": 4, "max_checkpoints": 100},
+        train={"total_steps": 40, "steps_per_loop": 1, "checkpoint_interval": 8, "max_checkpoints": 100},
     )
     model_dir = tmp_path / "straight"
     outputs = _finish(_start_workers(config, model_dir))
@@ -158,7 +189,7 @@ def test_two_workers_train_only_the_chief_writes_and_killed_with_sigkill_resume_
     _wait_for(tmp_path / "killed" / "checkpoints" / "checkpoint", workers[0])
     # Under load the index can come before worker 1's position is in place; without it the save is unfinished and
     # the restart would start over instead of resuming.
-    _wait_for(tmp_path / "killed" / "checkpoints" / "input" / "worker_1" / "ckpt-4.index", workers[0])
+    _wait_for(tmp_path / "killed" / "checkpoints" / "input" / "worker_1" / "ckpt-8.index", workers[0])
     # Worker 1 first: killed second, it could see the chief's collectives fail, exit, and remove its copy itself.
     for process in reversed(workers):
         process.send_signal(signal.SIGKILL)
@@ -213,12 +244,13 @@ def test_sigterm_saves_and_exits_for_a_restart(tmp_path, data):
 
 
 @pytest.mark.spawns
-def test_strategy_tpu_without_a_tpu_is_a_one_line_error(tmp_path, data):
-    config = write_config(str(tmp_path / "c.yaml"), data[0])
-    result = run_cli(pretrain_command(config, tmp_path / "run", "tpu"), expect=1)
+@pytest.mark.xdist_group("two_cpus")
+def test_strategy_tpu_without_a_tpu_is_a_one_line_error(two_cpus):
+    _, model_dir, result = two_cpus["tpu"]
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert "kbert-pretrain: error: --strategy=tpu" in result.stderr
     assert "Traceback" not in result.stderr
-    assert not (tmp_path / "run").exists()
+    assert not model_dir.exists()
 
 
 @pytest.mark.spawns

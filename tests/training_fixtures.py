@@ -174,3 +174,51 @@ def checkpoint_weights(model_dir, step: int) -> dict:
     """The model weights of `model_dir/checkpoints/ckpt-STEP`, by checkpoint key."""
     reader = tf.train.load_checkpoint(os.path.join(str(model_dir), "checkpoints", f"ckpt-{step}"))
     return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map() if n.startswith("model/")}
+
+
+# Runs kbert-TOOL (argv[5]: a module of kbert.cli) once for each argument list (JSON on stdin) in this one process,
+# after splitting the CPU into N logical devices (argv[1]) and running the caller's set-up code (argv[4]); writes
+# what each run gave to argv[2].
+BATCH_LAUNCHER = """
+import importlib
+import json
+import sys
+import tensorflow as tf
+cpus, results, tests, setup, tool = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+if cpus > 1:
+    tf.config.set_logical_device_configuration(
+        tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * cpus)
+exec(setup)
+sys.path.insert(0, tests)
+from cli_batch import run_once
+run = importlib.import_module("kbert.cli." + tool).run
+outcomes = [run_once(run, "kbert-" + tool, args) for args in json.load(sys.stdin)]
+with open(results, "w") as f:
+    json.dump(outcomes, f)
+"""
+
+
+def kbert_batch(tool: str, runs: list[list[str]], cpus: int = 1, setup: str = "") -> list[subprocess.CompletedProcess]:
+    """kbert-TOOL (TOOL: "pretrain" or "finetune") once for each list of flags in `runs`, one after another in one
+    fresh process on `cpus` logical CPU devices, after `setup` (Python code): one TensorFlow start-up for them all
+    (tests/cli_batch.py resets the flags between runs). A CompletedProcess each, in order, with the exit status,
+    stdout and stderr that a process of its own would have given."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        results = os.path.join(folder, "results.json")
+        batch = subprocess.run(
+            [sys.executable, "-c", BATCH_LAUNCHER, str(cpus), results, os.path.join(ROOT, "tests"), setup, tool],
+            input=json.dumps(runs),
+            env=cli_env(),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert batch.returncode == 0 and os.path.exists(results), batch.stdout[-3000:] + batch.stderr[-3000:]
+        with open(results) as f:
+            outcomes = json.load(f)
+    return [
+        subprocess.CompletedProcess(args, o["returncode"], o["stdout"], o["stderr"]) for args, o in zip(runs, outcomes)
+    ]
