@@ -23,7 +23,9 @@ from kbert.runtime.strategy import make_strategy
 
 
 @pytest.mark.slow
-def test_a_second_run_on_a_model_dir_is_refused_naming_the_first(tmp_path):
+def test_a_second_run_on_a_model_dir_is_refused_naming_the_first_and_an_evaluation_is_not(tmp_path):
+    """One trained run for both (they were two tests training the same 2-step run): a second training run is
+    refused while the first holds the lease; an evaluation of the trained run is not."""
     data = write_shards(str(tmp_path / "data"), "train", shards=1, records_per_shard=16)
     config = load_experiment([write_config(str(tmp_path / "c.yaml"), data, train={"total_steps": 2})])
     (tmp_path / "run").mkdir()
@@ -38,6 +40,15 @@ def test_a_second_run_on_a_model_dir_is_refused_naming_the_first(tmp_path):
     assert not (tmp_path / "run" / "lease.json").exists()  # released
     summary = experiment.run(config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: 0)
     assert summary["global_step"] == 2 and not (tmp_path / "run" / "lease.json").exists()
+    # An evaluation is no second run: it takes no lease, so it runs beside a run still training there, and leaves
+    # that trainer's summary as it was (it writes eval_summary.json).
+    run = tmp_path / "run"
+    trained = (run / "summary.json").read_text()
+    config.override({"data": {"eval_files": config.data.train_files}})
+    with Lease.take(str(run), on_lost=lambda: None):  # a run still training there
+        experiment.run(config, str(run), make_strategy("one_device"), mode="eval", print_fn=lambda *a, **k: 0)
+    assert (run / "summary.json").read_text() == trained
+    assert json.loads((run / "eval_summary.json").read_text())["mode"] == "eval"
 
 
 @pytest.mark.spawns
@@ -364,15 +375,3 @@ def test_a_run_whose_lease_cannot_be_refreshed_stops_with_its_checkpoints_intact
         load_experiment([config]), str(run), make_strategy("one_device"), print_fn=lambda *a, **k: 0
     )
     assert summary["global_step"] == step + 2 and summary["restored_from"].endswith(f"ckpt-{step}")
-
-
-@pytest.mark.slow
-def test_eval_mode_takes_no_lease_and_leaves_the_trainers_summary(tmp_path):
-    config, run = load_experiment([_tiny_run(tmp_path)]), tmp_path / "run"
-    experiment.run(config, str(run), make_strategy("one_device"), print_fn=lambda *a, **k: 0)
-    trained = (run / "summary.json").read_text()
-    config.override({"data": {"eval_files": config.data.train_files}})
-    with Lease.take(str(run), on_lost=lambda: None):  # a run still training there
-        experiment.run(config, str(run), make_strategy("one_device"), mode="eval", print_fn=lambda *a, **k: 0)
-    assert (run / "summary.json").read_text() == trained
-    assert json.loads((run / "eval_summary.json").read_text())["mode"] == "eval"
