@@ -59,18 +59,19 @@ def _checkpoint_files(model_dir, step):
 
 
 @pytest.fixture(scope="module")
-def four_every_step(tmp_path_factory, data):
-    """A finished 4-step run saved at every step (ckpt-4 the one kept), for the tests that go on from it past a bad
-    step (each trained the same run of its own before): read only, copy it to run in it."""
-    folder = tmp_path_factory.mktemp("four_every_step")
-    _run(_config(folder, data, total_steps=4, **EVERY_STEP), folder / "run")
+def four_steps(tmp_path_factory, data):
+    """A finished 4-step run with checkpoints at steps 2 and 4, for tests to copy and damage or go on from past a
+    bad step, and the uninterrupted run a resumed one is compared with (each of the overflow, divergence and scalar
+    trust ratio tests trained a 4-step run of its own before): read only, copy it to run in it."""
+    folder = tmp_path_factory.mktemp("four_steps")
+    _run(_config(folder, data, total_steps=4, steps_per_loop=2, checkpoint_interval=2), folder / "run")
     return folder / "run"
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("four_every_step")  # its tests share the four_every_step run: one worker builds it once
-def test_an_update_that_overflows_is_never_saved(tmp_path, data, four_every_step, monkeypatch):
-    shutil.copytree(four_every_step, tmp_path / "run")
+@pytest.mark.xdist_group("four_steps")  # its tests share the four_steps run: one worker builds it once
+def test_an_update_that_overflows_is_never_saved(tmp_path, data, four_steps, monkeypatch):
+    shutil.copytree(four_steps, tmp_path / "run")
     before = _files(tmp_path / "run" / "checkpoints")
     apply = PretrainingTrainer._apply
 
@@ -90,11 +91,9 @@ def test_an_update_that_overflows_is_never_saved(tmp_path, data, four_every_step
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("four_every_step")
-def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_last_good_one(
-    tmp_path, data, four_every_step
-):
-    shutil.copytree(four_every_step, tmp_path / "run")
+@pytest.mark.xdist_group("four_steps")
+def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_last_good_one(tmp_path, data, four_steps):
+    shutil.copytree(four_steps, tmp_path / "run")
     good = _checkpoint_files(tmp_path / "run", 4)
     # A finite rate that passes validation: step 5's weights are huge but finite (saved), step 6's loss is not.
     diverging = _config(tmp_path, data, "schedule.peak_learning_rate=1e30", total_steps=8, **EVERY_STEP)
@@ -117,14 +116,6 @@ def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_la
     summary = _run(_config(tmp_path, data, total_steps=6, **EVERY_STEP), tmp_path / "run", lines)
     assert any(line.startswith("Resumed from") and line.endswith("ckpt-4 at step 4.") for line in lines), lines
     assert summary["global_step"] == 6 and np.isfinite(summary["train"]["loss"])
-
-
-@pytest.fixture(scope="module")
-def four_steps(tmp_path_factory, data):
-    """A finished 4-step run with checkpoints at steps 2 and 4, for tests to copy and damage."""
-    folder = tmp_path_factory.mktemp("four_steps")
-    _run(_config(folder, data, total_steps=4, steps_per_loop=2, checkpoint_interval=2), folder / "run")
-    return folder / "run"
 
 
 @pytest.mark.xdist_group("four_steps")  # its cases share the four_steps run: one worker builds it once
