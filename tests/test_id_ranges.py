@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from training_fixtures import MAX_PREDICTIONS, SEQ_LENGTH, VOCAB_SIZE, cli_env, pretrain_command, write_config
+from cli_batch import run_batch
+from training_fixtures import MAX_PREDICTIONS, SEQ_LENGTH, VOCAB_SIZE, pretrain_command, write_config
 
 from kbert.data import pretraining_dataset
 from kbert.data.id_ranges import id_error
@@ -81,11 +81,14 @@ def test_kbert_pretrain_stops_in_one_line_on_a_bad_train_or_eval_record(tmp_path
     good = _write(str(tmp_path / "good.tfrecord"), records=64, seed=1)
     bad = _write(str(tmp_path / "bad.tfrecord"), bad={"input_ids": VOCAB_SIZE})
     expected = f"kbert-pretrain: error: {bad}: record {BAD_RECORD} has input_ids id {VOCAB_SIZE}, outside [0, 64)"
-    for name, train, eval_files, mode in [("train", bad, good, "train"), ("eval", good, bad, "train_and_eval")]:
+    cases = [("train", bad, good, "train"), ("eval", good, bad, "train_and_eval")]
+    commands = []  # kbert-pretrain's arguments (the launcher's python -c and device count left off)
+    for name, train, eval_files, mode in cases:
         config = write_config(str(tmp_path / f"{name}.yaml"), train, eval_files, train={"total_steps": 2})
+        commands.append(pretrain_command(config, tmp_path / name, mode=mode)[4:])
+    results = run_batch("pretrain", commands)  # both commands in one fresh process, each as its own would run
+    for (name, *_), result in zip(cases, results):
         model_dir = tmp_path / name
-        command = pretrain_command(config, model_dir, mode=mode)
-        result = subprocess.run(command, env=cli_env(), capture_output=True, text=True, timeout=600)
         assert result.returncode == 1, result.stderr[-3000:]
         own = [line for line in result.stderr.splitlines() if line.startswith("kbert-pretrain")]  # not TF's logs
         assert len(own) == 1 and own[0].startswith(expected), result.stderr[-3000:]

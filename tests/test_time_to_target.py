@@ -3,6 +3,7 @@ with samples and seconds to target in summary.json), MLPerf's protocol and the M
 
 import json
 import os
+import shutil
 
 import pytest
 from training_fixtures import write_config, write_train_and_eval
@@ -40,17 +41,30 @@ def test_evaluations_follow_the_sample_schedule(tmp_path, data):
     assert all("MFU" in line for line in lines if line.startswith("step "))
 
 
+@pytest.fixture(scope="module")
+def six_steps(tmp_path_factory, data):
+    """The default 6-step run with an evaluation every 32 samples (and at its end), once for the tests that start
+    it again: (its model_dir, read only: copy it to run in it; its summary; the lines it printed)."""
+    folder = tmp_path_factory.mktemp("six_steps")
+    summary, lines = _run(folder, data, "eval.interval_samples=32,eval.steps=2")
+    return folder / "run", summary, lines
+
+
 @pytest.mark.slow
-def test_a_run_ending_between_two_evaluations_evaluates_at_its_end_and_started_again_times_nothing(tmp_path, data):
+@pytest.mark.xdist_group("six_steps")  # its tests share the six_steps run: one worker trains it once
+def test_a_run_ending_between_two_evaluations_evaluates_at_its_end_and_started_again_times_nothing(
+    tmp_path, data, six_steps
+):
     """One run for both (they were two tests training the same run): its evaluations, then the same command again
     with a target, on the finished run."""
-    first, lines = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=2")
+    trained, first, lines = six_steps
     # 48 samples: the evaluation at 32, then the final model's at 48, the run's last step
     assert [(e["samples"], e["step"]) for e in first["evaluations"]] == [(32, 4), (48, 6)]
     assert sum(line.startswith("eval |") for line in lines) == 2
     assert first["global_step"] == 6 and [e["samples"] for e in first["evaluations"]] == [32, 48]
     # Started again, finished: its model was trained before this process, so an evaluation now would time it at a
     # few seconds.
+    shutil.copytree(trained, tmp_path / "run")
     summary, lines = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=2,eval.target_mlm_accuracy=1e-6")
     assert summary["global_step"] == 6 and summary["sequences_trained"] == 48
     assert summary["evaluations"] == [] and summary["time_to_target"] is None
@@ -76,10 +90,12 @@ def test_reaching_the_target_stops_after_a_checkpoint(tmp_path, data):
 
 
 @pytest.mark.slow
-def test_a_resumed_run_counts_samples_on_from_its_checkpoint(tmp_path, data):
-    _run(tmp_path, data, "train.total_steps=2")
-    summary, _ = _run(tmp_path, data, "train.total_steps=4,eval.interval_samples=8,eval.steps=1")
-    assert [e["samples"] for e in summary["evaluations"]] == [32] and summary["sequences_trained"] == 32
+@pytest.mark.xdist_group("six_steps")
+def test_a_resumed_run_counts_samples_on_from_its_checkpoint(tmp_path, data, six_steps):
+    shutil.copytree(six_steps[0], tmp_path / "run")  # ckpt-6: 48 samples trained
+    summary, _ = _run(tmp_path, data, "train.total_steps=8,eval.interval_samples=8,eval.steps=1")
+    # one loop of 16 samples from the checkpoint's 48: one evaluation, at 64 (not at 8, nor at 56)
+    assert [e["samples"] for e in summary["evaluations"]] == [64] and summary["sequences_trained"] == 64
 
 
 @pytest.mark.slow

@@ -11,8 +11,10 @@ from training_fixtures import pretrain_command, run_cli, write_config, write_tra
 from kbert import experiment
 from kbert.errors import CheckpointMismatchError, CorruptCheckpointError, InputDataError, NonFiniteLossError
 from kbert.experiment import load_experiment
-from kbert.runtime.checkpointing import TrainingCheckpoints
+from kbert.runtime.checkpoint_files import set_aside
 from kbert.runtime.strategy import make_strategy
+from kbert.tasks.bert import BertPretrainingTask
+from kbert.training.loop import build_optimizer
 from kbert.training.trainer import PretrainingTrainer
 
 EVERY_STEP = {"steps_per_loop": 1, "checkpoint_interval": 1, "summary_interval": 1, "max_checkpoints": 1}
@@ -56,9 +58,20 @@ def _checkpoint_files(model_dir, step):
     return {name: data for name, data in _files(ckpts).items() if name.startswith(f"ckpt-{step}.")}
 
 
+@pytest.fixture(scope="module")
+def four_steps(tmp_path_factory, data):
+    """A finished 4-step run with checkpoints at steps 2 and 4, for tests to copy and damage or go on from past a
+    bad step, and the uninterrupted run a resumed one is compared with (each of the overflow, divergence and scalar
+    trust ratio tests trained a 4-step run of its own before): read only, copy it to run in it."""
+    folder = tmp_path_factory.mktemp("four_steps")
+    _run(_config(folder, data, total_steps=4, steps_per_loop=2, checkpoint_interval=2), folder / "run")
+    return folder / "run"
+
+
 @pytest.mark.slow
-def test_an_update_that_overflows_is_never_saved(tmp_path, data, monkeypatch):
-    _run(_config(tmp_path, data, total_steps=4, **EVERY_STEP), tmp_path / "run")
+@pytest.mark.xdist_group("four_steps")  # its tests share the four_steps run: one worker builds it once
+def test_an_update_that_overflows_is_never_saved(tmp_path, data, four_steps, monkeypatch):
+    shutil.copytree(four_steps, tmp_path / "run")
     before = _files(tmp_path / "run" / "checkpoints")
     apply = PretrainingTrainer._apply
 
@@ -78,8 +91,9 @@ def test_an_update_that_overflows_is_never_saved(tmp_path, data, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_last_good_one(tmp_path, data):
-    _run(_config(tmp_path, data, total_steps=4, **EVERY_STEP), tmp_path / "run")
+@pytest.mark.xdist_group("four_steps")
+def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_last_good_one(tmp_path, data, four_steps):
+    shutil.copytree(four_steps, tmp_path / "run")
     good = _checkpoint_files(tmp_path / "run", 4)
     # A finite rate that passes validation: step 5's weights are huge but finite (saved), step 6's loss is not.
     diverging = _config(tmp_path, data, "schedule.peak_learning_rate=1e30", total_steps=8, **EVERY_STEP)
@@ -102,14 +116,6 @@ def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_la
     summary = _run(_config(tmp_path, data, total_steps=6, **EVERY_STEP), tmp_path / "run", lines)
     assert any(line.startswith("Resumed from") and line.endswith("ckpt-4 at step 4.") for line in lines), lines
     assert summary["global_step"] == 6 and np.isfinite(summary["train"]["loss"])
-
-
-@pytest.fixture(scope="module")
-def four_steps(tmp_path_factory, data):
-    """A finished 4-step run with checkpoints at steps 2 and 4, for tests to copy and damage."""
-    folder = tmp_path_factory.mktemp("four_steps")
-    _run(_config(folder, data, total_steps=4, steps_per_loop=2, checkpoint_interval=2), folder / "run")
-    return folder / "run"
 
 
 @pytest.mark.xdist_group("four_steps")  # its cases share the four_steps run: one worker builds it once
@@ -144,10 +150,20 @@ def test_an_unreadable_newest_checkpoint_is_skipped_for_the_one_before(tmp_path,
     assert summary["global_step"] == 6 and _checkpoint_files(tmp_path / "run", 2) == older
 
 
+@pytest.fixture(scope="module")
+def two_steps(tmp_path_factory, data):
+    """A finished 2-step run (ckpt-2), once for the tests that damage it, refuse another model or other files on it
+    or start from it (each trained the same run of its own before): read only, copy it to run in it."""
+    folder = tmp_path_factory.mktemp("two_steps")
+    _run(_config(folder, data, total_steps=2), folder / "run")
+    return folder / "run"
+
+
 @pytest.mark.slow
-def test_checkpoints_that_cannot_be_read_stop_the_run_and_stay(tmp_path, data):
+@pytest.mark.xdist_group("two_steps")  # its tests share the two_steps run: one worker builds it once
+def test_checkpoints_that_cannot_be_read_stop_the_run_and_stay(tmp_path, data, two_steps):
     config = _config(tmp_path, data, total_steps=2, steps_per_loop=2, checkpoint_interval=2)
-    _run(config, tmp_path / "run")
+    shutil.copytree(two_steps, tmp_path / "run")
     ckpts = tmp_path / "run" / "checkpoints"
     os.remove(ckpts / "ckpt-2.index")
     (ckpts / "ckpt-9_temp").mkdir()  # what a save killed midway leaves
@@ -162,8 +178,9 @@ def test_checkpoints_that_cannot_be_read_stop_the_run_and_stay(tmp_path, data):
 
 
 @pytest.mark.slow
-def test_a_model_dir_or_init_checkpoint_of_a_deeper_model_is_refused(tmp_path, data):
-    _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
+@pytest.mark.xdist_group("two_steps")
+def test_a_model_dir_or_init_checkpoint_of_a_deeper_model_is_refused(tmp_path, data, two_steps):
+    shutil.copytree(two_steps, tmp_path / "run")  # its own copy: the refused run starts in it
     before = _files(tmp_path / "run" / "checkpoints")
     shallower = _config(tmp_path, data, "model.overrides.num_hidden_layers=1", total_steps=4)
     with pytest.raises(
@@ -207,21 +224,26 @@ def _rewrite(prefix, change):
 
 
 @pytest.mark.slow
-def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, data, monkeypatch):
+@pytest.mark.xdist_group("four_steps")
+def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, data, four_steps):
     """Checkpoints of kbert before 2026-12-04 kept each LAMB trust ratio in a scalar of its own: a run resumes from
-    them as from its own, to the bits of an uninterrupted run. The excluded variables' ratios, never written again,
-    are marked 0.5 in the old checkpoint to show that they were read."""
-    _run(_config(tmp_path, data, total_steps=4, steps_per_loop=2, checkpoint_interval=2), tmp_path / "straight")
+    them as from its own, to the bits of an uninterrupted run (four_steps). The excluded variables' ratios, never
+    written again, are marked 0.5 in the old checkpoint to show that they were read."""
+    # The uninterrupted run's ckpt-2, its newest: four_steps stopped after step 2 (ckpt-4 set aside, the input
+    # position of step 4 gone), as a 2-step run of the same deterministic config would leave it.
+    shutil.copytree(four_steps, tmp_path / "run")
+    ckpts = tmp_path / "run" / "checkpoints"
+    set_aside(str(ckpts), [str(ckpts / "ckpt-4")], "later")
+    for path in (ckpts / "input" / "worker_0").glob("ckpt-4.*"):
+        os.remove(path)
+    assert tf.train.latest_checkpoint(str(ckpts)).endswith("ckpt-2")
     config = _config(tmp_path, data, total_steps=2, steps_per_loop=2, checkpoint_interval=2)
-    optimizers, init = [], TrainingCheckpoints.__init__
-    monkeypatch.setattr(
-        TrainingCheckpoints,
-        "__init__",
-        lambda self, model, optimizer, *a, **k: optimizers.append(optimizer) or init(self, model, optimizer, *a, **k),
-    )
-    _run(config, tmp_path / "run")
     vector = "optimizer/lamb.Strust_ratios"
-    _, names = optimizers[0].trust_ratio_paths()  # 'lamb/<variable path with _ for />_trust_ratio', in vector order
+    # 'lamb/<variable path with _ for />_trust_ratio', in vector order: the paths of the run's own model
+    variables = BertPretrainingTask(config.model.bert_config()).build_model().trainable_variables
+    optimizer = build_optimizer(config, variables)
+    optimizer.build(variables)
+    _, names = optimizer.trust_ratio_paths()
 
     excluded = []
 
@@ -238,9 +260,11 @@ def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, da
         not in tf.train.load_checkpoint(str(tmp_path / "run" / "checkpoints" / "ckpt-2")).get_variable_to_shape_map()
     )
     config.override({"train": {"total_steps": 4}})
-    _run(config, tmp_path / "run")
+    lines = []
+    _run(config, tmp_path / "run", lines)
+    assert f"Resumed from {ckpts / 'ckpt-2'} at step 2." in lines, lines
     straight, resumed = (
-        tf.train.load_checkpoint(str(tmp_path / run / "checkpoints" / "ckpt-4")) for run in ("straight", "run")
+        tf.train.load_checkpoint(str(run / "checkpoints" / "ckpt-4")) for run in (four_steps, tmp_path / "run")
     )
     key = vector + "/.ATTRIBUTES/VARIABLE_VALUE"
     ratios = straight.get_tensor(key)
@@ -251,8 +275,9 @@ def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, da
 
 
 @pytest.mark.slow
-def test_changed_train_files_name_checkpoint_input(tmp_path, data):
-    _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
+@pytest.mark.xdist_group("two_steps")
+def test_changed_train_files_name_checkpoint_input(tmp_path, data, two_steps):
+    shutil.copytree(two_steps, tmp_path / "run")
     more = load_experiment(
         [
             write_config(
@@ -273,12 +298,12 @@ def test_changed_train_files_name_checkpoint_input(tmp_path, data):
 
 
 @pytest.mark.spawns
-def test_wrong_shapes_are_one_line_and_a_listing_not_a_traceback(tmp_path, data):
-    _run(_config(tmp_path, data, total_steps=2), tmp_path / "run")
+@pytest.mark.xdist_group("two_steps")
+def test_wrong_shapes_are_one_line_and_a_listing_not_a_traceback(tmp_path, data, two_steps):
     config = write_config(
         str(tmp_path / "wide.yaml"),
         data[0],
-        train={"init_checkpoint": str(tmp_path / "run")},
+        train={"init_checkpoint": str(two_steps)},  # read only: weights are all an init_checkpoint takes
         model={
             "bert": "bert_tiny",
             "overrides": {
