@@ -55,18 +55,23 @@ def assert_same_weights(straight, resumed, step):
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
+def _two_phase_config(path, data, second_steps: int) -> str:
+    """4 steps at seq 16, then `second_steps` at seq 32, a save every 4 steps of a phase."""
+    return write_config(
+        str(path),
+        data[0],
+        data[1],
+        phases=[{"steps": 4}, second_phase(data, second_steps)],
+        train={"steps_per_loop": 1, "checkpoint_interval": 4, "max_checkpoints": 100},
+    )
+
+
 @pytest.fixture(scope="module")
 def two_phases(tmp_path_factory, data):
     """BERT's two phases in one run (4 steps at seq 16, then 30 at seq 32, a save every 4 steps of a phase), run
     straight through once: its config file and model_dir. Tests that use it copy the run before touching it."""
     root = tmp_path_factory.mktemp("two_phases")
-    config = write_config(
-        str(root / "c.yaml"),
-        data[0],
-        data[1],
-        phases=[{"steps": 4}, second_phase(data, 30)],
-        train={"steps_per_loop": 1, "checkpoint_interval": 4, "max_checkpoints": 100},
-    )
+    config = _two_phase_config(root / "c.yaml", data, 30)
     run_here(config, root / "straight")
     return config, root / "straight"
 
@@ -210,13 +215,7 @@ def test_a_run_resumed_with_other_phases_is_refused(tmp_path, data, two_phases):
     import shutil
 
     shutil.copytree(two_phases[1], tmp_path / "run")  # a run of phases of 4 and 30 steps
-    other = write_config(
-        str(tmp_path / "c.yaml"),
-        data[0],
-        data[1],
-        phases=[{"steps": 4}, second_phase(data, 29)],
-        train={"steps_per_loop": 1, "checkpoint_interval": 4, "max_checkpoints": 100},
-    )
+    other = _two_phase_config(tmp_path / "c.yaml", data, 29)
     with pytest.raises(PlanError, match="holds a run of other stages"):
         experiment.run(
             load_experiment([other]), str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None

@@ -41,7 +41,7 @@ _PROGRESS_LINE = re.compile(r"^(step |eval |MSLT|stage |Resumed|\s+\d+\s+\d+\s|k
 
 @dataclasses.dataclass
 class DemoSettings(DataSettings):
-    """What the demo builds and trains; on 2 idle CPU cores the defaults take about 9 minutes (docs/demo.md).
+    """What the demo builds and trains; on 2 idle Xeon cores (AVX-512, AMX) the defaults take 18-20 min (docs/demo.md).
 
     The records are MLM-only rows of consecutive text: docstrings are short, and sentence pairs of them left half
     of each row padding. MSLT grows the model from half its depth to all of it in two stages of 40% of `steps`
