@@ -1,8 +1,11 @@
-"""Runs one kbert command-line tool on several argument lists in one process, so a batch of refusals pays for one
+"""Runs one kbert command-line tool on several argument lists in one process, so a batch of runs pays for one
 TensorFlow start-up instead of one each (about 6 s of CPU a run). Each run gets its flags reset to their defaults,
 as a fresh process would have them, and reports what a fresh process would: its exit status, stdout and stderr.
+The process can first split the CPU into logical devices (which must happen before TensorFlow starts, so only in a
+process of its own) and run set-up code of the caller's.
 
     run_batch("build_vocab", [[...args...], [...args...]])   # a subprocess.CompletedProcess each, in order
+    run_batch("pretrain", [[...args...]], cpus=2)             # on 2 logical CPU devices
     assert_refused(result, "kbert-build-vocab", "--input_file", "no words")  # the one-line refusal every tool gives
 """
 
@@ -13,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 from absl import flags
 
@@ -35,21 +39,30 @@ def run_once(tool_run, program: str, args: list[str]) -> dict:
     return {"returncode": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()}
 
 
-def run_batch(tool: str, runs: list[list[str]]) -> list[subprocess.CompletedProcess]:
+def run_batch(
+    tool: str, runs: list[list[str]], cpus: int = 1, setup: str = "", cwd=None, timeout: float = 300
+) -> list[subprocess.CompletedProcess]:
     """Runs `kbert-TOOL ARGS` for each argument list in `runs`, all in one fresh process (TOOL: a module of
-    kbert.cli, e.g. "build_vocab"); a CompletedProcess each, in order."""
-    batch = subprocess.run(
-        [sys.executable, __file__, tool],
-        input=json.dumps(runs),
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-        timeout=300,
-    )
-    assert batch.returncode == 0, batch.stderr[-3000:]
+    kbert.cli, e.g. "build_vocab") in `cwd`, on `cpus` logical CPU devices, after `setup` (Python code, with `tf`
+    imported when it is given); a CompletedProcess each, in order."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
+    env.pop("TF_CONFIG", None)
+    with tempfile.TemporaryDirectory() as folder:
+        results = os.path.join(folder, "results.json")  # a file: TensorFlow's C++ side can write to stdout too
+        batch = subprocess.run(
+            [sys.executable, __file__, tool, str(cpus), setup, results],
+            input=json.dumps(runs),
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert batch.returncode == 0 and os.path.exists(results), batch.stdout[-3000:] + batch.stderr[-3000:]
+        with open(results) as f:
+            outcomes = json.load(f)
     return [
-        subprocess.CompletedProcess(args, r["returncode"], r["stdout"], r["stderr"])
-        for args, r in zip(runs, json.loads(batch.stdout))
+        subprocess.CompletedProcess(args, r["returncode"], r["stdout"], r["stderr"]) for args, r in zip(runs, outcomes)
     ]
 
 
@@ -64,11 +77,19 @@ def assert_refused(result: subprocess.CompletedProcess, program: str, *needles: 
 
 
 def main() -> None:
-    tool = sys.argv[1]
-    runs = json.load(sys.stdin)
+    tool, cpus, setup, results = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    if cpus > 1 or setup:
+        import tensorflow as tf
+
+        if cpus > 1:
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * cpus)
+        exec(setup, {"tf": tf})
     module = importlib.import_module(f"kbert.cli.{tool}")
-    results = [run_once(module.run, f"kbert-{tool.replace('_', '-')}", args) for args in runs]
-    json.dump(results, sys.stdout)
+    runs = json.load(sys.stdin)
+    outcomes = [run_once(module.run, f"kbert-{tool.replace('_', '-')}", args) for args in runs]
+    with open(results, "w") as f:
+        json.dump(outcomes, f)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ import types
 
 import pytest
 import tensorflow as tf
-from training_fixtures import kbert_batch, pretrain_command, write_config, write_train_and_eval
+from cli_batch import run_batch
+from training_fixtures import pretrain_command, write_config, write_train_and_eval
 
 from kbert.errors import StrategyError
 from kbert.runtime import accelerators, devices
@@ -163,7 +164,7 @@ def test_report_line_names_kind_count_strategy_replicas_host_and_build():
 
 
 def _fake_host(root) -> str:
-    """`kbert_batch`'s set-up: kbert-pretrain's host probes read the fake tree `root`."""
+    """`run_batch`'s set-up: kbert-pretrain's host probes read the fake tree `root`."""
     return (
         "from kbert.runtime import devices\n"
         "probe = devices.find_accelerators\n"
@@ -181,10 +182,11 @@ def test_kbert_pretrain_reports_devices_refuses_the_cpu_beside_gpus_and_trains_w
         return [arg for arg in pretrain_command(config, model_dir)[4:] if arg != "--device=cpu"]
 
     # Both commands in one process (one TensorFlow start-up), each with its own model_dir.
-    refused, trained = kbert_batch(
+    refused, trained = run_batch(
         "pretrain",
         [flags(tmp_path / "refused"), flags(tmp_path / "run") + ["--device=cpu"]],
         setup=_fake_host(tmp_path / "host"),
+        timeout=900,
     )
     assert refused.returncode == 1, refused.stderr[-2000:]
     assert refused.stdout.startswith(

@@ -9,8 +9,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from cli_batch import run_batch
 from finetuning_fixtures import NLI_LABELS, kbert_model_dir, vocab_file, words, write_config, write_mnli, write_tsv
-from training_fixtures import kbert_batch
 
 from kbert.errors import CheckpointMismatchError, ConfigError, NonFiniteLossError, VocabularyError
 from kbert.finetuning import BertClassifier, load_finetune_config, run_finetuning
@@ -254,9 +254,9 @@ def cli_runs(tmp_path_factory):
         data={"vocab_file": vocab_file(mirrored)},
         train={"epochs": 1, "global_batch_size": 4, "eval_batch_size": 4},
     )
-    # Two logical CPU devices must exist before TensorFlow starts: kbert_batch sets them up, then runs the commands.
+    # Two logical CPU devices must exist before TensorFlow starts: run_batch sets them up, then runs the commands.
     # GPUs are hidden, or a one-GPU host would mirror over its GPU alone.
-    bad_input, two_devices = kbert_batch(
+    bad_input, two_devices = run_batch(
         "finetune",
         [
             [f"--model_dir={bad}/run", f"--params_override={override}"],
@@ -270,6 +270,7 @@ def cli_runs(tmp_path_factory):
         ],
         cpus=2,
         setup="tf.config.set_visible_devices([], 'GPU')",
+        timeout=900,
     )
     return {"bad_input": (bad, bad_input), "mirrored": (mirrored, two_devices)}
 

@@ -6,18 +6,17 @@ instead of 64, which a tiny corpus cannot fill, and 1 worker instead of 8.
 """
 
 import itertools
-import json
 import os
 import pathlib
 import re
 import shlex
-import subprocess
 import sys
 from importlib.metadata import entry_points
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from cli_batch import run_batch
 
 from kbert.data import pretraining_dataset
 
@@ -67,25 +66,14 @@ def write_corpus(directory: pathlib.Path) -> None:
 @pytest.mark.spawns
 def test_readme_data_commands_chain(tmp_path):
     write_corpus(tmp_path / "corpus")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     # Consecutive commands of one program run in one process of it (tests/cli_batch.py: one TensorFlow start for
     # both kbert-create-pretraining-data commands), each as a fresh process would run it, in order.
     for program, group in itertools.groupby(commands(section("2. From raw text to TFRecords")), lambda a: a[0]):
         runs = [
             argv[1:] + [s for s in SIZES if any(a.startswith(s.split("=")[0] + "=") for a in argv)] for argv in group
         ]
-        batch = subprocess.run(
-            [sys.executable, str(ROOT / "tests" / "cli_batch.py"), _tool(program)],
-            input=json.dumps(runs),
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert batch.returncode == 0, f"{program}\n{batch.stderr[-3000:]}"
-        for args, result in zip(runs, json.loads(batch.stdout), strict=True):
-            assert result["returncode"] == 0, f"{program} {' '.join(args)}\n{result['stdout']}\n{result['stderr']}"
+        for args, result in zip(runs, run_batch(_tool(program), runs, cwd=tmp_path), strict=True):
+            assert result.returncode == 0, f"{program} {' '.join(args)}\n{result.stdout}\n{result.stderr}"
     pretrain = commands(section("3. Pretraining and MSLT runs"))[0]
     override = dict(
         item.split("=", 1)

@@ -10,9 +10,9 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from cli_batch import run_batch
 from training_fixtures import (
     cli_env,
-    kbert_batch,
     kill_once_written,
     pretrain_command,
     run_cli,
@@ -73,13 +73,14 @@ def two_cpus(tmp_path_factory, data):
         # Last, so that whatever a failed TPU start-up leaves in the process cannot disturb another run.
         "tpu": (write_config(str(tmp / "tpu.yaml"), data[0]), "tpu", "train"),
     }
-    results = kbert_batch(
+    results = run_batch(
         "pretrain",
         [
             pretrain_command(c, tmp / name, strategy, cpus=2, mode=mode)[4:]
             for name, (c, strategy, mode) in runs.items()
         ],
         cpus=2,
+        timeout=900,
     )
     return {name: (c, tmp / name, result) for (name, (c, _, _)), result in zip(runs.items(), results)}
 
