@@ -5,14 +5,14 @@ training; a fine-tuning run records what it took, so kbert-predict and kbert-exp
 import json
 import os
 import shutil
-import sys
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
+from cli_batch import run_batch
 from finetuning_fixtures import write_config, write_tsv
-from imported_fixtures import write_hf, write_keras_hub_preset
-from training_fixtures import cli_env, run_cli
+from imported_fixtures import HF_CONFIG, hf_tensors, write_hf, write_keras_hub_preset
 
 from kbert.errors import ConfigError
 from kbert.finetuning import load_finetune_config, run_finetuning
@@ -174,16 +174,44 @@ def test_a_contradicting_lower_case_stops_finetuning_before_anything_is_written(
 
 
 @pytest.mark.spawns
-def test_kbert_export_takes_the_checkpoints_casing_or_refuses_a_contradiction(tmp_path):
+def test_kbert_export_takes_the_checkpoints_casing_or_refuses_a_contradiction_and_gives_back_the_hf_layout(tmp_path):
+    """Three kbert-export command lines in one process, each as a fresh process would run it: a cased checkpoint's
+    export, a contradicting --lower_case refused, and a BertForMaskedLM given back in its own Hugging Face layout
+    (the round trip of tests/test_continue_pretraining.py's continued checkpoints, sharing this process)."""
+    from safetensors.numpy import load_file
+
     hf = write_hf(tmp_path / "hf", tokenizer=CASED)
-    export = [sys.executable, "-m", "kbert.cli.export", f"--checkpoint={hf}", "--format=hf"]
-    result = run_cli(export + [f"--output_dir={tmp_path}/out"], env=cli_env())
+    tensors = hf_tensors(HF_CONFIG, architecture="BertForMaskedLM")
+    masked_lm = write_hf(tmp_path / "masked_lm", tensors=tensors)
+    export = [f"--checkpoint={hf}", "--format=hf"]
+    result, refused, layout = run_batch(
+        "export",
+        [
+            export + [f"--output_dir={tmp_path}/out"],
+            export + [f"--output_dir={tmp_path}/again", "--lower_case"],
+            [
+                f"--checkpoint={masked_lm}",
+                "--format=hf",
+                "--hf_architecture=BertForMaskedLM",
+                f"--output_dir={tmp_path}/layout",
+            ],
+        ],
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stdout.splitlines()[0] == f"lower_case: false, from {hf}/tokenizer_config.json."
     assert json.load(open(tmp_path / "out" / "tokenizer_config.json"))["do_lower_case"] is False
-    refused = run_cli(export + [f"--output_dir={tmp_path}/again", "--lower_case"], env=cli_env(), expect=1)
+    assert refused.returncode == 1, refused.stdout[-3000:] + refused.stderr[-3000:]
     errors = [line for line in refused.stderr.splitlines() if "kbert-export" in line]
     assert errors == [
         f"kbert-export: error: --lower_case=true contradicts {hf}/tokenizer_config.json (do_lower_case: false), "
         f"the tokenizer of --checkpoint={hf}; leave --lower_case unset to take the checkpoint's casing."
     ]
     assert not os.path.exists(tmp_path / "again")
+
+    assert layout.returncode == 0, layout.stdout[-3000:] + layout.stderr[-3000:]
+    assert "Wrote" in layout.stdout and "BertForMaskedLM" in layout.stdout
+    out = tmp_path / "layout"
+    back = load_file(str(out / "model.safetensors"))
+    assert sorted(back) == sorted(tensors) and all(np.array_equal(back[n], tensors[n]) for n in tensors)
+    assert json.load(open(out / "config.json"))["architectures"] == ["BertForMaskedLM"]
+    assert open(out / "vocab.txt").read() == open(os.path.join(masked_lm, "vocab.txt")).read()

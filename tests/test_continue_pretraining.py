@@ -1,11 +1,11 @@
 """Continuing a Hugging Face BERT with kbert-pretrain: the model and the vocabulary come from the checkpoint,
 `--mode=eval` scores the imported model exactly (a float64 NumPy BERT on the same records), training on
 domain-style MLM-only records lowers the held-out loss, an MSLT plan deepens the checkpoint training only the new
-blocks, and `kbert-export --format=hf` gives back the checkpoint's layout."""
+blocks, and `kbert-export --format=hf` gives back the checkpoint's layout (the command line's own test shares a
+process with the casing tests': tests/test_checkpoint_casing.py)."""
 
 import json
 import os
-import sys
 
 import numpy as np
 import numpy_bert
@@ -14,7 +14,7 @@ import tensorflow as tf
 import yaml
 from imported_fixtures import HF_CONFIG, google_weights_of_hf, hf_tensors, write_hf
 from safetensors.numpy import load_file
-from training_fixtures import checkpoint_weights, cli_env, run_cli
+from training_fixtures import checkpoint_weights
 
 from kbert import experiment
 from kbert.data.tfrecord_writer import example_proto
@@ -268,27 +268,3 @@ def test_mslt_deepens_an_hf_model_training_only_the_new_blocks(tmp_path, domain)
             grown[query.format(layer)], tensors[f"bert.encoder.layer.{layer}.attention.self.query.weight"].T
         )
     assert not np.array_equal(grown[query.format(2)], tensors["bert.encoder.layer.0.attention.self.query.weight"].T)
-
-
-@pytest.mark.spawns
-def test_kbert_export_gives_back_the_hf_layout(tmp_path):
-    tensors = hf_tensors(HF_CONFIG, architecture="BertForMaskedLM")
-    hf = write_hf(tmp_path / "hf", tensors=tensors)
-    out = tmp_path / "out"
-    result = run_cli(
-        [
-            sys.executable,
-            "-m",
-            "kbert.cli.export",
-            f"--checkpoint={hf}",
-            "--format=hf",
-            "--hf_architecture=BertForMaskedLM",
-            f"--output_dir={out}",
-        ],
-        env=cli_env(),
-    )
-    assert "Wrote" in result.stdout and "BertForMaskedLM" in result.stdout
-    back = load_file(str(out / "model.safetensors"))
-    assert sorted(back) == sorted(tensors) and all(np.array_equal(back[n], tensors[n]) for n in tensors)
-    assert json.load(open(out / "config.json"))["architectures"] == ["BertForMaskedLM"]
-    assert open(out / "vocab.txt").read() == open(os.path.join(hf, "vocab.txt")).read()

@@ -31,42 +31,48 @@ def _run(tmp_path, data, override, **sections):
     return summary, lines
 
 
-@pytest.mark.slow
-def test_evaluations_follow_the_sample_schedule(tmp_path, data):
-    summary, lines = _run(tmp_path, data, "eval.interval_samples=20,eval.steps=2")
-    # batch 8, loops of 2 steps: 16 samples a loop; evaluations at the loop ends that pass 20, 40: 32 and 48
-    assert [e["samples"] for e in summary["evaluations"]] == [32, 48]
-    assert summary["sequences_trained"] == 48 and summary["time_to_target"] is None
-    assert sum(line.startswith("eval |") for line in lines) == 2
-    assert all("MFU" in line for line in lines if line.startswith("step "))
+# 8 steps of batch 8 in loops of 2: 16 samples a loop; an evaluation every 24 samples
+EIGHT_STEPS = "train.total_steps=8,eval.interval_samples=24,eval.steps=2"
 
 
 @pytest.fixture(scope="module")
-def six_steps(tmp_path_factory, data):
-    """The default 6-step run with an evaluation every 32 samples (and at its end), once for the tests that start
-    it again: (its model_dir, read only: copy it to run in it; its summary; the lines it printed)."""
-    folder = tmp_path_factory.mktemp("six_steps")
-    summary, lines = _run(folder, data, "eval.interval_samples=32,eval.steps=2")
+def eight_steps(tmp_path_factory, data):
+    """The default run, 8 steps long, with an evaluation every 24 samples (and at its end), once for the tests of
+    its evaluations and those that start it again (each of the schedule's and the run's end's trained a run of its
+    own before): (its model_dir, read only: copy it to run in it; its summary; the lines it printed)."""
+    folder = tmp_path_factory.mktemp("eight_steps")
+    summary, lines = _run(folder, data, EIGHT_STEPS)
     return folder / "run", summary, lines
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("six_steps")  # its tests share the six_steps run: one worker trains it once
+@pytest.mark.xdist_group("eight_steps")  # its tests share the eight_steps run: one worker trains it once
+def test_evaluations_follow_the_sample_schedule(eight_steps):
+    _, summary, lines = eight_steps
+    # 16 samples a loop; evaluations at the loop ends that pass 24 and reach 48: 32 and 48 (then the run's end's, 64)
+    assert [e["samples"] for e in summary["evaluations"]] == [32, 48, 64]
+    assert summary["sequences_trained"] == 64 and summary["time_to_target"] is None
+    assert sum(line.startswith("eval |") for line in lines) == 3
+    assert all("MFU" in line for line in lines if line.startswith("step "))
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("eight_steps")
 def test_a_run_ending_between_two_evaluations_evaluates_at_its_end_and_started_again_times_nothing(
-    tmp_path, data, six_steps
+    tmp_path, data, eight_steps
 ):
     """One run for both (they were two tests training the same run): its evaluations, then the same command again
     with a target, on the finished run."""
-    trained, first, lines = six_steps
-    # 48 samples: the evaluation at 32, then the final model's at 48, the run's last step
-    assert [(e["samples"], e["step"]) for e in first["evaluations"]] == [(32, 4), (48, 6)]
-    assert sum(line.startswith("eval |") for line in lines) == 2
-    assert first["global_step"] == 6 and [e["samples"] for e in first["evaluations"]] == [32, 48]
+    trained, first, lines = eight_steps
+    # 64 samples: the evaluations at 32 and 48, then the final model's at 64, the run's last step, before 72
+    assert [(e["samples"], e["step"]) for e in first["evaluations"]] == [(32, 4), (48, 6), (64, 8)]
+    assert sum(line.startswith("eval |") for line in lines) == 3
+    assert first["global_step"] == 8 and [e["samples"] for e in first["evaluations"]] == [32, 48, 64]
     # Started again, finished: its model was trained before this process, so an evaluation now would time it at a
     # few seconds.
     shutil.copytree(trained, tmp_path / "run")
-    summary, lines = _run(tmp_path, data, "eval.interval_samples=32,eval.steps=2,eval.target_mlm_accuracy=1e-6")
-    assert summary["global_step"] == 6 and summary["sequences_trained"] == 48
+    summary, lines = _run(tmp_path, data, f"{EIGHT_STEPS},eval.target_mlm_accuracy=1e-6")
+    assert summary["global_step"] == 8 and summary["sequences_trained"] == 64
     assert summary["evaluations"] == [] and summary["time_to_target"] is None
     assert not any(line.startswith(("eval |", "Reached the target")) for line in lines)
 
@@ -90,12 +96,12 @@ def test_reaching_the_target_stops_after_a_checkpoint(tmp_path, data):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("six_steps")
-def test_a_resumed_run_counts_samples_on_from_its_checkpoint(tmp_path, data, six_steps):
-    shutil.copytree(six_steps[0], tmp_path / "run")  # ckpt-6: 48 samples trained
-    summary, _ = _run(tmp_path, data, "train.total_steps=8,eval.interval_samples=8,eval.steps=1")
-    # one loop of 16 samples from the checkpoint's 48: one evaluation, at 64 (not at 8, nor at 56)
-    assert [e["samples"] for e in summary["evaluations"]] == [64] and summary["sequences_trained"] == 64
+@pytest.mark.xdist_group("eight_steps")
+def test_a_resumed_run_counts_samples_on_from_its_checkpoint(tmp_path, data, eight_steps):
+    shutil.copytree(eight_steps[0], tmp_path / "run")  # ckpt-8: 64 samples trained
+    summary, _ = _run(tmp_path, data, "train.total_steps=10,eval.interval_samples=8,eval.steps=1")
+    # one loop of 16 samples from the checkpoint's 64: one evaluation, at 80 (not at 8, nor at 72)
+    assert [e["samples"] for e in summary["evaluations"]] == [80] and summary["sequences_trained"] == 80
 
 
 @pytest.mark.slow

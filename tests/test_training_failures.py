@@ -151,16 +151,23 @@ def test_an_unreadable_newest_checkpoint_is_skipped_for_the_one_before(tmp_path,
 
 
 @pytest.fixture(scope="module")
-def two_steps(tmp_path_factory, data):
-    """A finished 2-step run (ckpt-2), once for the tests that damage it, refuse another model or other files on it
-    or start from it (each trained the same run of its own before): read only, copy it to run in it."""
-    folder = tmp_path_factory.mktemp("two_steps")
-    _run(_config(folder, data, total_steps=2), folder / "run")
-    return folder / "run"
+def two_steps(tmp_path_factory, four_steps):
+    """four_steps stopped after step 2 (ckpt-4 and the input position of step 4 gone), as a finished 2-step run of
+    the same deterministic config would leave it (ckpt-2), for the tests that damage it, refuse another model or
+    other files on it or start from it (each trained a 2-step run of its own before, then a fixture did): read only,
+    copy it to run in it."""
+    run = tmp_path_factory.mktemp("two_steps") / "run"
+    shutil.copytree(four_steps, run)
+    ckpts = run / "checkpoints"
+    shutil.rmtree(set_aside(str(ckpts), [str(ckpts / "ckpt-4")], "later"))
+    for path in (ckpts / "input" / "worker_0").glob("ckpt-4.*"):
+        os.remove(path)
+    assert tf.train.latest_checkpoint(str(ckpts)).endswith("ckpt-2")
+    return run
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("two_steps")  # its tests share the two_steps run: one worker builds it once
+@pytest.mark.xdist_group("four_steps")  # two_steps is made of the four_steps run: one worker builds both
 def test_checkpoints_that_cannot_be_read_stop_the_run_and_stay(tmp_path, data, two_steps):
     config = _config(tmp_path, data, total_steps=2, steps_per_loop=2, checkpoint_interval=2)
     shutil.copytree(two_steps, tmp_path / "run")
@@ -178,7 +185,7 @@ def test_checkpoints_that_cannot_be_read_stop_the_run_and_stay(tmp_path, data, t
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("two_steps")
+@pytest.mark.xdist_group("four_steps")
 def test_a_model_dir_or_init_checkpoint_of_a_deeper_model_is_refused(tmp_path, data, two_steps):
     shutil.copytree(two_steps, tmp_path / "run")  # its own copy: the refused run starts in it
     before = _files(tmp_path / "run" / "checkpoints")
@@ -225,17 +232,13 @@ def _rewrite(prefix, change):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("four_steps")
-def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, data, four_steps):
+def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, data, four_steps, two_steps):
     """Checkpoints of kbert before 2026-12-04 kept each LAMB trust ratio in a scalar of its own: a run resumes from
     them as from its own, to the bits of an uninterrupted run (four_steps). The excluded variables' ratios, never
     written again, are marked 0.5 in the old checkpoint to show that they were read."""
-    # The uninterrupted run's ckpt-2, its newest: four_steps stopped after step 2 (ckpt-4 set aside, the input
-    # position of step 4 gone), as a 2-step run of the same deterministic config would leave it.
-    shutil.copytree(four_steps, tmp_path / "run")
+    # The uninterrupted run's ckpt-2, its newest: four_steps stopped after step 2 (two_steps).
+    shutil.copytree(two_steps, tmp_path / "run")
     ckpts = tmp_path / "run" / "checkpoints"
-    set_aside(str(ckpts), [str(ckpts / "ckpt-4")], "later")
-    for path in (ckpts / "input" / "worker_0").glob("ckpt-4.*"):
-        os.remove(path)
     assert tf.train.latest_checkpoint(str(ckpts)).endswith("ckpt-2")
     config = _config(tmp_path, data, total_steps=2, steps_per_loop=2, checkpoint_interval=2)
     vector = "optimizer/lamb.Strust_ratios"
@@ -275,7 +278,7 @@ def test_a_checkpoint_with_a_scalar_per_trust_ratio_resumes_exactly(tmp_path, da
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("two_steps")
+@pytest.mark.xdist_group("four_steps")
 def test_changed_train_files_name_checkpoint_input(tmp_path, data, two_steps):
     shutil.copytree(two_steps, tmp_path / "run")
     more = load_experiment(
@@ -298,7 +301,7 @@ def test_changed_train_files_name_checkpoint_input(tmp_path, data, two_steps):
 
 
 @pytest.mark.spawns
-@pytest.mark.xdist_group("two_steps")
+@pytest.mark.xdist_group("four_steps")
 def test_wrong_shapes_are_one_line_and_a_listing_not_a_traceback(tmp_path, data, two_steps):
     config = write_config(
         str(tmp_path / "wide.yaml"),

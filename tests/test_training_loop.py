@@ -1,5 +1,6 @@
 """The training loop in-process on one CPU: eval numbers, init checkpoints, the NaN guard, precision policies."""
 
+import functools
 import json
 import os
 import shutil
@@ -35,20 +36,31 @@ def _experiment(tmp_path, data, override="", **sections):
     return load_experiment([path], override)
 
 
-@pytest.fixture(scope="module")
-def two_steps(tmp_path_factory, data):
-    """The default run trained 2 steps, once for the tests that start from it or refuse another model on it (each
-    trained the same run of its own before): its model_dir, read only (copy it to run in it)."""
-    folder = tmp_path_factory.mktemp("two_steps")
-    config = _experiment(folder, data, "train.total_steps=2")
-    experiment.run(config, str(folder / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
-    return folder / "run"
-
-
 def _google_checkpoint(config, directory):
     keras.utils.set_random_seed(7)
     model = BertPretrainer(config.model.bert_config())
     return model, export_google_checkpoint(model, os.path.join(directory, "bert_model.ckpt"))
+
+
+@pytest.fixture(scope="module")
+def google_start(tmp_path_factory, data):
+    """The default run trained 2 steps from a Google TF1 checkpoint at a learning rate of ~0 (which keeps the weights
+    where the Google checkpoint put them), once for the test of that start and the tests that start from its run or
+    refuse another model on it (each trained a 2-step run of its own before): (its model_dir, read only: copy it to
+    run in it; the Google model's weights, by variable path; the lines it printed)."""
+    folder = tmp_path_factory.mktemp("two_steps")
+    config = _experiment(folder, data, "schedule.peak_learning_rate=1e-12,train.total_steps=2")
+    model, checkpoint = _google_checkpoint(config, str(folder / "google"))
+    config.override({"train": {"init_checkpoint": checkpoint}})
+    printed = []
+    experiment.run(config, str(folder / "run"), make_strategy("one_device"), print_fn=lambda s, **k: printed.append(s))
+    return folder / "run", {variable.path: variable.numpy() for variable in model.weights}, printed
+
+
+@pytest.fixture(scope="module")
+def two_steps(google_start):
+    """The default run trained 2 steps (google_start's): its model_dir, read only (copy it to run in it)."""
+    return google_start[0]
 
 
 def _log_softmax(logits):
@@ -123,24 +135,19 @@ def test_an_evaluator_reads_the_same_records_at_every_call(tmp_path, data):
 
 
 @pytest.mark.slow
-def test_train_starts_from_a_google_tf1_checkpoint(tmp_path, data):
+@pytest.mark.xdist_group("two_steps")  # one worker trains the shared run once
+def test_train_starts_from_a_google_tf1_checkpoint(google_start):
     # A learning rate of ~0 keeps the weights where the Google checkpoint put them.
-    config = _experiment(tmp_path, data, "schedule.peak_learning_rate=1e-12,train.total_steps=2")
-    model, checkpoint = _google_checkpoint(config, str(tmp_path / "google"))
-    config.override({"train": {"init_checkpoint": checkpoint}})
-    printed = []
-    experiment.run(
-        config, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda s, **k: printed.append(s)
-    )
+    run, weights, printed = google_start
     assert any("from google checkpoint" in line for line in printed)
-    reader = _model_weights(str(tmp_path / "run"))
-    for variable in model.weights:
-        key = f"model/{variable.path.replace('/', '.S')}/.ATTRIBUTES/VARIABLE_VALUE"
-        np.testing.assert_allclose(reader.get_tensor(key), variable.numpy(), atol=1e-6, err_msg=variable.path)
+    reader = _model_weights(str(run))
+    for path, value in weights.items():
+        key = f"model/{path.replace('/', '.S')}/.ATTRIBUTES/VARIABLE_VALUE"
+        np.testing.assert_allclose(reader.get_tensor(key), value, atol=1e-6, err_msg=path)
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("two_steps")  # one worker trains the shared run once
+@pytest.mark.xdist_group("two_steps")
 def test_phase_two_starts_from_phase_one_weights_with_a_fresh_optimizer(tmp_path, data, two_steps):
     phase2 = _experiment(
         tmp_path,
@@ -227,24 +234,51 @@ def test_model_dir_of_another_model_is_refused_by_name(tmp_path, data, two_steps
         experiment.run(bigger, str(tmp_path / "run"), make_strategy("one_device"), print_fn=lambda *a, **k: None)
 
 
+def _spy_on_saves(monkeypatch, asynchronous):
+    """Appends to `asynchronous`, at each checkpoint save, whether it is written in the background."""
+    from kbert.runtime import checkpointing
+
+    save = checkpointing._Manager.save
+
+    def spy(self, checkpoint_number=None, check_interval=True, options=None):
+        asynchronous.append(bool(options and options.experimental_enable_async_checkpoint))
+        return save(self, checkpoint_number, check_interval, options)
+
+    monkeypatch.setattr(checkpointing._Manager, "save", spy)
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory, data):
+    """The default run trained 6 steps and evaluated, with a fixed decay (so a 4-step run of it is the start of this
+    one) and synchronous saves, once for the test of its outputs and as the uninterrupted run an asynchronously
+    saved one resumes to (each trained a run of its own before): (its model_dir, read only; the lines it printed;
+    whether each save was written in the background)."""
+    folder = tmp_path_factory.mktemp("straight")
+    config = _experiment(folder, data, "schedule.decay_steps=10,train.total_steps=6")
+    printed, asynchronous = [], []
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _spy_on_saves(monkeypatch, asynchronous)
+        experiment.run(
+            config,
+            str(folder / "run"),
+            make_strategy("one_device"),
+            mode="train_and_eval",
+            print_fn=lambda s, **k: printed.append(s),
+        )
+    return folder / "run", printed, asynchronous
+
+
 @pytest.mark.slow
-def test_outputs_console_tensorboard_and_summary_json(tmp_path, data):
-    config = _experiment(tmp_path, data, "train.total_steps=4")
-    printed = []
-    experiment.run(
-        config,
-        str(tmp_path / "run"),
-        make_strategy("one_device"),
-        mode="train_and_eval",
-        print_fn=lambda s, **k: printed.append(s),
-    )
+@pytest.mark.xdist_group("straight")  # its tests share the straight run: one worker trains it once
+def test_outputs_console_tensorboard_and_summary_json(straight):
+    run, printed, _ = straight
     progress = [line for line in printed if line.startswith("step ")]
-    assert len(progress) == 2 and progress[-1].startswith("step 4/4 | loss ")
+    assert len(progress) == 3 and progress[-1].startswith("step 6/6 | loss ")
     for field in ("mlm_acc", "nsp_acc", "lr", "seq/s", "ETA"):
         assert field in progress[-1]
     assert any(line.startswith("eval | loss ") for line in printed)
     tags = set()
-    for events in tf.io.gfile.glob(str(tmp_path / "run" / "train" / "events.*")):
+    for events in tf.io.gfile.glob(str(run / "train" / "events.*")):
         for event in tf.compat.v1.train.summary_iterator(events):
             tags.update(value.tag for value in event.summary.value)
     for tag in (
@@ -258,9 +292,9 @@ def test_outputs_console_tensorboard_and_summary_json(tmp_path, data):
         "trust_ratio/all",
     ):
         assert tag in tags, tag
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["global_step"] == 4 and summary["replicas"] == 1 and summary["train"]["loss"] > 0
-    assert summary["eval"]["sequences"] == 16 and summary["config"]["train"]["total_steps"] == 4
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["global_step"] == 6 and summary["replicas"] == 1 and summary["train"]["loss"] > 0
+    assert summary["eval"]["sequences"] == 16 and summary["config"]["train"]["total_steps"] == 6
 
 
 def test_adamw_exclusions_match_variable_paths(tmp_path, data):
@@ -338,6 +372,7 @@ def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_
     from kbert.training.inputs import DistributedInput, WorkerInput
     from kbert.training.loop import InputStart, input_start, make_trainer
 
+    @functools.cache  # a pipeline built once per (config, start): the comparisons below reuse its first batch
     def first_batch(override, initial_step):
         config = _experiment(tmp_path, data, override)
         strategy = make_strategy("one_device")
@@ -372,27 +407,23 @@ def test_where_the_input_position_is_not_saved_a_later_start_reshuffles_instead_
 
 
 @pytest.mark.slow
-def test_async_checkpoints_resume_bit_identically_and_are_on_disk_when_train_returns(tmp_path, data, monkeypatch):
+@pytest.mark.xdist_group("straight")
+def test_async_checkpoints_resume_bit_identically_and_are_on_disk_when_train_returns(
+    tmp_path, data, straight, monkeypatch
+):
     """The periodic saves of train.async_checkpoint are written in the background; a run resumed from them ends
-    with exactly the weights and optimizer state of an uninterrupted synchronous run."""
-    from kbert.runtime import checkpointing
-
-    asynchronous, save = [], checkpointing._Manager.save
-
-    def spy(self, checkpoint_number=None, check_interval=True, options=None):
-        asynchronous.append(bool(options and options.experimental_enable_async_checkpoint))
-        return save(self, checkpoint_number, check_interval, options)
-
-    monkeypatch.setattr(checkpointing._Manager, "save", spy)
+    with exactly the weights and optimizer state of an uninterrupted synchronous run (straight)."""
+    asynchronous = []
+    _spy_on_saves(monkeypatch, asynchronous)
 
     def run(model_dir, override):  # a fixed decay, so a 4-step run is the start of the 6-step one
         config = _experiment(tmp_path, data, f"schedule.decay_steps=10,{override}")
         experiment.run(config, str(tmp_path / model_dir), make_strategy("one_device"), print_fn=lambda *a, **k: None)
         return tf.train.latest_checkpoint(str(tmp_path / model_dir / "checkpoints"))
 
-    straight = tf.train.load_checkpoint(run("straight", "train.total_steps=6"))
-    assert asynchronous == [False] * 3
-    asynchronous.clear()
+    straight_dir, _, straight_saves = straight
+    straight = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(straight_dir / "checkpoints")))
+    assert straight_saves == [False] * 3
     assert run("async", "train.async_checkpoint=true,train.total_steps=4").endswith("ckpt-4")
     assert asynchronous == [True, True]  # steps 2 and 4: ckpt-4, resumed below, was written in the background
     last = run("async", "train.async_checkpoint=true,train.total_steps=6")
