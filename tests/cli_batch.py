@@ -7,6 +7,7 @@ process of its own) and run set-up code of the caller's.
     run_batch("build_vocab", [[...args...], [...args...]])   # a subprocess.CompletedProcess each, in order
     run_batch("pretrain", [[...args...]], cpus=2)             # on 2 logical CPU devices
     assert_refused(result, "kbert-build-vocab", "--input_file", "no words")  # the one-line refusal every tool gives
+    run_tools([("predict", [...args...]), ("export", [...args...])])  # several tools, in order, in one process
 """
 
 import contextlib
@@ -66,6 +67,51 @@ def run_batch(
     ]
 
 
+def run_tools(
+    runs: list[tuple[str, list[str]]], cpus: int = 1, setup: str = "", cwd=None, timeout: float = 300
+) -> list[subprocess.CompletedProcess]:
+    """`run_batch` for runs of several tools: (TOOL, ARGS) each, run in order in one fresh process. A TOOL is a
+    module of kbert.cli, or a script of tools/ that runs one (its path from `cwd`, e.g. "tools/build_vocab.py":
+    executed as `python SCRIPT ARGS` would, as __main__), or "-m MODULE", run as `python -m MODULE ARGS` would.
+    Where the tool changes, every flag a kbert module defined is forgotten and those modules are imported afresh
+    by the next tool (two tools may define a flag of the same name, or one that a module of the other defines),
+    as in a fresh process; flags of other modules stay defined, a -m MODULE's too (give its runs last)."""
+    results = run_batch(_SEVERAL_TOOLS, [[tool, *args] for tool, args in runs], cpus, setup, cwd, timeout)
+    return [subprocess.CompletedProcess(args, r.returncode, r.stdout, r.stderr) for (_, args), r in zip(runs, results)]
+
+
+_SEVERAL_TOOLS = "+"  # run_batch's tool for runs whose first argument names their tool (run_tools)
+
+
+def _run_several_tools(runs: list[list[str]]) -> list[dict]:
+    """Each [TOOL, *ARGS] in order, importing TOOL's module afresh where the tool changes (see `run_tools`)."""
+    import runpy
+
+    def kbert_flag_modules() -> set[str]:
+        return {name for name in flags.FLAGS.flags_by_module_dict() if name.startswith("kbert.")}
+
+    before = kbert_flag_modules()  # the set-up's, if any
+    outcomes, current = [], None
+    for tool, *args in runs:
+        if tool != current:
+            for name in kbert_flag_modules() - before:
+                for flag in list(flags.FLAGS.flags_by_module_dict()[name]):
+                    delattr(flags.FLAGS, flag.name)
+                sys.modules.pop(name, None)
+                package, _, module = name.rpartition(".")  # `from package import module` would find the old one
+                vars(sys.modules[package]).pop(module, None)
+            current = tool
+            if tool.startswith("-m "):
+                name = tool[len("-m ") :]
+                program, tool_run = name, lambda name=name: runpy.run_module(name, run_name="__main__", alter_sys=True)
+            elif tool.endswith(".py"):
+                program, tool_run = tool, lambda script=tool: runpy.run_path(script, run_name="__main__")
+            else:
+                program, tool_run = f"kbert-{tool.replace('_', '-')}", importlib.import_module(f"kbert.cli.{tool}").run
+        outcomes.append(run_once(tool_run, program, args))
+    return outcomes
+
+
 def assert_refused(result: subprocess.CompletedProcess, program: str, *needles: str) -> None:
     """Exit 1, no traceback, and one `PROGRAM: error:` line that holds every needle."""
     assert result.returncode == 1, (result.args, result.stderr)
@@ -85,9 +131,12 @@ def main() -> None:
             cpu = tf.config.list_physical_devices("CPU")[0]
             tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * cpus)
         exec(setup, {"tf": tf})
-    module = importlib.import_module(f"kbert.cli.{tool}")
     runs = json.load(sys.stdin)
-    outcomes = [run_once(module.run, f"kbert-{tool.replace('_', '-')}", args) for args in runs]
+    if tool == _SEVERAL_TOOLS:
+        outcomes = _run_several_tools(runs)
+    else:
+        module = importlib.import_module(f"kbert.cli.{tool}")
+        outcomes = [run_once(module.run, f"kbert-{tool.replace('_', '-')}", args) for args in runs]
     with open(results, "w") as f:
         json.dump(outcomes, f)
 

@@ -5,8 +5,8 @@ import collections
 import dataclasses
 
 import pytest
-from cli_batch import run_batch
-from test_input_formats import corpus_documents, records_of, vocab_file, write_corpus  # noqa: F401 (fixture)
+from cli_batch import run_tools
+from test_input_formats import WORDS, corpus_documents, records_of, vocab_file, write_corpus  # noqa: F401 (fixture)
 from tokenizer_fixtures import write_tokenizer
 
 from kbert.data import work_units
@@ -15,6 +15,7 @@ from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.input_files import RECORDS_INFO
 from kbert.data.instances import InstanceConfig
 from kbert.data.outputs import shard_paths
+from kbert.data.wordpiece.vocab_file import SPECIAL_TOKENS
 from kbert.errors import InputDataError
 
 DIRECT = ("--runner=DirectRunner",)
@@ -104,10 +105,18 @@ def test_a_bad_first_file_fails_before_the_pipeline(tmp_path, vocab_file):
     assert not list(tmp_path.glob("out*"))
 
 
-@pytest.mark.spawns
-def test_the_command_line_runs_on_beam(tmp_path, vocab_file):
-    """kbert-create-pretraining-data --runner=DirectRunner (with a pipeline option passed through) writes the set
-    of records the local tool writes, and the same first summary line."""
+@pytest.fixture(scope="module")
+def command_lines(tmp_path_factory):
+    """The command-line tests' runs, all in one process (tests/cli_batch.py: one TensorFlow start), each run as a
+    fresh process would: kbert-create-pretraining-data locally and with --runner=DirectRunner (a pipeline option
+    passed through), then tools/pack_pretraining_data.py --runner=DirectRunner on records written in this process.
+    Returns name -> (its folder, CompletedProcess)."""
+    import os
+
+    tmp_path = tmp_path_factory.mktemp("create")
+    vocab_file = str(tmp_path / "vocab.txt")  # the vocab_file fixture's, for a module's fixture
+    with open(vocab_file, "w") as f:
+        f.write("\n".join(list(SPECIAL_TOKENS) + WORDS + ["."]) + "\n")
     source = write_corpus(tmp_path, corpus_documents(), "jsonl")
     common = [
         f"--input_file={source}",
@@ -123,10 +132,33 @@ def test_the_command_line_runs_on_beam(tmp_path, vocab_file):
         "local": [],
         "beam": ["--runner=DirectRunner", "--beam_pipeline_args=--direct_running_mode=in_memory"],
     }
-    # Both command lines in one process (tests/cli_batch.py: one TensorFlow start), each run as a fresh process would.
-    arguments = [common + [f"--output_file={tmp_path / name}"] + extra for name, extra in runs.items()]
-    results = run_batch("create_pretraining_data", arguments)
-    for name, result in zip(runs, results):
+    packing = tmp_path_factory.mktemp("pack")
+    unpacked = str(packing / "unpacked.tfrecord")
+    create_pretraining_data(
+        [write_corpus(packing, corpus_documents(num_docs=8), "text")],
+        [unpacked],
+        vocab_file,
+        True,
+        InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, short_seq_prob=0.5),
+    )
+    arguments = [
+        ("create_pretraining_data", common + [f"--output_file={tmp_path / name}"] + extra)
+        for name, extra in runs.items()
+    ]
+    pack = [f"--input_file={unpacked}", f"--output_file={packing / 'packed'}", "--runner=DirectRunner"]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    results = run_tools([*arguments, ("tools/pack_pretraining_data.py", pack)], cwd=root)
+    return {"local": (tmp_path, results[0]), "beam": (tmp_path, results[1]), "pack": (packing, results[2])}
+
+
+@pytest.mark.spawns
+@pytest.mark.xdist_group("beam_command_lines")  # one worker runs the shared batch once
+def test_the_command_line_runs_on_beam(command_lines):
+    """kbert-create-pretraining-data --runner=DirectRunner (with a pipeline option passed through) writes the set
+    of records the local tool writes, and the same first summary line."""
+    runs = {}
+    for name in ("local", "beam"):
+        tmp_path, result = command_lines[name]
         assert result.returncode == 0, result.stderr
         runs[name] = (
             sorted(sum(records_of(shard_paths(str(tmp_path / name), 2)), [])),
@@ -161,34 +193,8 @@ def test_beam_packs_the_local_tools_rows(tmp_path, vocab_file):
 
 
 @pytest.mark.spawns
-def test_the_packing_command_line_runs_on_beam(tmp_path, vocab_file):
-    import os
-    import subprocess
-    import sys
-
-    source = write_corpus(tmp_path, corpus_documents(num_docs=8), "text")
-    unpacked = str(tmp_path / "unpacked.tfrecord")
-    create_pretraining_data(
-        [source],
-        [unpacked],
-        vocab_file,
-        True,
-        InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, short_seq_prob=0.5),
-    )
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "tools/pack_pretraining_data.py",
-            f"--input_file={unpacked}",
-            f"--output_file={tmp_path / 'packed'}",
-            "--runner=DirectRunner",
-        ],
-        cwd=root,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+@pytest.mark.xdist_group("beam_command_lines")
+def test_the_packing_command_line_runs_on_beam(command_lines):
+    tmp_path, result = command_lines["pack"]
     assert result.returncode == 0, result.stderr
     assert "sequences per row: mean" in result.stdout and (tmp_path / "packed").stat().st_size > 0

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from cli_batch import run_tools
 
 from kbert.data import full_sentences, schema
 from kbert.data.create_pretraining_data import create_pretraining_data
@@ -325,29 +326,64 @@ def test_crash_leaves_no_finished_looking_file(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.spawns
-def test_cli_missing_input_names_flag_and_pattern(vocab_file, tmp_path, corpus):
-    def cli(*args):
-        return subprocess.run(
-            [sys.executable, "tools/create_pretraining_data.py", *args], capture_output=True, text=True, cwd=ROOT
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory):
+    """tools/create_pretraining_data.py's command lines of the CLI tests, all in one process (tests/cli_batch.py: one
+    TensorFlow start), each run as `python tools/create_pretraining_data.py ARGS` would run: name -> (its folder,
+    its output, CompletedProcess)."""
+    root = tmp_path_factory.mktemp("cli")
+    vocab = root / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n")
+    corpus = _write_corpus(root / "corpus.txt")
+    runs = {}
+    missing = root / "missing"
+    runs["missing"] = (
+        missing,
+        missing / "o.tfrecord",
+        [f"--input_file={missing}/nothing-*.txt", f"--output_file={missing}/o.tfrecord", f"--vocab_file={vocab}"],
+    )
+    ok = root / "ok"
+    runs["ok"] = (
+        ok,
+        ok / "o",
+        [
+            f"--input_file={corpus}",
+            f"--output_file={ok}/o",
+            "--num_output_shards=2",
+            f"--vocab_file={vocab}",
+            "--max_seq_length=64",
+            "--dupe_factor=1",
+            "--num_workers=2",
+        ],
+    )
+    for flag in MLM_REFUSED_FLAGS:
+        folder = root / flag.strip("-").split("=")[0]
+        runs[flag] = (
+            folder,
+            folder / "o.tfrecord",
+            [
+                f"--input_file={corpus}",
+                f"--output_file={folder}/o.tfrecord",
+                f"--vocab_file={vocab}",
+                "--objective=mlm",
+                flag,
+            ],
         )
+    for folder, _, _ in runs.values():
+        folder.mkdir()
+    results = run_tools([("tools/create_pretraining_data.py", args) for _, _, args in runs.values()], cwd=ROOT)
+    return {name: (folder, out, result) for (name, (folder, out, _)), result in zip(runs.items(), results)}
 
-    missing = cli(
-        f"--input_file={tmp_path}/nothing-*.txt", f"--output_file={tmp_path}/o.tfrecord", f"--vocab_file={vocab_file}"
-    )
+
+@pytest.mark.spawns
+@pytest.mark.xdist_group("create_pretraining_data_cli")  # one worker runs the shared batch once
+def test_cli_missing_input_names_flag_and_pattern(cli_runs):
+    _, _, missing = cli_runs["missing"]
     assert missing.returncode != 0 and "--input_file" in missing.stderr and "nothing-*.txt" in missing.stderr
-    ok = cli(
-        f"--input_file={corpus}",
-        f"--output_file={tmp_path}/o",
-        "--num_output_shards=2",
-        f"--vocab_file={vocab_file}",
-        "--max_seq_length=64",
-        "--dupe_factor=1",
-        "--num_workers=2",
-    )
+    folder, _, ok = cli_runs["ok"]
     assert ok.returncode == 0, ok.stderr
     assert "instances:" in ok.stdout and "[UNK] rate" in ok.stdout and "masked share" in ok.stdout
-    assert sorted(p.name for p in tmp_path.glob("o-*")) == ["o-00000-of-00002", "o-00001-of-00002"]
+    assert sorted(p.name for p in folder.glob("o-*")) == ["o-00000-of-00002", "o-00001-of-00002"]
 
 
 def test_full_rows_drop_a_separator_that_would_open_a_row_and_carry_leftovers():
@@ -442,24 +478,14 @@ def test_mlm_output_identical_for_any_worker_count(tmp_path, vocab_file):
     )
 
 
+MLM_REFUSED_FLAGS = ["--sentence_order", "--short_seq_prob=0.2"]
+
+
 @pytest.mark.spawns
-@pytest.mark.parametrize("flag", ["--sentence_order", "--short_seq_prob=0.2"])
-def test_cli_refuses_sentence_pair_flags_with_mlm(corpus, vocab_file, tmp_path, flag):
-    out = tmp_path / "o.tfrecord"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "tools/create_pretraining_data.py",
-            f"--input_file={corpus}",
-            f"--output_file={out}",
-            f"--vocab_file={vocab_file}",
-            "--objective=mlm",
-            flag,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+@pytest.mark.xdist_group("create_pretraining_data_cli")
+@pytest.mark.parametrize("flag", MLM_REFUSED_FLAGS)
+def test_cli_refuses_sentence_pair_flags_with_mlm(cli_runs, flag):
+    _, out, result = cli_runs[flag]
     errors = [line for line in result.stderr.splitlines() if "kbert-create-pretraining-data: error:" in line]
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert len(errors) == 1 and flag.split("=")[0] in errors[0] and "--objective=nsp" in errors[0]

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import tensorflow as tf
-from cli_batch import assert_refused, run_batch
+from cli_batch import assert_refused, run_tools
 
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
@@ -41,13 +41,6 @@ def data(tmp_path):
 def _snapshot(folder: pathlib.Path) -> dict[str, bytes]:
     """Every file under the folder's parent (so staging folders beside it count too), by path."""
     return {str(p.relative_to(folder.parent)): p.read_bytes() for p in folder.parent.rglob("*") if p.is_file()}
-
-
-def _run(tool: str, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run(
-        [sys.executable, f"tools/{tool}.py", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
-    )
 
 
 REFUSALS = [
@@ -138,25 +131,65 @@ def _refusal(data: pathlib.Path, case: str) -> tuple[list[str], list[str]]:
     }[case]
 
 
+def _inspector_runs(folder: pathlib.Path) -> list[list[str]]:
+    """kbert-inspect-tfrecords's refused command lines: records written in this process (what the inspector is
+    given is the point, not how), and a vocabulary with a blank line."""
+    data = _make_data(folder / "data")
+    records = folder / "records.tfrecord"
+    create_pretraining_data([str(data / "corpus.txt")], [str(records)], str(data / "vocab.txt"), True, SMALL_CONFIG)
+    (data / "blank.txt").write_text("[PAD]\n\n[CLS]\n")
+    return [
+        [f"--input_file={records}", "--max_records=0"],
+        [f"--input_file={records}", f"--vocab_file={data / 'blank.txt'}"],
+    ]
+
+
+def _build_vocab_runs(folder: pathlib.Path) -> list[list[str]]:
+    """kbert-build-vocab's refused command lines: text without words, no text, and its output as its input."""
+    folder.mkdir(parents=True)
+    controls, empty, out = folder / "controls.txt", folder / "empty.txt", folder / "vocab.txt"
+    controls.write_bytes(b"\x01\x02\n\x03\n\n")
+    empty.write_bytes(b"")
+    out.write_text("an earlier vocabulary\n")
+    return [
+        [f"--input_file={controls}", f"--output_file={out}", "--vocab_size=50", "--reserved_layout=compact"],
+        [f"--input_file={empty}", f"--output_file={out}"],
+        [f"--input_file={out}", f"--output_file={out}"],
+    ]
+
+
 @pytest.fixture(scope="module")
 def refusals(tmp_path_factory):
-    """Every refusal case, each on a data folder of its own, run in one process (tests/cli_batch.py: one TensorFlow
-    start-up for all): case -> (its result, what its line must hold, its folder's files before, after)."""
+    """Every refusal case, each on a data folder of its own, then kbert-inspect-tfrecords's and kbert-build-vocab's
+    (tools/build_vocab.py's) refusals, all run in one process (tests/cli_batch.py: one TensorFlow start-up for all,
+    each run as a fresh process would): case -> (its result, what its line must hold, its folder's files before,
+    after); "inspect_tfrecords" and "build_vocab" -> (their results, their folder's files before, after)."""
     root = tmp_path_factory.mktemp("refusals")
     folders = {case: _make_data(root / case / "data") for case in REFUSALS}
     cases = {case: _refusal(folder, case) for case, folder in folders.items()}
+    inspector, vocab = _inspector_runs(root / "inspect_tfrecords"), _build_vocab_runs(root / "build_vocab")
     before = {case: _snapshot(folder) for case, folder in folders.items()}
-    results = run_batch(
-        "create_pretraining_data",
-        [[f"--vocab_file={folders[case] / 'vocab.txt'}", *SMALL, *cases[case][0]] for case in REFUSALS],
-    )
-    return {
+    tools = {"inspect_tfrecords": inspector, "build_vocab": vocab}
+    before.update({tool: _snapshot(root / tool / "data") for tool in tools})  # _snapshot: the data folder's parent
+    runs = [
+        ("create_pretraining_data", [f"--vocab_file={folders[case] / 'vocab.txt'}", *SMALL, *cases[case][0]])
+        for case in REFUSALS
+    ]
+    runs += [("inspect_tfrecords", args) for args in inspector] + [("tools/build_vocab.py", args) for args in vocab]
+    results = run_tools(runs, cwd=ROOT)
+    found = {
         case: (result, cases[case][1], before[case], _snapshot(folders[case]))
         for case, result in zip(REFUSALS, results)
     }
+    results = results[len(REFUSALS) :]
+    for tool, runs in tools.items():
+        found[tool] = (results[: len(runs)], before[tool], _snapshot(root / tool / "data"))
+        results = results[len(runs) :]
+    return found
 
 
 @pytest.mark.spawns
+@pytest.mark.xdist_group("data_tool_refusals")  # one worker runs the shared batch once
 @pytest.mark.parametrize("case", REFUSALS)
 def test_create_pretraining_data_refuses_and_keeps_every_file(refusals, case):
     result, needles, before, after = refusals[case]
@@ -198,55 +231,19 @@ def test_killed_run_leaves_nothing_an_output_glob_matches_and_the_next_run_clean
 
 
 @pytest.mark.spawns
-def test_build_vocab_on_text_without_words_is_one_line(tmp_path):
-    controls, empty, out = tmp_path / "controls.txt", tmp_path / "empty.txt", tmp_path / "vocab.txt"
-    controls.write_bytes(b"\x01\x02\n\x03\n\n")
-    empty.write_bytes(b"")
-    out.write_text("an earlier vocabulary\n")
-    before = _snapshot(tmp_path)
-    assert_refused(
-        _run(
-            "build_vocab",
-            f"--input_file={controls}",
-            f"--output_file={out}",
-            "--vocab_size=50",
-            "--reserved_layout=compact",
-        ),
-        "kbert-build-vocab",
-        "--input_file",
-        "no words",
-        "controls.txt",
-    )
-    assert_refused(
-        _run("build_vocab", f"--input_file={empty}", f"--output_file={out}"),
-        "kbert-build-vocab",
-        "--input_file",
-        "empty.txt",
-        "no text",
-    )
-    assert_refused(
-        _run("build_vocab", f"--input_file={out}", f"--output_file={out}"),
-        "kbert-build-vocab",
-        "--output_file",
-        "is also --input_file",
-    )
-    assert _snapshot(tmp_path) == before
+@pytest.mark.xdist_group("data_tool_refusals")
+def test_build_vocab_on_text_without_words_is_one_line(refusals):
+    (controls, empty, itself), before, after = refusals["build_vocab"]
+    assert_refused(controls, "kbert-build-vocab", "--input_file", "no words", "controls.txt")
+    assert_refused(empty, "kbert-build-vocab", "--input_file", "empty.txt", "no text")
+    assert_refused(itself, "kbert-build-vocab", "--output_file", "is also --input_file")
+    assert after == before
 
 
 @pytest.mark.spawns
-def test_inspector_rejects_max_records_zero_and_a_blank_vocabulary_line(data, tmp_path):
-    records = tmp_path / "records.tfrecord"
-    # The records to inspect, written in this process (what the inspector is given is the point, not how).
-    create_pretraining_data([str(data / "corpus.txt")], [str(records)], str(data / "vocab.txt"), True, SMALL_CONFIG)
-    (data / "blank.txt").write_text("[PAD]\n\n[CLS]\n")
-    before = _snapshot(tmp_path)
-    zero, blank = run_batch(
-        "inspect_tfrecords",
-        [
-            [f"--input_file={records}", "--max_records=0"],
-            [f"--input_file={records}", f"--vocab_file={data / 'blank.txt'}"],
-        ],
-    )
+@pytest.mark.xdist_group("data_tool_refusals")
+def test_inspector_rejects_max_records_zero_and_a_blank_vocabulary_line(refusals):
+    (zero, blank), before, after = refusals["inspect_tfrecords"]
     assert_refused(zero, "kbert-inspect-tfrecords", "--max_records=0", "leave it out")
     assert_refused(blank, "kbert-inspect-tfrecords", "--vocab_file", "blank.txt line 2 is blank")
-    assert _snapshot(tmp_path) == before
+    assert after == before

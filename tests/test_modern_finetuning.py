@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from cli_batch import assert_refused, run_batch
+from cli_batch import assert_refused, run_tools
 from finetuning_fixtures import write_tsv
 from model_fixtures import randomize
 from tokenizer_fixtures import MODERNBERT, generated_words, write_tokenizer
@@ -312,16 +312,16 @@ def test_the_command_lines_predict_with_the_run_and_refuse_to_serve_it(modern_ru
     tmp_path, checkpoint, task, _, _ = modern_run
     run_dir, output = str(tmp_path / "pretrained" / "run"), str(tmp_path / "cli_labelled.tsv")
     args = [f"--model={run_dir}", f"--input_file={task['eval_file']}", f"--output_file={output}"]
-    [predicted] = run_batch("predict", [args])
+    # All three command lines in one process (tests/cli_batch.py: one TensorFlow start), each as a fresh one.
+    predicted, served, hub = run_tools(
+        [
+            ("predict", args),
+            ("export", [f"--checkpoint={run_dir}", "--format=saved_model", f"--output_dir={tmp_path}/cli_served"]),
+            ("export", [f"--checkpoint={checkpoint}", "--format=tf_hub", f"--output_dir={tmp_path}/hub"]),
+        ]
+    )
     assert predicted.returncode == 0, predicted.stderr
     assert open(output).read() == open(os.path.join(run_dir, "predictions", "eval.tsv")).read()
-    served, hub = run_batch(
-        "export",
-        [
-            [f"--checkpoint={run_dir}", "--format=saved_model", f"--output_dir={tmp_path}/cli_served"],
-            [f"--checkpoint={checkpoint}", "--format=tf_hub", f"--output_dir={tmp_path}/hub"],
-        ],
-    )
     assert_refused(served, "kbert-export", "--format=saved_model takes strings", f"kbert-predict --model={run_dir}")
     assert_refused(hub, "kbert-export", "--format=tf_hub: its preprocess", "kbert-predict --model=RUN_DIR")
     assert not (tmp_path / "cli_served").exists() and not (tmp_path / "hub").exists()

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from cli_batch import run_tools
 from tfrecord_fixtures import make_instances, write_records, write_vocab
 
 from kbert.data import pretraining_dataset
@@ -151,32 +152,45 @@ def model_garden_corpus(tmp_path, vocab) -> str:
     return str(path)
 
 
-def write_with_model_garden(tmp_path, vocab, v2: bool, gzip_compressed: bool) -> str:
-    """Runs Model Garden's create_pretraining_data tool (a subprocess: its absl flags would clash with others)."""
-    output = str(tmp_path / "mg.tfrecord")
-    command = [
-        sys.executable,
-        "-m",
-        "official.nlp.data.create_pretraining_data",
-        f"--input_file={model_garden_corpus(tmp_path, vocab)}",
-        f"--output_file={output}",
-        f"--vocab_file={tmp_path / 'vocab.txt'}",
-        f"--max_seq_length={SEQ}",
-        f"--max_predictions_per_seq={PRED}",
-        "--dupe_factor=2",
-        f"--gzip_compress={gzip_compressed}",
-        f"--use_v2_feature_names={v2}",
+MODEL_GARDEN_CASES = [(False, False), (True, True)]  # (v2, gzip_compressed)
+
+
+@pytest.fixture(scope="module")
+def model_garden_files(tmp_path_factory):
+    """Model Garden's create_pretraining_data tool on one corpus for each case, all its runs in one process
+    (tests/cli_batch.py: one TensorFlow start; in a process of its own, as its absl flags would clash with others),
+    each run as `python -m official.nlp.data.create_pretraining_data ARGS` would: (folder, vocab, case -> path)."""
+    folder = tmp_path_factory.mktemp("model_garden")
+    vocab = write_vocab(str(folder / "vocab.txt"))
+    corpus = model_garden_corpus(folder, vocab)
+    outputs = {case: str(folder / f"mg-{case[0]}-{case[1]}.tfrecord") for case in MODEL_GARDEN_CASES}
+    runs = [
+        [
+            f"--input_file={corpus}",
+            f"--output_file={outputs[(v2, gzip_compressed)]}",
+            f"--vocab_file={folder / 'vocab.txt'}",
+            f"--max_seq_length={SEQ}",
+            f"--max_predictions_per_seq={PRED}",
+            "--dupe_factor=2",
+            f"--gzip_compress={gzip_compressed}",
+            f"--use_v2_feature_names={v2}",
+        ]
+        for v2, gzip_compressed in MODEL_GARDEN_CASES
     ]
-    subprocess.run(command, check=True, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    return output
+    results = run_tools([("-m official.nlp.data.create_pretraining_data", args) for args in runs])
+    for result in results:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return folder, vocab, outputs
 
 
 @pytest.mark.spawns
-@pytest.mark.parametrize("v2,gzip_compressed", [(False, False), (True, True)])
-def test_matches_model_garden_loader_on_model_garden_files(tmp_path, vocab, v2, gzip_compressed):
+@pytest.mark.xdist_group("pipeline_model_garden")  # one worker runs the shared batch once
+@pytest.mark.parametrize("v2,gzip_compressed", MODEL_GARDEN_CASES)
+def test_matches_model_garden_loader_on_model_garden_files(model_garden_files, v2, gzip_compressed):
     from official.nlp.data import pretrain_dataloader
 
-    path = write_with_model_garden(tmp_path, vocab, v2, gzip_compressed)
+    _, vocab, outputs = model_garden_files
+    path = outputs[(v2, gzip_compressed)]
     layout = validate_file(path, SEQ, PRED)
     assert (layout.use_v2_feature_names, layout.compression) == (v2, "GZIP" if gzip_compressed else "")
     ours = all_examples(pretraining_dataset(path, SEQ, PRED, 4, is_training=False, vocab_size=len(vocab)))
@@ -219,36 +233,47 @@ def text_corpus(tmp_path, vocab) -> tuple[str, str]:
     return str(path), " ".join(line for line in lines if line)
 
 
-@pytest.mark.spawns
-@pytest.mark.parametrize("dynamic", [False, True])
-def test_round_trip_text_through_create_pretraining_data(tmp_path, vocab, dynamic):
-    corpus, text = text_corpus(tmp_path, vocab)
-    output = str(tmp_path / "instances.tfrecord")
-    subprocess.run(
+@pytest.fixture(scope="module")
+def created_files(tmp_path_factory):
+    """tools/create_pretraining_data.py on one corpus, with masks and without (for dynamic masking), both runs in one
+    process (tests/cli_batch.py: one TensorFlow start), each as `python tools/create_pretraining_data.py ARGS` would:
+    (folder, vocab, corpus text, dynamic -> path)."""
+    folder = tmp_path_factory.mktemp("created")
+    vocab = write_vocab(str(folder / "vocab.txt"))
+    corpus, text = text_corpus(folder, vocab)
+    outputs = {dynamic: str(folder / f"instances-{dynamic}.tfrecord") for dynamic in (False, True)}
+    runs = [
         [
-            sys.executable,
-            os.path.join(os.path.dirname(os.path.dirname(__file__)), "tools", "create_pretraining_data.py"),
             f"--input_file={corpus}",
-            f"--output_file={output}",
-            f"--vocab_file={tmp_path / 'vocab.txt'}",
+            f"--output_file={outputs[dynamic]}",
+            f"--vocab_file={folder / 'vocab.txt'}",
             f"--max_seq_length={SEQ}",
             f"--max_predictions_per_seq={PRED}",
             "--dupe_factor=2",
             f"--no_masking={dynamic}",
-        ],
-        check=True,
-        capture_output=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-    )
+        ]
+        for dynamic in outputs
+    ]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for result in run_tools([("tools/create_pretraining_data.py", args) for args in runs], cwd=root):
+        assert result.returncode == 0, result.stderr[-3000:]
+    return folder, vocab, text, outputs
+
+
+@pytest.mark.spawns
+@pytest.mark.xdist_group("pipeline_created")  # one worker runs the shared batch once
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_round_trip_text_through_create_pretraining_data(created_files, dynamic):
+    folder, vocab, text, outputs = created_files
     examples = all_examples(
         pretraining_dataset(
-            output,
+            outputs[dynamic],
             SEQ,
             PRED,
             4,
             is_training=False,
             dynamic_masking=dynamic,
-            vocab_file=str(tmp_path / "vocab.txt"),
+            vocab_file=str(folder / "vocab.txt"),
         )
     )
     assert len(examples) >= 40
