@@ -2,8 +2,8 @@
 definitions themselves, so the page cannot drift from the code; `--check` exits 1 if the page is not current.
 
 The commands are setup.cfg's console scripts. Each is imported in a process of its own (absl's flags are one
-registry per process, and two commands may define a flag of the same name); three of them import TensorFlow when
-imported, so a run takes about 20 s. Usage: `.venv/bin/python tools/flags_reference.py [--check]`.
+registry per process, and two commands may define a flag of the same name): one process imports TensorFlow, which
+three of them import, then forks a child per command. Usage: `.venv/bin/python tools/flags_reference.py [--check]`.
 """
 
 from __future__ import annotations
@@ -19,21 +19,50 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "reference" / "commands.md"
 
-# Run in a fresh process: imports one command's module and prints its docstring and kbert's flags as JSON, the
-# command's own module first, each module's flags in definition order.
-_DUMP = """
-import importlib, json, sys
+# Run in a fresh process: imports TensorFlow, then for each module named in argv forks a child that imports it and
+# writes its docstring and kbert's flags as JSON, the command's own module first, each module's flags in definition
+# order; prints module -> [exit status, the child's output, its errors] as JSON.
+_DUMPS = """
+import importlib, json, os, sys, tempfile, traceback
+import tensorflow  # noqa: F401 (once, before the forks)
 from absl import flags
-module = importlib.import_module(sys.argv[1])
-by_module = flags.FLAGS.flags_by_module_dict()
-owners = sorted((m for m in by_module if m.startswith("kbert.")), key=lambda m: m != module.__name__)
-print(json.dumps({
-    "doc": module.__doc__ or "",
-    "flags": [
-        {"name": f.name, "default": f.default, "help": f.help, "choices": getattr(f.parser, "enum_values", None)}
-        for owner in owners for f in by_module[owner]
-    ],
-}))
+
+
+def dump(name):
+    module = importlib.import_module(name)
+    by_module = flags.FLAGS.flags_by_module_dict()
+    owners = sorted((m for m in by_module if m.startswith("kbert.")), key=lambda m: m != module.__name__)
+    print(json.dumps({
+        "doc": module.__doc__ or "",
+        "flags": [
+            {"name": f.name, "default": f.default, "help": f.help, "choices": getattr(f.parser, "enum_values", None)}
+            for owner in owners for f in by_module[owner]
+        ],
+    }))
+
+
+found = {}
+with tempfile.TemporaryDirectory() as folder:
+    out, err = os.path.join(folder, "out"), os.path.join(folder, "err")
+    for name in sys.argv[1:]:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            with open(out, "w") as o, open(err, "w") as e:
+                os.dup2(o.fileno(), 1)
+                os.dup2(e.fileno(), 2)
+                try:
+                    dump(name)
+                except BaseException:
+                    traceback.print_exc()
+                    code = 1
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        with open(out) as o, open(err) as e:
+            found[name] = [os.waitstatus_to_exitcode(status), o.read(), e.read()]
+print(json.dumps(found))
 """
 
 
@@ -65,12 +94,20 @@ def _help(text: str, choices: list[str] | None) -> str:
     return "`".join(parts)
 
 
-def section(command: str, module: str) -> str:
+def dumps(modules: list[str]) -> dict[str, list]:
+    """Each module -> [exit status, output, errors] of importing it in a process of its own (`_DUMPS`)."""
     # From the repository root, which `-c` puts first on sys.path: this tree's kbert, whatever is installed.
-    dump = subprocess.run([sys.executable, "-c", _DUMP, module], cwd=ROOT, capture_output=True, text=True)
-    if dump.returncode:
-        sys.exit(f"{command}: importing {module} failed:\n{dump.stderr}")
-    found = json.loads(dump.stdout)
+    run = subprocess.run([sys.executable, "-c", _DUMPS, *modules], cwd=ROOT, capture_output=True, text=True)
+    if run.returncode:
+        sys.exit(f"importing the commands' modules failed:\n{run.stderr}")
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+def section(command: str, module: str, dump: list) -> str:
+    code, output, errors = dump
+    if code:
+        sys.exit(f"{command}: importing {module} failed:\n{errors}")
+    found = json.loads(output)
     summary = found["doc"].strip().split("\n\n")[0]
     rows = [
         f"| `--{f['name']}` | {_default(f['default'])} | {_help(f['help'], f['choices'])} |" for f in found["flags"]
@@ -86,7 +123,8 @@ def page() -> str:
         "flag is set with `--name` or `--noname`. Each command also takes absl's own flags (`--flagfile`,\n"
         "`--helpfull`, logging's).\n"
     )
-    return "\n\n".join([intro, *(section(c, m) for c, m in commands().items())]) + "\n"
+    found = dumps(list(commands().values()))
+    return "\n\n".join([intro, *(section(c, m, found[m]) for c, m in commands().items())]) + "\n"
 
 
 def main() -> None:
