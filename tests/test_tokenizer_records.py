@@ -410,3 +410,18 @@ def test_the_inspector_decodes_with_a_tokenizer(modernbert, tmp_path, capsys):
     slots = np.flatnonzero(f["masked_lm_weights"][0])
     targets = [f"{f['masked_lm_positions'][0, s]}:{theirs.id_to_token(int(f['masked_lm_ids'][0, s]))}" for s in slots]
     assert f"masked: {' '.join(targets)}" in printed
+
+
+@pytest.mark.parametrize(("workers", "cores", "parallel"), [(2, 2, "false"), (4, 2, "false"), (2, 8, None)])
+def test_a_worker_a_core_runs_tokenizers_on_one_thread_unless_the_user_says(monkeypatch, workers, cores, parallel):
+    from kbert.data import create_pretraining_data as creation
+
+    monkeypatch.setattr(creation, "UnitProcessor", lambda job: job)
+    monkeypatch.setattr(creation.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "")  # so that the test's end puts back what was there before
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM")
+    creation._init_worker("job", workers)
+    assert creation.os.environ.get("TOKENIZERS_PARALLELISM") == parallel
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    creation._init_worker("job", workers)
+    assert creation.os.environ["TOKENIZERS_PARALLELISM"] == "true"

@@ -22,6 +22,7 @@ import collections
 import concurrent.futures
 import contextlib
 import multiprocessing
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -36,8 +37,12 @@ from kbert.errors import ConfigError
 _worker: UnitProcessor | None = None
 
 
-def _init_worker(job: Job) -> None:
+def _init_worker(job: Job, num_workers: int) -> None:
     global _worker
+    if num_workers >= len(os.sched_getaffinity(0)):
+        # A worker a core: tokenizers' encode_batch would spread each batch over a thread a core in every worker, and
+        # the threads of the workers contend for the same cores (a user's own setting stands).
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     _worker = UnitProcessor(job)
 
 
@@ -59,7 +64,7 @@ def _outputs_in_unit_order(
     if start_method == "forkserver":
         context.set_forkserver_preload([__name__])
     with concurrent.futures.ProcessPoolExecutor(
-        num_workers, mp_context=context, initializer=_init_worker, initargs=(job,)
+        num_workers, mp_context=context, initializer=_init_worker, initargs=(job, num_workers)
     ) as pool:
         in_flight = collections.deque(pool.submit(_process_unit, u) for u in units[: 2 * num_workers])
 

@@ -65,10 +65,12 @@ _BATCH_LINES = 8192
 _FIRST, _LINE = "\n", "\r"
 # A chunk of a line whose only whitespace is spaces: its spaces and the characters up to the next space.
 _SPACED_CHUNK = re.compile(" *[^ ]+")
+# Whitespace other than a space (Python's, as str.split's: both go by Py_UNICODE_ISSPACE).
+_OTHER_WHITESPACE = re.compile(r"[^\S ]")
 # Later chunks per made-up line that `HfTokenizer._keep` encodes.
 _CHUNKS_PER_LINE = 128
 # Pieces that `HfTokenizer.tokenize_marked` keeps for the strings it has encoded before it forgets them all: bounds
-# a worker's memory (about 40 MB) and holds the words of many work units.
+# a worker's memory (about 50 MB, int32 bytes a string, on pydoc text) and holds the words of many work units.
 _KEPT_PIECES = 1 << 19
 
 
@@ -99,7 +101,7 @@ class HfTokenizer:
             ) from e
         self._tokenizer.encode_special_tokens = True
         self.vocab_size = max(self._tokenizer.get_vocab(with_added_tokens=True).values()) + 1
-        self._kept: dict[str, list[int]] = {}  # tokenize_marked's strings -> their marked ids
+        self._kept: dict[str, bytes] = {}  # tokenize_marked's strings -> their marked ids, int32 bytes
         self._kept_pieces = 0
 
     @functools.cached_property
@@ -182,23 +184,25 @@ class HfTokenizer:
             keys, counts = _chunks(lines)
         else:
             keys, counts = [_LINE + line for line in lines], [1] * len(lines)
-        self._keep(keys)
-        rows = list(map(self._kept.__getitem__, keys))
-        ids = np.fromiter(itertools.chain.from_iterable(rows), np.int32)
-        ends = np.concatenate([[0], np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)))])
+        rows = list(map(self._kept.get, keys))
+        if None in rows:
+            missing = [i for i, row in enumerate(rows) if row is None]
+            new = self._keep(list(dict.fromkeys(keys[i] for i in missing)))
+            for i in missing:
+                rows[i] = new[keys[i]]
+        ids = np.frombuffer(bytearray().join(rows), np.int32)
+        ends = np.concatenate([[0], np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)) // 4)])
         return ids, ends[np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])]
 
-    def _keep(self, keys: list[str]) -> None:
-        """Encodes the keys (`_chunks`) not kept yet and keeps their marked ids, forgetting all kept ones first
-        once they pass `_KEPT_PIECES`. Chunks are encoded as made-up lines (tokenizers' cost per line is many
-        words'): each a first chunk, or none, then later ones, which `_splits_at_spaces` encodes as each chunk
-        alone; a chunk's pieces are those whose offsets start in it. A whole line is encoded alone."""
+    def _keep(self, new: list[str]) -> dict[str, bytes]:
+        """Encodes the keys (`_chunks`) in `new`, none kept yet, and keeps their marked ids (int32 bytes), forgetting
+        all kept ones first once they pass `_KEPT_PIECES`; returns the new ones. Chunks are encoded as made-up lines
+        (tokenizers' cost per line is many words'): each a first chunk, or none, then later ones, which
+        `_splits_at_spaces` encodes as each chunk alone; a chunk's pieces are those whose offsets start in it. A
+        whole line is encoded alone."""
         if self._kept_pieces > _KEPT_PIECES:
             self._kept.clear()
             self._kept_pieces = 0
-        new = set(keys).difference(self._kept)
-        if not new:
-            return
         firsts = [key for key in new if key[:1] == _FIRST]
         later = [key for key in new if key[:1] not in (_FIRST, _LINE)]
         count = max(len(firsts), -(-len(later) // _CHUNKS_PER_LINE))
@@ -224,10 +228,12 @@ class HfTokenizer:
         word = np.array(words, np.float64)  # None (an added token) as NaN, equal to nothing
         continues = np.zeros(len(word), bool)
         continues[1:] = (word[1:] == word[:-1]) & (key[1:] == key[:-1])
-        marked = mark_continuations(np.array(ids, np.int64), continues).tolist()
-        ends = np.cumsum(np.bincount(key, minlength=len(order))).tolist()
-        self._kept.update(zip(order, (marked[a:b] for a, b in zip([0] + ends[:-1], ends))))
-        self._kept_pieces += len(marked)
+        marked = mark_continuations(np.array(ids, np.int64), continues).astype(np.int32).tobytes()
+        ends = (4 * np.cumsum(np.bincount(key, minlength=len(order)))).tolist()
+        kept = dict(zip(order, (marked[a:b] for a, b in zip([0] + ends[:-1], ends))))
+        self._kept.update(kept)
+        self._kept_pieces += len(ids)
+        return kept
 
     def encode(self, lines: Sequence[str]) -> list[list[int]]:
         """Token ids of each line, as `tokenize_marked` encodes them (no special tokens added), unmarked."""
@@ -279,9 +285,11 @@ def _chunks(lines: Sequence[str]) -> tuple[list[str], list[int]]:
     gives itself, marked `_LINE`."""
     keys: list[str] = []
     counts: list[int] = []
+    other_whitespace = _OTHER_WHITESPACE.search(" ".join(lines)) is not None  # in any line: looked for line by line
     for line in lines:
         chunks = line.split(" ")
-        if chunks != line.split():  # a space first, last or after another; other whitespace; an empty line
+        # A space first, last or after another (an empty chunk; an empty line); whitespace other than spaces.
+        if "" in chunks or (other_whitespace and _OTHER_WHITESPACE.search(line)):
             if line.endswith(" ") or line.split() != [chunk for chunk in chunks if chunk]:  # or other whitespace
                 keys.append(_LINE + line)
                 counts.append(1)
