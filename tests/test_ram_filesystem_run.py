@@ -17,18 +17,6 @@ from kbert.errors import NonFiniteLossError
 from kbert.experiment import load_experiment
 from kbert.runtime.strategy import make_strategy
 
-FOUR_LAYERS = {
-    "bert": "bert_tiny",
-    "overrides": {
-        "vocab_size": 64,
-        "hidden_size": 32,
-        "num_attention_heads": 2,
-        "intermediate_size": 64,
-        "num_hidden_layers": 4,
-        "max_position_embeddings": 32,
-    },
-}
-
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
@@ -84,8 +72,8 @@ def _lives_on_ram_and_resumes(tmp_path, config, model_dir: str) -> dict:
     return summary
 
 
-# An MSLT plan and a second phase after it: every kind of stage a run has, in one run.
-MSLT = {"stages": [{"num_layers": 2, "steps": 2}, {"num_layers": 4, "steps": 2}], "final_stage": {"steps": 2}}
+# An MSLT plan (1 layer, then the model's 2) and a second phase after it: every kind of stage a run has, in one run.
+MSLT = {"stages": [{"num_layers": 1, "steps": 2}, {"num_layers": 2, "steps": 2}], "final_stage": {"steps": 2}}
 
 
 @pytest.mark.slow
@@ -102,7 +90,7 @@ def test_an_mslt_plan_and_a_phase_after_it_live_entirely_on_ram_and_resume_from_
             "warmup_steps": 1,
         },
     ]
-    path = write_config(str(tmp_path / "c.yaml"), data[0], data[1], model=FOUR_LAYERS, mslt=MSLT, phases=phases)
+    path = write_config(str(tmp_path / "c.yaml"), data[0], data[1], mslt=MSLT, phases=phases)
     summary = _lives_on_ram_and_resumes(tmp_path, load_experiment([path]), _ram_dir("mslt_then_phase"))
     assert len(summary["stages"]) == 4
 

@@ -1,4 +1,4 @@
-"""kbert-pretrain end to end in processes of its own (the mirrored run and the TPU refusal share one): strategies
+"""kbert-pretrain end to end in processes of its own (the mirrored runs and the TPU refusal share one): strategies
 agree, multi-worker, kill -9 resume, SIGTERM."""
 
 import json
@@ -15,7 +15,6 @@ from training_fixtures import (
     cli_env,
     kill_once_written,
     pretrain_command,
-    run_cli,
     run_here,
     write_config,
     write_train_and_eval,
@@ -62,14 +61,37 @@ def _mirrored_config(directory, data) -> str:
     )
 
 
+# Set-up code for a batch of mirrored runs in one process: each MirroredStrategy gets collective keys of its own, as
+# in a fresh process (TF's own tests do the same, strategy_combinations.py). Without it a second run whose gradients
+# have other shapes reuses the first run's keys and fails ("Shape mismatch in the collective instance 117").
+FRESH_COLLECTIVE_KEYS = """
+from tensorflow.python.distribute import mirrored_strategy
+_init = mirrored_strategy.MirroredStrategy.__init__
+def _init_with_fresh_keys(self, *args, **kwargs):
+    mirrored_strategy.MirroredStrategy._collective_key_base += 100000
+    _init(self, *args, **kwargs)
+mirrored_strategy.MirroredStrategy.__init__ = _init_with_fresh_keys
+"""
+
+
+def _mslt_config(directory, data, build_ahead: bool) -> str:
+    mslt = {
+        "stages": [{"num_layers": 1, "steps": 3}, {"num_layers": 2, "steps": 3}],
+        "final_stage": {"steps": 0},
+        "build_ahead": build_ahead,
+    }
+    return write_config(str(directory / f"mslt_{build_ahead}.yaml"), data[0], train={"total_steps": 4}, mslt=mslt)
+
+
 @pytest.fixture(scope="module")
 def two_cpus(tmp_path_factory, data):
-    """The mirrored train_and_eval on two logical CPU devices, then --strategy=tpu, in one kbert-pretrain process (one
-    TensorFlow start-up for both). Name -> (config, model_dir, CompletedProcess). The MSLT runs keep processes of their
-    own: a second mirrored run in one process failed ("Shape mismatch in the collective instance 101")."""
+    """On two logical CPU devices, in one kbert-pretrain process (one TensorFlow start-up for all): the mirrored
+    train_and_eval, the mirrored MSLT runs with and without building ahead, then --strategy=tpu. Name -> (config,
+    model_dir, CompletedProcess)."""
     tmp = tmp_path_factory.mktemp("two_cpus")
     runs = {
         "mirrored": (_mirrored_config(tmp, data), "mirrored", "train_and_eval"),
+        **{f"mslt_{ahead}": (_mslt_config(tmp, data, ahead), "mirrored", "train") for ahead in (True, False)},
         # Last, so that whatever a failed TPU start-up leaves in the process cannot disturb another run.
         "tpu": (write_config(str(tmp / "tpu.yaml"), data[0]), "tpu", "train"),
     }
@@ -80,6 +102,7 @@ def two_cpus(tmp_path_factory, data):
             for name, (c, strategy, mode) in runs.items()
         ],
         cpus=2,
+        setup=FRESH_COLLECTIVE_KEYS,
         timeout=900,
     )
     return {name: (c, tmp / name, result) for (name, (c, _, _)), result in zip(runs.items(), results)}
@@ -255,19 +278,14 @@ def test_strategy_tpu_without_a_tpu_is_a_one_line_error(two_cpus):
 
 
 @pytest.mark.spawns
-def test_mslt_stages_built_ahead_under_two_mirrored_replicas_match_building_them_in_turn(tmp_path, data):
+@pytest.mark.xdist_group("two_cpus")
+def test_mslt_stages_built_ahead_under_two_mirrored_replicas_match_building_them_in_turn(two_cpus):
     """The second stage is built on a thread while the first trains under MirroredStrategy (the one-device
     equivalent, with more stages, is in tests/test_mslt_runner.py)."""
     exports = {}
     for build_ahead in (True, False):
-        mslt = {
-            "stages": [{"num_layers": 1, "steps": 3}, {"num_layers": 2, "steps": 3}],
-            "final_stage": {"steps": 0},
-            "build_ahead": build_ahead,
-        }
-        config = write_config(str(tmp_path / f"c{build_ahead}.yaml"), data[0], train={"total_steps": 4}, mslt=mslt)
-        model_dir = tmp_path / str(build_ahead)
-        result = run_cli(pretrain_command(config, model_dir, "mirrored", cpus=2))
+        _, model_dir, result = two_cpus[f"mslt_{build_ahead}"]
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         assert result.stdout.count("its graph built ahead in") == (1 if build_ahead else 0), result.stdout
         assert json.loads((model_dir / "summary.json").read_text())["replicas"] == 2
         reader = tf.train.load_checkpoint(str(model_dir / "stage_2" / "export" / "bert_model.ckpt"))
