@@ -37,8 +37,9 @@ instances per second and the ratio to the local tool.
 Tokenizer section: `--tokenizer`, or a byte-level BPE tokenizer.json that kbert-build-vocab --learner=bpe learns
 from `--corpus` at its defaults (cased) at the size of `--vocab_file` (or of a WordPiece vocabulary of `--vocab_size`
 learned from `--corpus`, as the vocab section learns one). Three paths: wordpiece (tensorflow-text's
-FastBertTokenizer, on the calling thread), bpe (tokenizers' encode_batch, spread over its Rayon pool of one thread
-per core, as the data tool runs it) and "bpe 1 thread" (the same with TOKENIZERS_PARALLELISM=false). For each of
+FastBertTokenizer, on the calling thread), bpe (tokenizers' encode_batch as the data tool runs it: over its Rayon
+pool of one thread per core, or on one thread in each worker where the workers are as many as the cores) and "bpe 1
+thread" (TOKENIZERS_PARALLELISM=false everywhere). For each of
 `--objectives` at each of `--scales`, runs kbert-create-pretraining-data end to end on each path in turn (same
 flags, `--num_workers` workers), and prints instances and corpus MB per second, the process tree's CPU seconds,
 the steady rates (as the data section's) and BPE's ratios to WordPiece, then a verdict: whether the BPE path is
@@ -531,7 +532,8 @@ def _tokenizer_section(work: str) -> None:
     print(f"\n{_machine(load_at_start)}")
     print(
         f"wordpiece: {vocab_file}, {size:,} tokens, lower-cased (tensorflow-text's FastBertTokenizer, on the calling "
-        f"thread); bpe: {bpe}, {bpe_size:,} tokens (tokenizers' encode_batch on its Rayon pool, {rayon} threads); "
+        f"thread); bpe: {bpe}, {bpe_size:,} tokens (tokenizers' encode_batch on its Rayon pool, {rayon} threads; "
+        f"one thread a worker in the data tool where its {FLAGS.num_workers} workers are as many as the cores); "
         "bpe 1 thread: the same with TOKENIZERS_PARALLELISM=false"
     )
     units_mb = os.path.getsize(FLAGS.corpus) / 1e6
