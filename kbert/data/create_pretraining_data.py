@@ -39,7 +39,8 @@ _worker: UnitProcessor | None = None
 
 def _init_worker(job: Job, num_workers: int) -> None:
     global _worker
-    if num_workers >= len(os.sched_getaffinity(0)):
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()  # macOS: no affinity
+    if num_workers >= cores:
         # A worker a core: tokenizers' encode_batch would spread each batch over a thread a core in every worker, and
         # the threads of the workers contend for the same cores (a user's own setting stands).
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
