@@ -11,6 +11,12 @@ these without importing the layers above it.
 from __future__ import annotations
 
 
+def first_line(error: BaseException, limit: int | None = 200) -> str:
+    """What `error` says, to quote inside a one-line message: its first line (at most `limit` characters; all of it
+    for None), or its type's name when it says nothing."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]
+
+
 class KbertError(Exception):
     """Base of every error a user can fix by changing a flag, a config key, a file or a directory."""
 

@@ -124,6 +124,8 @@ def test_a_divergence_sets_its_checkpoints_aside_and_a_rerun_resumes_from_the_la
     [
         ("delete", "its .index file is missing"),
         ("truncate", "it cannot be read"),
+        # killed while it merged its shards (named in the index file: a first save not named is the test below's)
+        ("truncate_index", "its .index file cannot be read (file is too short to be an sstable"),
         ("unfinished", "the save did not finish"),
     ],
 )
@@ -139,8 +141,8 @@ def test_an_unreadable_newest_checkpoint_is_skipped_for_the_one_before(tmp_path,
         for path in (ckpts / "input" / "worker_0").glob("ckpt-4.*"):
             os.remove(path)
     else:
-        shard = next(ckpts.glob("ckpt-4.data-*"))
-        shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+        cut = next(ckpts.glob("ckpt-4.index" if damage == "truncate_index" else "ckpt-4.data-*"))
+        cut.write_bytes(cut.read_bytes()[:10])
     lines = []
     summary = _run(
         _config(tmp_path, data, total_steps=6, steps_per_loop=2, checkpoint_interval=2), tmp_path / "run", lines
@@ -182,6 +184,24 @@ def test_checkpoints_that_cannot_be_read_stop_the_run_and_stay(tmp_path, data, t
     ):
         _run(config, tmp_path / "run")
     assert _files(ckpts) == before and not (ckpts / "ckpt-9_temp").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("four_steps")
+def test_a_first_save_killed_while_it_wrote_its_index_is_no_checkpoint(tmp_path, data, two_steps):
+    """Killed while it merged ckpt-2's shards (an index cut short, which the index file does not name yet): the
+    rerun starts over instead of stopping at a checkpoint that never was."""
+    config = _config(tmp_path, data, total_steps=2, steps_per_loop=2, checkpoint_interval=2)
+    shutil.copytree(two_steps, tmp_path / "run")
+    ckpts = tmp_path / "run" / "checkpoints"
+    os.remove(ckpts / "checkpoint")
+    (ckpts / "ckpt-2.index").write_bytes((ckpts / "ckpt-2.index").read_bytes()[:10])
+    lines = []
+    summary = _run(config, tmp_path / "run", lines)
+    assert any(line.startswith(f"Skipped {ckpts / 'ckpt-2'}: its .index file cannot be read") for line in lines), lines
+    assert not any(line.startswith("Resumed from") for line in lines), lines
+    assert summary["global_step"] == 2 and summary["sequences_trained"] == 2 * config.train.global_batch_size
+    assert tf.train.latest_checkpoint(str(ckpts)).endswith("ckpt-2")
 
 
 @pytest.mark.slow

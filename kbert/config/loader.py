@@ -23,7 +23,7 @@ import tensorflow as tf
 import yaml
 from official.modeling.hyperparams import base_config
 
-from kbert.errors import ConfigError
+from kbert.errors import ConfigError, first_line
 
 
 def _section_class(annotation: Any) -> type | None:
@@ -164,9 +164,8 @@ def read_yaml(path: str) -> Any:
         with tf.io.gfile.GFile(path) as f:
             return yaml.safe_load(f)
     except (tf.errors.OpError, OSError, yaml.YAMLError) as e:
-        first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise ConfigError(
-            f"--config_file={path}: cannot read it as plain YAML ({first_line}); fix the file or "
+            f"--config_file={path}: cannot read it as plain YAML ({first_line(e, limit=None)}); fix the file or "
             "the path (tags such as !!python/... are not allowed)."
         ) from None
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from kbert.checkpoint_index import write_checkpoint_index
+from kbert.errors import first_line
 
 _STEP = re.compile(r"ckpt-(\d+)$")
 _SHARDS = re.compile(r"\.data-\d+-of-(\d+)$")
@@ -31,13 +32,19 @@ def step_of(prefix: str) -> int:
     return int(match.group(1)) if match else -1
 
 
+def named(directory: str) -> set[str]:
+    """The checkpoint prefixes that `directory`'s index file (`checkpoint`) names: a save is named there only once
+    all its files are written, so a `ckpt-N` it does not name may be a save killed midway."""
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None:
+        return set()
+    return {os.path.join(directory, os.path.basename(p)) for p in state.all_model_checkpoint_paths}
+
+
 def listed(directory: str) -> list[str]:
     """Every checkpoint prefix of `directory`, newest (highest step) first: those its index file names, gone
     or not, and every other `ckpt-N.index` there."""
-    prefixes = set()
-    state = tf.train.get_checkpoint_state(directory)
-    if state is not None:
-        prefixes.update(os.path.join(directory, os.path.basename(p)) for p in state.all_model_checkpoint_paths)
+    prefixes = named(directory)
     prefixes.update(p[: -len(".index")] for p in tf.io.gfile.glob(os.path.join(directory, "ckpt-*.index")))
     return sorted((p for p in prefixes if step_of(p) >= 0), key=step_of, reverse=True)
 
@@ -50,6 +57,16 @@ def missing_files(prefix: str) -> str | None:
     counts = {int(m.group(1)) for m in map(_SHARDS.search, shards) if m}
     if not shards or len(counts) != 1 or len(shards) != counts.pop():
         return "some of its .data files are missing"
+    return None
+
+
+def unreadable_index(prefix: str) -> str | None:
+    """Why the .index file of checkpoint `prefix` cannot be read (a save killed while it wrote it leaves it cut
+    short), or None."""
+    try:
+        reader(prefix)
+    except tf.errors.OpError as e:
+        return f"its .index file cannot be read ({first_line(e)})"
     return None
 
 

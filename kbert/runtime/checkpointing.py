@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 import keras
 import tensorflow as tf
 
-from kbert.errors import CorruptCheckpointError, InputDataError, MissingFileError
+from kbert.errors import CorruptCheckpointError, InputDataError, MissingFileError, first_line
 from kbert.modeling.checkpoint_fit import describe_model, mismatch
 from kbert.modeling.google_checkpoint import load_google_checkpoint
 from kbert.modeling.imported_checkpoint import imported_checkpoint
@@ -259,6 +259,9 @@ class TrainingCheckpoints:
 
         A window that starts after step 0 has the checkpoint of its first step to go on from (the last of the
         stage before), so when none of its own can be read it returns None (the notes say why) instead of raising.
+        So does a window whose checkpoints are all saves killed midway: a worker's input position is missing, or
+        the index file does not name the checkpoint (a save is named once it is written) and its files are not all
+        there or its .index file cannot be read.
 
         Raises:
           CheckpointMismatchError: the newest readable checkpoint was written for another model or optimizer.
@@ -271,23 +274,29 @@ class TrainingCheckpoints:
             if after_step < checkpoint_files.step_of(p)
             and (up_to_step is None or checkpoint_files.step_of(p) <= up_to_step)
         ]
-        unfinished = 0
+        named = checkpoint_files.named(self.directory)
+        unfinished = 0  # saves killed midway: a worker's input position is missing, or files of an unnamed one
         for prefix in candidates:
             problem = self._missing_inputs(prefix)
             unfinished += problem is not None
-            problem = problem or checkpoint_files.missing_files(prefix) or self._restore(prefix)
+            if problem is None:  # files there and listed before anything is restored
+                problem = checkpoint_files.missing_files(prefix) or checkpoint_files.unreadable_index(prefix)
+                unfinished += problem is not None and prefix not in named
+            problem = problem or self._restore(prefix)
             if problem is None:
                 self._last_step = checkpoint_files.step_of(prefix)
                 return prefix
             self.notes.append(f"Skipped {prefix}: {problem}.")
-        if unfinished == len(candidates) or after_step > 0:  # nothing to resume, or an older stage's to go on from
-            return None
-        if candidates:
+        # Unless there is nothing to resume, or an older stage's checkpoint to go on from:
+        if unfinished < len(candidates) and after_step <= 0:
             raise CorruptCheckpointError(
                 f"{self.directory}: none of its {len(candidates)} checkpoints can be read ({self.notes[-1]}). "
                 "Restore the files from a backup, or move the folder away to start the run over; kbert deletes "
                 "nothing."
             )
+        # The step counter may have started where the newest checkpoint is: training starts at the window's start.
+        self._state["global_step"].assign(max(after_step, 0))
+        self._last_step = max(after_step, 0)
         return None
 
     def _restore(self, prefix: str) -> str | None:
@@ -316,7 +325,7 @@ class TrainingCheckpoints:
                     [read(_key(*name.split("/", 1))) for name in scalars]
                 )
         except (tf.errors.OpError, IndexError, ValueError) as e:
-            return f"it cannot be read ({(str(e).strip().splitlines() or [type(e).__name__])[0][:200]})"
+            return f"it cannot be read ({first_line(e)})"
         self.restore_input(prefix)
         return None
 
@@ -348,7 +357,7 @@ class TrainingCheckpoints:
                 f"{path}: its saved input position does not fit data.train_files as they are now (the set of "
                 "files changed?). Give the files it was written with, or set data.checkpoint_input=false to go "
                 f"on without it (the data then starts over in a new order). TF said: "
-                f"{(str(e).strip().splitlines() or [type(e).__name__])[0][:200]}"
+                f"{first_line(e)}"
             ) from None
 
     def due(self, step: int, final: bool = False) -> bool:

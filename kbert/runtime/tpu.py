@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 
 import tensorflow as tf
 
-from kbert.errors import StrategyError
+from kbert.errors import StrategyError, first_line
 from kbert.runtime import devices
 
 _METADATA_ATTRIBUTES = "http://metadata.google.internal/computeMetadata/v1/instance/attributes/"
@@ -122,9 +122,8 @@ def _connect(tpu: str) -> tuple[tf.distribute.cluster_resolver.TPUClusterResolve
             tf.config.experimental_connect_to_cluster(resolver)
         return resolver, tf.tpu.experimental.initialize_tpu_system(resolver)
     except Exception as e:  # TF raises ValueError/NotFoundError/InvalidArgumentError depending on what is missing.
-        first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise StrategyError(
-            f"--strategy=tpu: no TPU reachable with --tpu={tpu} ({first_line[:200]}). On a single-host TPU VM pass "
+            f"--strategy=tpu: no TPU reachable with --tpu={tpu} ({first_line(e)}). On a single-host TPU VM pass "
             "--tpu=local; on worker 0 of a pod slice pass --tpu=NAME with the TPU servers running on every host; "
             "elsewhere use --strategy=auto, mirrored or one_device."
         ) from None
