@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 
+import forkserver
 from absl import flags
 
 
@@ -50,7 +51,7 @@ def run_batch(
     env.pop("TF_CONFIG", None)
     with tempfile.TemporaryDirectory() as folder:
         results = os.path.join(folder, "results.json")  # a file: TensorFlow's C++ side can write to stdout too
-        batch = subprocess.run(
+        batch = forkserver.run(
             [sys.executable, __file__, tool, str(cpus), setup, results],
             input=json.dumps(runs),
             cwd=cwd,

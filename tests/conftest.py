@@ -7,6 +7,7 @@ import platform
 import subprocess
 import sys
 
+import forkserver
 import pytest
 
 # Python runs `uname -p` the first time anything asks for the processor (TensorFlow and kbert's run header do), then
@@ -21,19 +22,27 @@ def _spawns_only_when_marked(request, monkeypatch):
     if request.node.get_closest_marker("spawns") is not None:
         yield
         return
-    log, start = os.environ.get("KBERT_SPAWN_LOG"), subprocess.Popen._execute_child
+    log, start, fork = os.environ.get("KBERT_SPAWN_LOG"), subprocess.Popen._execute_child, forkserver._fork
     test = request.node.nodeid
 
+    def blame() -> None:
+        if not log:
+            raise AssertionError(
+                f"{test} starts a process: mark it @pytest.mark.spawns (tools/test.sh --fast leaves such tests out)"
+            )
+        with open(log, "a") as f:
+            f.write(test + "\n")
+
     def refuse(self, *args, **kwargs):
-        if log:
-            with open(log, "a") as f:
-                f.write(test + "\n")
-            return start(self, *args, **kwargs)
-        raise AssertionError(
-            f"{test} starts a process: mark it @pytest.mark.spawns (tools/test.sh --fast leaves such tests out)"
-        )
+        blame()
+        return start(self, *args, **kwargs)
+
+    def refuse_fork(*args, **kwargs):  # a child of the fork server is a process too
+        blame()
+        return fork(*args, **kwargs)
 
     monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    monkeypatch.setattr(forkserver, "_fork", refuse_fork)
     yield
 
 

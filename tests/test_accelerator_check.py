@@ -3,13 +3,21 @@ the figures docs/accelerators.md describes, so the check cannot rot between the 
 
 import json
 import os
-import subprocess
 import sys
 
+import forkserver
 import pytest
 from training_fixtures import ROOT, cli_env
 
 PHASES = ["report", "numerics", "replicas", "resume", "throughput", "memory"]
+# The check as a child of the fork server, whose kbert-pretrain runs (the resume phase's) are children of it too.
+FORKED_RUNS = """
+import runpy, subprocess, sys
+import forkserver
+subprocess.Popen = forkserver.Popen
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
 
 @pytest.mark.spawns
@@ -17,15 +25,17 @@ def test_smoke_run_reports_every_phase_ok_with_its_figures(tmp_path):
     # What an earlier check left in the same --work_dir: a finished run's log would signal the new run at once.
     (tmp_path / "resume").mkdir()
     (tmp_path / "resume" / "sigterm.log").write_text("step 99/100 | loss 1.0\n")
-    result = subprocess.run(
+    result = forkserver.run(
         [
             sys.executable,
+            "-c",
+            FORKED_RUNS,
             os.path.join(ROOT, "tools/accelerator_check.py"),
             "--smoke",
             f"--work_dir={tmp_path}",
             f"--json={tmp_path / 'check.json'}",
         ],
-        env=cli_env(),
+        env=cli_env(PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])),
         capture_output=True,
         text=True,
         timeout=900,

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import forkserver
 import pytest
 from training_fixtures import cli_env
 
@@ -26,7 +27,7 @@ entry.run(main, "kbert-x")
 
 
 def _run(*args):
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, "-c", PROGRAM, *args], env=cli_env(), capture_output=True, text=True, timeout=300
     )
 
@@ -87,7 +88,7 @@ def test_kbert_pretrain_shows_only_its_own_lines_unless_verbose(tmp_path):
 @pytest.mark.spawns
 def test_kbert_predict_refuses_a_batch_of_no_rows(tmp_path):
     # A batch size of 0 read the whole file as one batch.
-    result = subprocess.run(
+    result = forkserver.run(
         [sys.executable, "-m", "kbert.cli.predict", "--model=m", "--input_file=i", "--output_file=o", "--batch_size=0"],
         env=cli_env(),
         capture_output=True,

@@ -7,9 +7,9 @@ its sentence.
 
 import collections
 import pathlib
-import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -222,7 +222,7 @@ def test_model_garden_loader_reads_our_files(corpus, vocab_file, tmp_path):
 @pytest.mark.spawns
 def test_we_read_model_garden_files(corpus, vocab_file, tmp_path):
     out = tmp_path / "mg.tfrecord"
-    subprocess.run(
+    forkserver.run(
         [
             sys.executable,
             "-m",

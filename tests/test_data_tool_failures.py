@@ -4,9 +4,9 @@ there before left byte-identical (issue #13, items 6, 9, 10 and 13)."""
 import os
 import pathlib
 import signal
-import subprocess
 import sys
 
+import forkserver
 import pytest
 import tensorflow as tf
 from cli_batch import assert_refused, run_tools
@@ -208,7 +208,7 @@ def test_killed_run_leaves_nothing_an_output_glob_matches_and_the_next_run_clean
         "for _ in range(100):\n    writer.write(b'partial record')\n"
         "writer._writers[0].flush()\nos.kill(os.getpid(), 9)\n"
     )
-    killed = subprocess.run(
+    killed = forkserver.run(
         [sys.executable, "-c", script, str(output), str(data / "other.tfrecord")],
         cwd=ROOT,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),

@@ -4,12 +4,15 @@ fine-tuning, table, plots and the verdict line."""
 import json
 import math
 import os
+import subprocess
+import types
 
+import forkserver
 import pytest
 from corpus_fixtures import fake_package
 
 from kbert.data.corpus_fingerprint import fingerprint
-from kbert.demo import history, pipeline, report
+from kbert.demo import history, pipeline, processes, report
 from kbert.demo.downstream import FinetuneSettings
 from kbert.demo.report import FINETUNE, PROBE, DownstreamScores
 from kbert.demo.verdict import verdict
@@ -34,7 +37,10 @@ TINY = dict(
 
 
 @pytest.mark.spawns
-def test_demo_produces_table_plots_runs_and_a_verdict(tmp_path):
+def test_demo_produces_table_plots_runs_and_a_verdict(tmp_path, monkeypatch):
+    # Its kbert-pretrain and kbert-finetune processes start as children of the fork server.
+    fork_server = types.SimpleNamespace(Popen=forkserver.Popen, PIPE=subprocess.PIPE, STDOUT=subprocess.STDOUT)
+    monkeypatch.setattr(processes, "subprocess", fork_server)
     roots = [str(fake_package(tmp_path / "site"))]
     out = tmp_path / "demo"
     lines = []

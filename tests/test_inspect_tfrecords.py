@@ -1,9 +1,9 @@
 """The TFRecord inspector: counts, histogram, NSP balance, masked share, decoded examples, and its errors."""
 
 import os
-import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import pytest
 from tfrecord_fixtures import make_instances, write_records, write_vocab
@@ -67,7 +67,7 @@ def test_tool_exits_1_naming_a_truncated_file(corpus):
     path = tmp_path / "part-1.tfrecord"
     data = path.read_bytes()
     path.write_bytes(data[:-10])  # the last record is cut: only a full read finds it
-    result = subprocess.run(
+    result = forkserver.run(
         [
             sys.executable,
             os.path.join(ROOT, "tools", "inspect_tfrecords.py"),

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 
+import forkserver
 import pytest
 import tensorflow as tf
 from google.api_core import exceptions
@@ -352,7 +353,7 @@ run()
 @pytest.mark.spawns
 def test_a_run_whose_lease_cannot_be_refreshed_stops_with_its_checkpoints_intact(tmp_path):
     config, run = _tiny_run(tmp_path, total_steps=100000, steps_per_loop=2, checkpoint_interval=2), tmp_path / "run"
-    result = subprocess.run(
+    result = forkserver.run(
         [sys.executable, "-c", _FAILING_RUN, config, str(run)],
         env=cli_env(),
         capture_output=True,

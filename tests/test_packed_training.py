@@ -5,9 +5,9 @@ resume, with whole-step XLA, and under MSLT; MLM-only records train without a se
 import glob
 import json
 import os
-import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import pytest
 from training_fixtures import ROOT, cli_env, pretrain_command, run_here, write_config, write_shards
@@ -99,7 +99,7 @@ def test_packed_training_under_mirrored_with_accumulation_bf16_and_resume(tmp_pa
         pretrain_command(config, tmp_path / "run", strategy="mirrored", mode=mode)[4:]  # the flags alone
         for config, mode in zip(configs, ("train", "train_and_eval"))
     ]
-    batch = subprocess.run(
+    batch = forkserver.run(
         [sys.executable, "-c", MIRRORED_BATCH],
         input=json.dumps(runs),
         env=cli_env(PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])),

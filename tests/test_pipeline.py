@@ -2,9 +2,9 @@
 
 import os
 import random
-import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -314,7 +314,7 @@ for replica in strategy.experimental_local_results(batch["input_ids"]):
 def test_two_replicas_get_their_own_per_replica_batches(tmp_path, vocab):
     instances = make_instances(16, SEQ, PRED, len(vocab), seed=9)
     path = write_records(tmp_path / "a.tfrecord", instances)
-    result = subprocess.run(
+    result = forkserver.run(
         [sys.executable, "-c", DISTRIBUTED_SCRIPT, path],
         check=True,
         capture_output=True,

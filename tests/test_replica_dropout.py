@@ -1,8 +1,8 @@
 """Dropout masks differ between replicas and stay reproducible; on one device they are Keras's own."""
 
-import subprocess
 import sys
 
+import forkserver
 import keras
 import numpy as np
 import pytest
@@ -37,7 +37,7 @@ np.save(__import__("sys").argv[1], np.stack(first + again))
 @pytest.mark.spawns
 def test_two_replicas_draw_different_masks_reproducibly(tmp_path):
     path = tmp_path / "masks.npy"
-    subprocess.run([sys.executable, "-c", TWO_REPLICAS, str(path)], env=cli_env(), check=True, timeout=300)
+    forkserver.run([sys.executable, "-c", TWO_REPLICAS, str(path)], env=cli_env(), check=True, timeout=300)
     replica_0, replica_1, replica_0_again, replica_1_again = np.load(path)  # each [4 calls, 4, 64]
     assert not np.array_equal(replica_0, replica_1)  # Keras's Dropout gives both the same mask
     assert 0.3 < replica_1.mean() < 0.7

@@ -6,9 +6,9 @@ bad input is one line."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 
+import forkserver
 import keras
 import numpy as np
 import pytest
@@ -248,7 +248,7 @@ def test_runs_that_cannot_be_served_are_refused_in_one_line(served, tmp_path):
             load_run(str(path))
         assert needle in str(raised.value) and "\n" not in str(raised.value)
     assert load_run(str(moved), vocab_file=str(tmp / "vocab.txt")).label_names == LABELS
-    result = subprocess.run(
+    result = forkserver.run(
         [
             sys.executable,
             "-m",

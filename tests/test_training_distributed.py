@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 
+import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -130,7 +131,7 @@ def test_one_device_and_two_mirrored_replicas_reach_the_same_weights_and_evaluat
 def _start_workers(config, model_dir, output=subprocess.PIPE, **env):
     """Two kbert-pretrain processes forming a MultiWorkerMirroredStrategy cluster on localhost."""
     return [
-        subprocess.Popen(
+        forkserver.Popen(
             pretrain_command(config, model_dir, "multi_worker_mirrored"),
             stdout=output,
             stderr=output,
@@ -252,7 +253,7 @@ def test_sigterm_saves_and_exits_for_a_restart(tmp_path, data):
         str(tmp_path / "c.yaml"), data[0], train={"total_steps": 1000, "steps_per_loop": 1, "checkpoint_interval": 500}
     )
     command = pretrain_command(config, tmp_path / "run")
-    process = subprocess.Popen(command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = forkserver.Popen(command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 600
     line = ""
     while "step 2/1000" not in line:  # training is under way

@@ -1,6 +1,6 @@
 """Fixtures for the training tests: tiny pretraining TFRecords, a tiny experiment YAML, and kbert-pretrain run in a
 subprocess (logical CPU devices and TF_CONFIG must be set before TensorFlow starts, and SIGKILL needs a process of
-its own) or, on one device, in this process (no TensorFlow start-up to pay)."""
+its own: a child of the fork server, which imported TensorFlow once) or, on one device, in this process."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import tensorflow as tf
 
@@ -132,7 +133,7 @@ def cli_env(**extra: str) -> dict:
 
 def run_cli(command: list[str], env: dict = None, expect: int = 0) -> subprocess.CompletedProcess:
     """Runs `command`, asserting its exit status (its output's tail is the assertion message)."""
-    result = subprocess.run(command, env=env or cli_env(), capture_output=True, text=True, timeout=900)
+    result = forkserver.run(command, env=env or cli_env(), capture_output=True, text=True, timeout=900)
     assert result.returncode == expect, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
@@ -160,7 +161,7 @@ def kill_once_written(command: list[str], path, timeout: float = 600, env: dict 
     import signal
     import time
 
-    process = subprocess.Popen(command, env=env or cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = forkserver.Popen(command, env=env or cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + timeout
     while not os.path.exists(path):
         assert process.poll() is None, f"{command} ended before writing {path}"
