@@ -18,6 +18,7 @@ module asks the same server (`SOCKET_VARIABLE`), so a program run so can start i
 import atexit
 import json
 import os
+import runpy
 import selectors
 import signal
 import socket
@@ -106,8 +107,6 @@ def _child(request: dict, fds: list[int], inherited: list) -> None:
         sys.path[0] = {"-c": "", "-m": os.getcwd()}.get(kind) or os.path.dirname(os.path.abspath(target))
         pythonpath = request["env"].get("PYTHONPATH", "").split(os.pathsep)
         sys.path[1:1] = [path for path in pythonpath if path and path not in sys.path]
-        import runpy
-
         if kind == "-c":
             exec(compile(target, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
         elif kind == "-m":
@@ -124,9 +123,7 @@ def _child(request: dict, fds: list[int], inherited: list) -> None:
     finally:
         try:  # what the interpreter does on its way out
             threading._shutdown()
-            import atexit as _atexit
-
-            _atexit._run_exitfuncs()
+            atexit._run_exitfuncs()
             sys.stdout.flush()
             sys.stderr.flush()
         finally:
