@@ -20,6 +20,7 @@ import json
 import os
 import runpy
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -187,6 +188,7 @@ def serve(path: str) -> None:
                 except OSError:
                     pass
                 conn.close()
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)  # its parent ended (an xdist worker runs no atexit)
 
 
 # -- the client --------------------------------------------------------------------------------------------------
@@ -214,9 +216,17 @@ def _server_path() -> str | None:
                 text=True,
             )
             ready = process.stdout.readline().strip() == "ready"
+            log.close()
             _server.update(path=path if ready else None, process=process, env=server_environment())
-            atexit.register(process.kill)
+            atexit.register(_stop, process, folder)
         return _server["path"]
+
+
+def _stop(process: subprocess.Popen, folder: str) -> None:
+    """At exit: ends the server and removes its socket and log."""
+    process.kill()
+    process.wait()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _forkable(args, options: dict) -> tuple[str, str, list[str]] | None:
