@@ -47,8 +47,7 @@ def run_batch(
     """Runs `kbert-TOOL ARGS` for each argument list in `runs`, all in one fresh process (TOOL: a module of
     kbert.cli, e.g. "build_vocab") in `cwd`, on `cpus` logical CPU devices, after `setup` (Python code, with `tf`
     imported when it is given); a CompletedProcess each, in order."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
-    env.pop("TF_CONFIG", None)
+    env = forkserver.server_environment()
     with tempfile.TemporaryDirectory() as folder:
         results = os.path.join(folder, "results.json")  # a file: TensorFlow's C++ side can write to stdout too
         batch = forkserver.run(

@@ -52,7 +52,8 @@ _plain_popen = subprocess.Popen  # the real one, should a caller put this module
 
 
 def server_environment() -> dict:
-    """The environment the server imports in: the tests' environment for kbert processes (as `cli_env`)."""
+    """This process's environment for a kbert subprocess, the server's included: kbert importable, TF quiet, no
+    inherited TF_CONFIG."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     env.pop("TF_CONFIG", None)
     return env
@@ -206,10 +207,10 @@ def _server_path() -> str | None:
         if "path" not in _server:
             folder = tempfile.mkdtemp(prefix="kbert_forkserver_")
             path = os.path.join(folder, "socket")
-            log = open(os.path.join(folder, "server.log"), "w")
+            log, env = open(os.path.join(folder, "server.log"), "w"), server_environment()
             process = _plain_popen(
                 [sys.executable, os.path.abspath(__file__), path],
-                env=server_environment(),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -217,7 +218,7 @@ def _server_path() -> str | None:
             )
             ready = process.stdout.readline().strip() == "ready"
             log.close()
-            _server.update(path=path if ready else None, process=process, env=server_environment())
+            _server.update(path=path if ready else None, process=process, env=env)
             atexit.register(_stop, process, folder)
         return _server["path"]
 

@@ -124,11 +124,8 @@ def pretrain_command(
 
 
 def cli_env(**extra: str) -> dict:
-    """This process's environment for a kbert subprocess: kbert importable, TF quiet, no inherited TF_CONFIG."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    env.pop("TF_CONFIG", None)
-    env.update(extra)
-    return env
+    """This process's environment for a kbert subprocess (`forkserver.server_environment`), plus `extra`."""
+    return {**forkserver.server_environment(), **extra}
 
 
 def run_cli(command: list[str], env: dict = None, expect: int = 0) -> subprocess.CompletedProcess:
