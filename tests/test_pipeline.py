@@ -112,6 +112,31 @@ def test_distribute_datasets_from_function(tmp_path, vocab):
     assert batch["next_sentence_labels"].shape == (8, 1)
 
 
+def test_building_the_input_pipelines_converts_nothing_with_autograph(tmp_path, vocab, monkeypatch):
+    """tf.data's functions here have no Python control flow on tensors: autograph would only convert them, and all
+    they call, on every build (half of building a pretraining pipeline). Fine-tuning's batches likewise."""
+    from tensorflow.python.autograph.pyct import transpiler
+
+    from kbert.finetuning.batches import eval_batches, training_batches
+    from kbert.finetuning.encoding import PairEncoder
+    from kbert.finetuning.examples import Examples
+
+    converted = []
+    transform = transpiler.PyToPy.transform
+    monkeypatch.setattr(
+        transpiler.PyToPy, "transform", lambda self, fn, context: converted.append(fn) or transform(self, fn, context)
+    )
+    path = write_records(tmp_path / "a.tfrecord", make_instances(16, SEQ, None, len(vocab)))
+    vocab_file = str(tmp_path / "vocab.txt")  # the fixture's
+    masked = dict(dynamic_masking=True, vocab_file=vocab_file, whole_word_masking=True, seed=1)
+    next(iter(pretraining_dataset(path, SEQ, PRED, global_batch_size=4, **masked)))
+    encoder = PairEncoder(vocab_file, seq_length=SEQ)
+    examples = Examples("mem", ["a b", "c"], ["d", "e f"], np.array([0, 1], np.int32))
+    next(iter(training_batches(encoder, examples, batch_size=2, seed=1)))
+    next(iter(eval_batches(encoder, examples, batch_size=2)))
+    assert converted == []
+
+
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_iterator_saves_and_restores_in_a_checkpoint(tmp_path, vocab, dynamic):
     instances = make_instances(64, SEQ, None if dynamic else PRED, len(vocab), seed=5)

@@ -106,6 +106,7 @@ def checked_records(
     keys = {name: schema.file_name(name, use_v2_feature_names) for name in bounds}
     id_spec = {keys[name]: spec[keys[name]] for name in bounds}
 
+    @tf.autograph.experimental.do_not_convert  # no Python control flow on tensors: nothing to convert
     def check(chunk: tf.Tensor, serialized: tf.Tensor) -> tf.Tensor:
         parsed = tf.io.parse_example(serialized, id_spec)
         checks = []

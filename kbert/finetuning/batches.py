@@ -24,6 +24,9 @@ import tensorflow as tf
 from kbert.finetuning.encoding import TextEncoder, text_columns
 from kbert.finetuning.examples import Examples
 
+# tf.data converts its functions with autograph unless told not to: these have no Python control flow on tensors,
+# and converting them with everything they call (the tokenizer and packing) slows every pipeline's build.
+_plain = tf.autograph.experimental.do_not_convert
 # The narrowest width: a multiple of 8, the tile that accelerators' matrix units (and oneDNN's kernels) fill.
 _MIN_WIDTH = 8
 
@@ -68,9 +71,11 @@ def eval_batches(
     widths = tf.constant(bucket_widths(encoder.seq_length), tf.int32)
     dataset = _texts_and_labels(examples, with_labels).batch(batch_size)
     if with_labels:
-        dataset = dataset.map(lambda t, y: (_cut(encoder.encode(*t), widths), y), num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = dataset.map(
+            _plain(lambda t, y: (_cut(encoder.encode(*t), widths), y)), num_parallel_calls=tf.data.AUTOTUNE
+        )
     else:
-        dataset = dataset.map(lambda *t: _cut(encoder.encode(*t), widths), num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = dataset.map(_plain(lambda *t: _cut(encoder.encode(*t), widths)), num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
@@ -80,11 +85,15 @@ def training_batches(encoder: TextEncoder, examples: Examples, batch_size: int, 
     dataset = _texts_and_labels(examples, with_labels=True)
     dataset = dataset.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True).repeat()
     # Tokenizing a batch of texts at once is far cheaper than one at a time; the rows are regrouped after.
-    dataset = dataset.batch(batch_size).map(lambda t, y: (encoder.encode(*t), y), num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.batch(batch_size).map(
+        _plain(lambda t, y: (encoder.encode(*t), y)), num_parallel_calls=tf.data.AUTOTUNE
+    )
     dataset = dataset.unbatch().group_by_window(
-        key_func=lambda features, _: tf.cast(_bucket(tf.reduce_sum(features["input_mask"]), widths)[0], tf.int64),
-        reduce_func=lambda _, rows: rows.batch(batch_size, drop_remainder=True),
+        key_func=_plain(
+            lambda features, _: tf.cast(_bucket(tf.reduce_sum(features["input_mask"]), widths)[0], tf.int64)
+        ),
+        reduce_func=_plain(lambda _, rows: rows.batch(batch_size, drop_remainder=True)),
         window_size=batch_size,
     )
-    dataset = dataset.map(lambda features, y: (_cut(features, widths), y), num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.map(_plain(lambda features, y: (_cut(features, widths), y)), num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -191,7 +191,7 @@ class PretrainingTrainer:
                 else []
             )
         self._loop = tf.function(self._loop_fn, autograph=False)
-        self._weights_finite = tf.function(lambda: _all_finite([w.value for w in model.weights]))
+        self._weights_finite = tf.function(lambda: _all_finite([w.value for w in model.weights]), autograph=False)
 
     # -- replica functions -------------------------------------------------------------------------------------
 
