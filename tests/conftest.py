@@ -2,6 +2,7 @@
 (`tools/test.sh --fast` runs the others); an unmarked one fails, naming the marker. With KBERT_SPAWN_LOG=PATH the
 guard appends the test's id to PATH instead (to find the tests to mark)."""
 
+import gc
 import os
 import platform
 import subprocess
@@ -53,6 +54,12 @@ def float32_policy():
     import keras
 
     keras.mixed_precision.set_global_policy("float32")
+
+
+def pytest_collection_finish(session):
+    # The imports of the collected modules (TensorFlow, Keras, kbert) live as long as the worker: out of the
+    # collector's sight, every full collection during a test's tracing skips them (gc.freeze, as the fork server).
+    gc.freeze()
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -16,6 +16,7 @@ module asks the same server (`SOCKET_VARIABLE`), so a program run so can start i
 """
 
 import atexit
+import gc
 import json
 import os
 import runpy
@@ -144,6 +145,9 @@ def serve(path: str) -> None:
     from tensorflow.python.eager import context
 
     assert context.context()._context_handle is None, "TensorFlow started in the fork server"
+    # What the imports made lives as long as the process: moved out of the collector's sight, it is not traversed by
+    # every full collection in every child (about 0.5 CPU-s of a kbert-pretrain run's tracing, 500,000 objects).
+    gc.freeze()
     parent = os.getppid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

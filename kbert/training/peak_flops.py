@@ -28,7 +28,7 @@ def measured_peak_flops(size: int = 2048, repeats: int = 10, dtype: str = "float
     The time limit matters where bf16 matmuls are slow (a CPU without bf16 units), as the run waits for this."""
     a = tf.cast(tf.random.normal((size, size)), dtype)
     b = tf.cast(tf.random.normal((size, size)), dtype)
-    matmul = tf.function(lambda x, y: tf.linalg.matmul(x, y))
+    matmul = tf.function(lambda x, y: tf.linalg.matmul(x, y), autograph=False)
     matmul(a, b).numpy()
     fastest, start = float("inf"), time.perf_counter()
     for _ in range(repeats):
@@ -42,8 +42,9 @@ def measured_peak_flops(size: int = 2048, repeats: int = 10, dtype: str = "float
 
 @functools.cache
 def _host_peak_flops(dtype: str) -> float:
-    """This host's matmul peak in `dtype`, timed once a process: every stage of a run shares one denominator."""
-    return measured_peak_flops(size=1024, repeats=20, dtype=dtype)
+    """This host's matmul peak in `dtype`, timed once a process: every stage of a run shares one denominator. The
+    fastest of 10 matmuls, a quarter of a second at most on a core: it delays every run's first step."""
+    return measured_peak_flops(size=1024, repeats=10, dtype=dtype, max_seconds=0.25)
 
 
 def peak_flops_of(
