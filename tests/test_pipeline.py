@@ -114,7 +114,7 @@ def test_distribute_datasets_from_function(tmp_path, vocab):
 
 def test_building_the_input_pipelines_converts_nothing_with_autograph(tmp_path, vocab, monkeypatch):
     """tf.data's functions here have no Python control flow on tensors: autograph would only convert them, and all
-    they call, on every build (half of building a pretraining pipeline). Fine-tuning's batches likewise."""
+    they call, on every build (most of tracing a pretraining pipeline). Fine-tuning's batches likewise."""
     from tensorflow.python.autograph.pyct import transpiler
 
     from kbert.finetuning.batches import eval_batches, training_batches

@@ -77,7 +77,7 @@ def _records(
     order otherwise."""
 
     # tf.data converts a function with autograph unless told not to: none here has Python control flow on tensors,
-    # and converting them, with everything they call, was most of tracing a pipeline (0.75 of 0.9 CPU-s).
+    # and converting them, with everything they call, would be most of tracing a pipeline (0.75 of 0.9 CPU-s).
     @tf.autograph.experimental.do_not_convert
     def read(path: tf.Tensor) -> tf.data.Dataset:
         records = tf.data.TFRecordDataset(path, compression_type=layout.compression)
