@@ -352,6 +352,7 @@ def write_report(runs: list[Run], tuning: dict[str, list[Run]], target: float, o
         json.dump(
             {
                 "target_mlm_accuracy": target,
+                "machine": bench_flags.cpu_isa(),
                 "runs": [dataclasses.asdict(r) for r in runs],
                 "tuning": {k: [dataclasses.asdict(r) for r in v] for k, v in tuning.items()},
                 "flags": {
@@ -406,6 +407,7 @@ def main(argv: list[str]) -> None:
     tf.get_logger().setLevel("ERROR")
     os.makedirs(FLAGS.out, exist_ok=True)
     started = time.time()
+    print(bench_flags.cpu_isa())
     print(f"load average at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     data = _data(FLAGS.out)
     tuning = {
