@@ -206,6 +206,12 @@ flags.DEFINE_float(
     "MSLT all-layer stage's peak rate as a multiple of the growth stages' "
     "(docs/mslt.md: 1.0 beats the library's 0.1 at these stage lengths).",
 )
+flags.DEFINE_float(
+    "later_learning_rate",
+    0.0,
+    "Peak rate of the MSLT stages after the first, the all-layer stage's before --final_rate_scale "
+    "(configs/experiments/bert_tiny_fast_cpu.yaml: 1e-2); 0: --peak_learning_rate.",
+)
 flags.DEFINE_list(
     "fastest_levers", None, "The fastest contestant's levers; default: those that beat kbert alone by --min_gain."
 )
@@ -282,6 +288,7 @@ RECORDED_FLAGS = (
     "target_margin",
     "stages",
     "final_rate_scale",
+    "later_learning_rate",
     "dupe_factor",
     "seed",
     "seeds",
@@ -596,9 +603,13 @@ def with_lever(config: dict, lever: str, data: Data) -> None:
         final = round(mslt_share(lever) * steps)
         growth = [(steps - final) // len(depths)] * len(depths)
         growth[-1] += steps - final - sum(growth)
+        later = FLAGS.later_learning_rate or FLAGS.peak_learning_rate
+        stages = [{"num_layers": d, "steps": n} for d, n in zip(depths, growth)]
+        for stage in stages[1:] if FLAGS.later_learning_rate else []:
+            stage["learning_rate"] = later
         config["mslt"] = {
-            "stages": [{"num_layers": d, "steps": n} for d, n in zip(depths, growth)],
-            "final_stage": {"steps": final, "learning_rate": FLAGS.peak_learning_rate * FLAGS.final_rate_scale},
+            "stages": stages,
+            "final_stage": {"steps": final, "learning_rate": later * FLAGS.final_rate_scale},
         }
 
 
