@@ -9,7 +9,9 @@ strategies are set up in the child.
 What TensorFlow and Keras read when they are imported comes from the server's environment, so a command whose
 environment differs there (`IMPORT_TIME`), that runs another Keras backend, or that passes interpreter options
 (`-I`), runs as a plain subprocess. `KBERT_TEST_FORKSERVER=0` runs every command so. A child that imports this
-module asks the same server (`SOCKET_VARIABLE`), so a program run so can start its own processes so too.
+module asks the same server (`SOCKET_VARIABLE`), so a program run so can start its own processes so too; in a child
+whose environment sets `FORK_SUBPROCESSES` to 1, `subprocess.Popen` (and so `subprocess.run`) is this module's, so
+a program that knows nothing of the server (a tool in tools/) starts its Python processes so, and they theirs.
 
     result = run([sys.executable, "-c", code, "arg"], env=cli_env(), capture_output=True, text=True)
     process = Popen(pretrain_command(config, model_dir), env=cli_env(), stdout=subprocess.PIPE, text=True)
@@ -49,6 +51,7 @@ IMPORT_TIME = (
 )
 _PRELOAD = ("tensorflow", "keras", "kbert.experiment")
 SOCKET_VARIABLE = "KBERT_FORKSERVER_SOCKET"  # set in each child: its server's socket
+FORK_SUBPROCESSES = "KBERT_TEST_FORK_SUBPROCESSES"  # "1": a child's subprocess.Popen is this module's
 _plain_popen = subprocess.Popen  # the real one, should a caller put this module's Popen in its place
 
 
@@ -99,8 +102,12 @@ def _child(request: dict, fds: list[int], inherited: list) -> None:
             os.dup2(fd, target)
             os.close(fd)
         os.chdir(request["cwd"])
+        if request["new_session"]:
+            os.setsid()
         os.environ.clear()
         os.environ.update(request["env"], **{SOCKET_VARIABLE: request["socket"]})
+        if request["env"].get(FORK_SUBPROCESSES) == "1":
+            subprocess.Popen = Popen
         tempfile.tempdir = None  # found again from TMPDIR, as a fresh process does
         if "PYTHONUNBUFFERED" in request["env"]:
             sys.stdout.reconfigure(write_through=True)
@@ -236,7 +243,7 @@ def _stop(process: subprocess.Popen, folder: str) -> None:
 
 def _forkable(args, options: dict) -> tuple[str, str, list[str]] | None:
     """(kind, target, args) of a command the server can run, or None."""
-    if os.environ.get("KBERT_TEST_FORKSERVER", "1") == "0" or options:
+    if os.environ.get("KBERT_TEST_FORKSERVER", "1") == "0" or set(options) - {"start_new_session"}:
         return None
     if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":  # the server would import kbert on it
         return None
@@ -367,10 +374,13 @@ def Popen(args, stdin=None, stdout=None, stderr=None, env=None, cwd=None, text=F
     path = _server_path() if command and _environment_fits(env) else None
     if path is None:
         return _plain_popen(args, stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd, text=text, **options)
-    return _fork(path, command, args, stdin, stdout, stderr, env, cwd, text)
+    new_session = bool(options.get("start_new_session"))
+    return _fork(path, command, args, stdin, stdout, stderr, env, cwd, text, new_session)
 
 
-def _fork(path: str, command: tuple, args, stdin, stdout, stderr, env: dict, cwd, text: bool) -> ForkedProcess:
+def _fork(
+    path: str, command: tuple, args, stdin, stdout, stderr, env: dict, cwd, text: bool, new_session: bool = False
+) -> ForkedProcess:
     """Asks the server at `path` for a child running `command` (`_forkable`); tests/conftest.py guards this as it
     guards `subprocess.Popen`."""
     ends = [_pipe_end(stdin if stdin is not None else subprocess.DEVNULL, True, text), _pipe_end(stdout, False, text)]
@@ -383,6 +393,7 @@ def _fork(path: str, command: tuple, args, stdin, stdout, stderr, env: dict, cwd
         "args": rest,
         "env": env,
         "cwd": os.path.abspath(cwd or os.getcwd()),
+        "new_session": new_session,
     }
     data = json.dumps(request).encode()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

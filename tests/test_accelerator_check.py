@@ -10,14 +10,6 @@ import pytest
 from training_fixtures import ROOT, cli_env
 
 PHASES = ["report", "numerics", "replicas", "resume", "throughput", "memory"]
-# The check as a child of the fork server, whose kbert-pretrain runs (the resume phase's) are children of it too.
-FORKED_RUNS = """
-import runpy, subprocess, sys
-import forkserver
-subprocess.Popen = forkserver.Popen
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
 
 
 @pytest.mark.spawns
@@ -25,17 +17,16 @@ def test_smoke_run_reports_every_phase_ok_with_its_figures(tmp_path):
     # What an earlier check left in the same --work_dir: a finished run's log would signal the new run at once.
     (tmp_path / "resume").mkdir()
     (tmp_path / "resume" / "sigterm.log").write_text("step 99/100 | loss 1.0\n")
+    # The check, its phases' process and the resume phase's kbert-pretrain runs: children of the fork server.
     result = forkserver.run(
         [
             sys.executable,
-            "-c",
-            FORKED_RUNS,
             os.path.join(ROOT, "tools/accelerator_check.py"),
             "--smoke",
             f"--work_dir={tmp_path}",
             f"--json={tmp_path / 'check.json'}",
         ],
-        env=cli_env(PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])),
+        env=cli_env(**{forkserver.FORK_SUBPROCESSES: "1"}),
         capture_output=True,
         text=True,
         timeout=900,

@@ -1,7 +1,9 @@
 """kbert.finetuning.subprocess_run: kbert-finetune's command line, and a failed run named by its log."""
 
+import subprocess
 import sys
 
+import forkserver
 import pytest
 
 from kbert.finetuning.subprocess_run import finetune_command, run_finetune, score
@@ -21,7 +23,8 @@ def test_the_command_runs_this_pythons_kbert_finetune_with_the_flags_before_the_
 
 
 @pytest.mark.spawns
-def test_a_failed_run_is_an_error_naming_its_log_which_holds_kbert_finetunes_error_line(tmp_path):
+def test_a_failed_run_is_an_error_naming_its_log_which_holds_kbert_finetunes_error_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(subprocess, "Popen", forkserver.Popen)  # kbert-finetune as a child of the fork server
     config = tmp_path / "finetune.yaml"
     config.write_text(
         "task: {name: tsv, train_file: missing.tsv, eval_file: missing.tsv}\ndata: {vocab_file: missing_vocab.txt}\n"

@@ -1,17 +1,22 @@
 """docs/reference/commands.md is what tools/flags_reference.py writes from today's flag definitions."""
 
 import pathlib
-import subprocess
 import sys
 
+import forkserver
 import pytest
+from training_fixtures import cli_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.spawns
 def test_the_commands_page_is_current():
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "flags_reference.py"), "--check"], capture_output=True, text=True
+    # The tool and the process it imports the commands in: children of the fork server (TensorFlow imported once).
+    result = forkserver.run(
+        [sys.executable, str(ROOT / "tools" / "flags_reference.py"), "--check"],
+        env=cli_env(**{forkserver.FORK_SUBPROCESSES: "1"}),
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
