@@ -379,7 +379,7 @@ def Popen(args, stdin=None, stdout=None, stderr=None, env=None, cwd=None, text=F
 
 
 def _fork(
-    path: str, command: tuple, args, stdin, stdout, stderr, env: dict, cwd, text: bool, new_session: bool = False
+    path: str, command: tuple, args, stdin, stdout, stderr, env: dict, cwd, text: bool, new_session: bool
 ) -> ForkedProcess:
     """Asks the server at `path` for a child running `command` (`_forkable`); tests/conftest.py guards this as it
     guards `subprocess.Popen`."""
