@@ -1,13 +1,14 @@
 """MirroredStrategy on 2 logical CPUs vs one device, and loss scaling with an overflow on one replica only.
 
 Logical devices must be configured before TensorFlow initialises its devices, so the distributed runs happen in
-a fresh Python process (this file run as a script) that prints its measurements as JSON.
+a process of their own (this file run as a script, a child of the fork server) that prints its measurements as
+JSON.
 """
 
 import json
-import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import pytest
 from training_fixtures import cli_env
@@ -93,6 +94,7 @@ def _optimizers():
 def _main():
     import tensorflow as tf
 
+    tf.config.set_visible_devices([], "GPU")  # the CPU's two logical devices, even where a GPU is present
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
@@ -125,9 +127,7 @@ def _main():
 
 @pytest.fixture(scope="module")
 def measured():
-    run = subprocess.run(
-        [sys.executable, __file__], capture_output=True, text=True, env=cli_env(CUDA_VISIBLE_DEVICES=""), timeout=600
-    )
+    run = forkserver.run([sys.executable, __file__], capture_output=True, text=True, env=cli_env(), timeout=600)
     lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, f"distributed run failed:\n{run.stderr[-4000:]}"
     return json.loads(lines[-1][len("RESULT ") :])
