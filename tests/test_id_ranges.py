@@ -98,6 +98,11 @@ def test_kbert_pretrain_stops_in_one_line_on_a_bad_train_or_eval_record(tmp_path
             assert not [c for c in checkpoints if c.startswith("ckpt-")], checkpoints
         else:  # training ends with its step-2 checkpoint; the evaluation after it stops on the bad record
             assert "ckpt-2.index" in checkpoints
+            # A fresh run records that it saved the positions of checked records (test_a_run_resumes_its_input...).
+            assert "its saved input positions" not in result.stdout + result.stderr
+            assert json.loads((model_dir / "checkpoints" / "input_format.json").read_text()) == {
+                "records_checked": True
+            }
 
 
 @pytest.mark.slow
@@ -147,6 +152,4 @@ def test_a_run_resumes_its_input_as_it_was_saved_checked_or_not(tmp_path):
         assert "its saved input positions" in printed and "Resumed from" in printed, printed
         whole, resumed = checkpoint_weights(tmp_path / "whole", 6), checkpoint_weights(model_dir, 6)
         assert all(np.array_equal(whole[key], resumed[key]) for key in whole), name
-    fresh = tmp_path / "fresh"
-    assert "its saved input positions" not in run_here(checked, fresh)
-    assert json.loads((fresh / "checkpoints" / "input_format.json").read_text()) == {"records_checked": True}
+    # A fresh checked run's record: test_kbert_pretrain_stops_in_one_line_on_a_bad_train_or_eval_record.

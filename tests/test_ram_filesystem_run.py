@@ -50,9 +50,10 @@ def _run(config, model_dir, mode="train_and_eval"):
     return summary, lines
 
 
-def _lives_on_ram_and_resumes(tmp_path, config, model_dir: str) -> dict:
+def _lives_on_ram(tmp_path, config, model_dir: str, again: bool = True) -> dict:
     """Runs `config` into `model_dir` (on ram://), checks that everything it wrote is there and nothing on the
-    local disk, then runs it again: resumed from ram://, nothing left to train, the same model. Its summary."""
+    local disk, then, if `again`, runs it again: resumed from ram://, nothing left to train, the same model. Its
+    summary."""
     summary, lines = _run(config, model_dir)
     assert any(line.startswith("No lease on --model_dir=ram://") for line in lines)
     assert _read_json(f"{model_dir}/summary.json")["eval"] == summary["eval"]
@@ -65,6 +66,8 @@ def _lives_on_ram_and_resumes(tmp_path, config, model_dir: str) -> dict:
             assert _read_json(f"{model_dir}/stage_{stage['stage']}/summary.json")["global_step"] == stage["end_step"]
             assert tf.io.gfile.exists(f"{model_dir}/stage_{stage['stage']}/export/bert_model.ckpt.index")
     assert os.listdir(tmp_path) == ["c.yaml"]
+    if not again:
+        return summary
 
     again, lines = _run(config, model_dir)  # resumed from ram://: nothing left to train, the same model
     assert any(line.startswith(f"Resumed from {model_dir}/checkpoints/ckpt-") for line in lines)
@@ -91,18 +94,19 @@ def test_an_mslt_plan_and_a_phase_after_it_live_entirely_on_ram_and_resume_from_
         },
     ]
     path = write_config(str(tmp_path / "c.yaml"), data[0], data[1], mslt=MSLT, phases=phases)
-    summary = _lives_on_ram_and_resumes(tmp_path, load_experiment([path]), _ram_dir("mslt_then_phase"))
+    summary = _lives_on_ram(tmp_path, load_experiment([path]), _ram_dir("mslt_then_phase"))
     assert len(summary["stages"]) == 4
 
 
 @pytest.mark.slow
 def test_a_run_lives_entirely_on_ram_resumes_from_it_and_sets_a_divergence_aside_there(tmp_path, data, monkeypatch):
-    """A plain run (6 steps) on ram://, resumed from it; then trained on with a learning rate that diverges at
-    step 7, which sets ckpt-7 aside there; a rerun goes on from ckpt-6."""
+    """A plain run (6 steps) on ram://; then trained on from its ckpt-6 there with a learning rate that diverges at
+    step 7, which sets ckpt-7 aside there; a rerun goes on from ckpt-6. (A finished run's restart from ram:// is the
+    MSLT test's.)"""
     monkeypatch.chdir(tmp_path)  # anything written to a relative local path would show up here
     path = write_config(str(tmp_path / "c.yaml"), data[0], data[1])
     model_dir = _ram_dir("plain")
-    summary = _lives_on_ram_and_resumes(tmp_path, load_experiment([path]), model_dir)
+    summary = _lives_on_ram(tmp_path, load_experiment([path]), model_dir, again=False)
     assert summary["global_step"] == 6 and len(summary["stages"]) == 1
 
     every_step = {"steps_per_loop": 1, "checkpoint_interval": 1, "summary_interval": 1, "max_checkpoints": 10}

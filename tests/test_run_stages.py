@@ -98,25 +98,17 @@ def test_two_phases_in_one_command_resume_bit_identically_after_kill_9(tmp_path,
     assert os.path.exists(straight / "stage_1" / "export" / "bert_model.ckpt.index")
 
 
-@pytest.fixture(scope="module")
-def pretrained(tmp_path_factory, data):
-    """A 4-step run of the fixture's 2-layer model at seq 16, done once: its model_dir."""
-    root = tmp_path_factory.mktemp("pretrained")
-    run_here(write_config(str(root / "p.yaml"), data[0], data[1], train={"total_steps": 4}), root / "run")
-    return root / "run"
-
-
 @pytest.mark.slow
-@pytest.mark.xdist_group("run_stages_pretrained")  # one worker runs the shared 4-step run once
-def test_the_old_two_command_way_still_works(tmp_path, data, pretrained):
-    """Phase 2 as its own run: train.init_checkpoint (weights only) of phase 1's 4-step run, and
-    schedule.step_offset."""
+@pytest.mark.xdist_group("run_stages_two_phases")  # one worker runs the shared straight run once
+def test_the_old_two_command_way_still_works(tmp_path, data, two_phases):
+    """Phase 2 as its own run: train.init_checkpoint (weights only) an earlier run's directory (its newest
+    checkpoint), and schedule.step_offset."""
     second = write_config(
         str(tmp_path / "2.yaml"),
         data[2],
         data[3],
         data={"seq_length": LONG},
-        train={"total_steps": 8, "init_checkpoint": str(pretrained)},
+        train={"total_steps": 8, "init_checkpoint": str(two_phases[1])},
         schedule={"step_offset": 4, "warmup_steps": 1},
     )
     lines = []
@@ -145,11 +137,11 @@ FOUR_LAYERS = {
 
 
 @pytest.mark.spawns
-@pytest.mark.xdist_group("run_stages_pretrained")
-def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identically(tmp_path, data, pretrained):
-    """A pretrained 2-layer model grown to 4 layers (training blocks 2-3 only), then phase 2 at seq 32 (all
-    layers); killed inside the growth stage, whose restart finishes it and runs phase 2 in the same process (a
-    kill inside phase 2 is the two-phase test's)."""
+@pytest.mark.xdist_group("run_stages_two_phases")
+def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identically(tmp_path, data, two_phases):
+    """A pretrained 2-layer model (phase 1 of `two_phases`' straight run: 4 steps at seq 16) grown to 4 layers
+    (training blocks 2-3 only), then phase 2 at seq 32 (all layers); killed inside the growth stage, whose restart
+    finishes it and runs phase 2 in the same process (a kill inside phase 2 is the two-phase test's)."""
     mslt = {"init_layers": 2, "stages": [{"num_layers": 4, "steps": 6}], "final_stage": {"steps": 0}}
     config = write_config(
         str(tmp_path / "c.yaml"),
@@ -162,7 +154,7 @@ def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identica
             "steps_per_loop": 1,
             "checkpoint_interval": 2,
             "max_checkpoints": 100,
-            "init_checkpoint": str(pretrained),
+            "init_checkpoint": str(two_phases[1] / "checkpoints" / "ckpt-4"),
         },
     )
     straight = run_here(config, tmp_path / "straight")
@@ -175,7 +167,7 @@ def test_mslt_grows_a_pretrained_model_then_a_phase_follows_resumed_bit_identica
     assert_same_weights(tmp_path / "straight", tmp_path / "killed", 14)
 
     # The pretrained blocks stayed as they were through the growth stage; the new ones moved.
-    before, grown = checkpoint_weights(pretrained, 4), checkpoint_weights(tmp_path / "straight", 6)
+    before, grown = checkpoint_weights(two_phases[1], 4), checkpoint_weights(tmp_path / "straight", 6)
     lower = [n for n in before if ".Slayer_0." in n or ".Slayer_1." in n]
     assert len(lower) == 2 * 16
     for name in lower:
