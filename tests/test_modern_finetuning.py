@@ -186,7 +186,7 @@ def _sentences(rng: np.random.Generator, groups, labels, words: slice) -> list[s
     return [" ".join(rng.choice(groups[k][words], rng.integers(4, 9))) for k in labels]
 
 
-def _pretrain(tokenizer_dir, steps: int = 600, batch: int = 64) -> BertPretrainer:
+def _pretrain(tokenizer_dir, steps: int = 400, batch: int = 64) -> BertPretrainer:
     """A tiny ModernBERT trained with masked LM (30% of the pieces, ModernBERT's rate) on sentences of one group."""
     encoder = TokenizerEncoder(str(tokenizer_dir), SEQ)
     encoder.segment_ids = False
