@@ -97,3 +97,26 @@ def test_kbert_predict_refuses_a_batch_of_no_rows(tmp_path):
     )
     assert result.returncode == 1
     assert "flag --batch_size=0: 0 is not a positive integer" in result.stderr.splitlines()[0]
+
+
+def test_kbert_pretrain_and_finetune_freeze_their_imports_before_they_read_the_config(tmp_path, monkeypatch):
+    """What importing TensorFlow, Keras and kbert made is out of the garbage collector's sight before a run starts
+    (`run_flags.freeze_imports`), so tracing's full collections and clear_session's do not traverse it."""
+    import gc
+
+    from absl import flags
+
+    from kbert.cli import finetune, pretrain
+    from kbert.errors import KbertError
+
+    for command, program in ((pretrain, "kbert-pretrain"), (finetune, "kbert-finetune")):
+        frozen = []
+        monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))  # noqa: B023 (called within the iteration)
+        flags.FLAGS([program, f"--config_file={tmp_path / 'missing.yaml'}", f"--model_dir={tmp_path / 'run'}"])
+        try:
+            with pytest.raises(KbertError, match="missing.yaml"):
+                command.main([program])
+        finally:
+            flags.FLAGS.unparse_flags()
+        assert frozen == [True], program
+        assert not (tmp_path / "run").exists()

@@ -38,6 +38,7 @@ def main(argv: list[str]) -> None:
     from kbert.finetuning import load_finetune_config, run_finetuning
     from kbert.finetuning.glue import GLUE_TABLE, run_glue
 
+    run_flags.freeze_imports()
     config = load_finetune_config(FLAGS.config_file, FLAGS.params_override)
     seeds = _seeds(FLAGS.seeds) or [config.train.seed]
     strategy = run_flags.make_strategy(PROGRAM)

@@ -43,6 +43,7 @@ def main(argv: list[str]) -> None:
     from kbert import experiment
     from kbert.runtime.preemption import PREEMPTED_EXIT_CODE, Preempted
 
+    run_flags.freeze_imports()
     config = experiment.load_experiment(FLAGS.config_file, FLAGS.params_override)
     strategy = run_flags.make_strategy(PROGRAM)
     try:

@@ -9,12 +9,16 @@ from kbert.cli import run_flags
 def main(argv):
     run_flags.no_arguments(argv)
     run_flags.set_up_controller("kbert-finetune")   # before TensorFlow loads
+    ...                                             # import what the run needs
+    run_flags.freeze_imports()
     config = load_finetune_config(FLAGS.config_file, FLAGS.params_override)   # bad config: one line, early
     strategy = run_flags.make_strategy("kbert-finetune")
 ```
 """
 
 from __future__ import annotations
+
+import gc
 
 from absl import app, flags
 
@@ -56,6 +60,15 @@ def no_arguments(argv: list[str]) -> None:
 def set_up_controller(program: str) -> None:
     """The pod controller's environment (`kbert.cli.tpu_launch`); call before anything imports TensorFlow."""
     tpu_launch.set_up_controller(program, FLAGS.strategy, FLAGS.tpu)
+
+
+def freeze_imports() -> None:
+    """Moves what importing TensorFlow, Keras and kbert made (about half a million objects) out of the garbage
+    collector's sight (`gc.freeze`), so neither the full collections that tracing a graph sets off nor the one
+    `keras.backend.clear_session()` runs at every stage start traverse it (0.3 s each on a 2-core EPYC; a tiny
+    3-stage MSLT run, kbert-pretrain end to end: 17.5-18.6 s frozen, 20.0-21.4 s not). Call it once the run's
+    modules are imported."""
+    gc.freeze()
 
 
 def make_strategy(program: str):
