@@ -50,9 +50,9 @@ def _run(config, model_dir, mode="train_and_eval"):
     return summary, lines
 
 
-def _lives_on_ram(tmp_path, config, model_dir: str, again: bool = True) -> dict:
+def _lives_on_ram(tmp_path, config, model_dir: str, restart: bool = True) -> dict:
     """Runs `config` into `model_dir` (on ram://), checks that everything it wrote is there and nothing on the
-    local disk, then, if `again`, runs it again: resumed from ram://, nothing left to train, the same model. Its
+    local disk, then, if `restart`, runs it again: resumed from ram://, nothing left to train, the same model. Its
     summary."""
     summary, lines = _run(config, model_dir)
     assert any(line.startswith("No lease on --model_dir=ram://") for line in lines)
@@ -66,7 +66,7 @@ def _lives_on_ram(tmp_path, config, model_dir: str, again: bool = True) -> dict:
             assert _read_json(f"{model_dir}/stage_{stage['stage']}/summary.json")["global_step"] == stage["end_step"]
             assert tf.io.gfile.exists(f"{model_dir}/stage_{stage['stage']}/export/bert_model.ckpt.index")
     assert os.listdir(tmp_path) == ["c.yaml"]
-    if not again:
+    if not restart:
         return summary
 
     again, lines = _run(config, model_dir)  # resumed from ram://: nothing left to train, the same model
@@ -106,7 +106,7 @@ def test_a_run_lives_entirely_on_ram_resumes_from_it_and_sets_a_divergence_aside
     monkeypatch.chdir(tmp_path)  # anything written to a relative local path would show up here
     path = write_config(str(tmp_path / "c.yaml"), data[0], data[1])
     model_dir = _ram_dir("plain")
-    summary = _lives_on_ram(tmp_path, load_experiment([path]), model_dir, again=False)
+    summary = _lives_on_ram(tmp_path, load_experiment([path]), model_dir, restart=False)
     assert summary["global_step"] == 6 and len(summary["stages"]) == 1
 
     every_step = {"steps_per_loop": 1, "checkpoint_interval": 1, "summary_interval": 1, "max_checkpoints": 10}
