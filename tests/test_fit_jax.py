@@ -124,21 +124,35 @@ class _Crash(keras.callbacks.Callback):
 @pytest.fixture(scope="module")
 def uninterrupted(records, tmp_path_factory):
     directory = tmp_path_factory.mktemp("uninterrupted")
-    losses = _Losses()
-    model, _ = _fit(records, directory, callbacks=[losses])
-    return model, losses.losses, directory
+    losses, traces = _Losses(), []
+
+    def build():
+        model = _builder()()
+        train_step = model.train_step
+
+        def traced(*args):  # runs in Python each time JAX traces the step
+            traces.append(1)
+            return train_step(*args)
+
+        model.train_step = traced
+        return model
+
+    model, _ = _fit(records, directory, build=build, callbacks=[losses])
+    return model, losses.losses, directory, len(traces)
 
 
 @pytest.mark.slow
-def test_loss_falls(uninterrupted):
-    _, losses, _ = uninterrupted
+def test_loss_falls_and_the_step_is_traced_once(uninterrupted):
+    """On a mesh of one device too (StateOnTheMesh), through three checkpoints' state syncs."""
+    _, losses, _, traces = uninterrupted
+    assert traces == 1
     assert np.all(np.isfinite(losses))
     assert np.mean(losses[-6:]) < np.mean(losses[:3]) - 0.2, losses
 
 
 @pytest.mark.slow
 def test_a_resumed_run_equals_an_uninterrupted_one(records, uninterrupted, tmp_path):
-    reference, _, reference_dir = uninterrupted
+    reference, _, reference_dir, _ = uninterrupted
     with pytest.raises(_Killed):
         _fit(records, tmp_path, callbacks=[_Crash()])
     assert [os.path.basename(p) for p in list_checkpoints(tmp_path)] == ["ckpt-8"]
@@ -167,7 +181,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(records, uninterrupted, tmp_p
 def test_two_devices_reach_the_weights_of_one(records, uninterrupted, tmp_path):
     """Dropout included: JAX's partitionable threefry (jax_threefry_partitionable, the default since jax 0.5) draws
     the same mask for the global batch however it is sharded."""
-    one, _, _ = uninterrupted
+    one, _, _, _ = uninterrupted
     two, _ = _fit(records, tmp_path, devices=2)
     assert len(two.weights[0].value.sharding.device_set) == 2
     for a, b in zip(_weights(one), _weights(two)):

@@ -2,7 +2,8 @@
 
 `fit_pretraining` is the recipe; its parts serve a `model.fit` call of one's own: `fit_dataset` (kbert's tf.data
 pipeline, the same batches for a seed, any already trained skipped), `FitCheckpoint` (a checkpoint every N
-batches) and `kbert.fit_pretraining.checkpoints` (write, find and restore them, dropout RNG states included).
+batches), `StateOnTheMesh` (one compilation of the step on a mesh of one device) and
+`kbert.fit_pretraining.checkpoints` (write, find and restore them, dropout RNG states included).
 TensorFlow reads the records only. (kbert-pretrain is the other way to pretrain: kbert's own engine,
 `kbert.training`, on `tf.distribute`.)
 
@@ -19,7 +20,7 @@ model, history = fit_pretraining(build_model, "data/train.tfrecord-*", 128, 20, 
 ```
 """
 
-from kbert.fit_pretraining.callback import FitCheckpoint
+from kbert.fit_pretraining.callback import FitCheckpoint, StateOnTheMesh
 from kbert.fit_pretraining.checkpoints import Progress, newest_checkpoint, restore_checkpoint, write_checkpoint
 from kbert.fit_pretraining.inputs import fit_dataset
 from kbert.fit_pretraining.recipe import fit_pretraining
@@ -27,6 +28,7 @@ from kbert.fit_pretraining.recipe import fit_pretraining
 __all__ = [
     "FitCheckpoint",
     "Progress",
+    "StateOnTheMesh",
     "fit_dataset",
     "fit_pretraining",
     "newest_checkpoint",

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from kbert.data.id_ranges import id_error
 from kbert.errors import ConfigError
-from kbert.fit_pretraining.callback import FitCheckpoint
+from kbert.fit_pretraining.callback import FitCheckpoint, StateOnTheMesh
 from kbert.fit_pretraining.checkpoints import newest_checkpoint, restore_checkpoint
 from kbert.fit_pretraining.inputs import fit_dataset
 
@@ -133,7 +133,7 @@ def fit_pretraining(
                 dataset,
                 epochs=1,
                 steps_per_epoch=left,
-                callbacks=[checkpoint, *callbacks],
+                callbacks=[StateOnTheMesh(), checkpoint, *callbacks],
                 shuffle=False,  # the records are shuffled by `seed` already
                 verbose=verbose,
             )
