@@ -78,6 +78,15 @@ def test_widths_are_few_multiples_of_eight_and_waste_under_half():
     assert bucket_widths(512) == [8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
 
 
+def test_every_dataset_maps_one_trace_of_the_tokenizer(tmp_path):
+    encoder = PairEncoder(vocab_file(tmp_path), SEQ_LENGTH)
+    examples = _examples(8)
+    training_batches(encoder, examples, 4, seed=0)
+    eval_batches(encoder, examples, 4)
+    eval_batches(encoder, _examples(6, seed=1), 4, with_labels=False)
+    assert encoder.dataset_encode.experimental_get_tracing_count() == 1
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("pairs", [False, True])
 def test_training_batches_are_full_one_width_each_and_only_padding_is_cut(encoder, pairs):

@@ -72,10 +72,12 @@ def eval_batches(
     dataset = _texts_and_labels(examples, with_labels).batch(batch_size)
     if with_labels:
         dataset = dataset.map(
-            _plain(lambda t, y: (_cut(encoder.encode(*t), widths), y)), num_parallel_calls=tf.data.AUTOTUNE
+            _plain(lambda t, y: (_cut(encoder.dataset_encode(*t), widths), y)), num_parallel_calls=tf.data.AUTOTUNE
         )
     else:
-        dataset = dataset.map(_plain(lambda *t: _cut(encoder.encode(*t), widths)), num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = dataset.map(
+            _plain(lambda *t: _cut(encoder.dataset_encode(*t), widths)), num_parallel_calls=tf.data.AUTOTUNE
+        )
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
@@ -86,7 +88,7 @@ def training_batches(encoder: TextEncoder, examples: Examples, batch_size: int, 
     dataset = dataset.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True).repeat()
     # Tokenizing a batch of texts at once is far cheaper than one at a time; the rows are regrouped after.
     dataset = dataset.batch(batch_size).map(
-        _plain(lambda t, y: (encoder.encode(*t), y)), num_parallel_calls=tf.data.AUTOTUNE
+        _plain(lambda t, y: (encoder.dataset_encode(*t), y)), num_parallel_calls=tf.data.AUTOTUNE
     )
     dataset = dataset.unbatch().group_by_window(
         key_func=_plain(
