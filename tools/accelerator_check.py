@@ -46,7 +46,7 @@ os.environ.setdefault("CUDA_CACHE_MAXSIZE", str(4 << 30))
 from absl import app, flags  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-flags.DEFINE_bool("smoke", False, "Every phase at tiny sizes on the CPU, in one process (about 1.5 minutes on 2 cores).")
+flags.DEFINE_bool("smoke", False, "Every phase at tiny sizes on the CPU, in one process (about 1.5 min on 2 cores).")
 flags.DEFINE_string("work_dir", None, "Data, runs and per-phase results; default: a new temporary folder.")
 flags.DEFINE_string("json", None, "The results file; default WORK_DIR/accelerator_check.json.")
 flags.DEFINE_list("phases", [], "Run only these phases (default: all).")
