@@ -17,7 +17,8 @@ however often it has seen it). For a tokenizer whose encoding of a line is the e
 chunks laid end to end (`_splits_at_spaces`: byte-level BPE without a normalizer, as GPT-2's and RoBERTa's
 tokenizer.json and kbert-build-vocab --learner=bpe's are), the strings are those chunks, so the distinct strings
 are a corpus's words; for any other, the lines. The ids are `encode_batch`'s on each line either way (tested on
-adversarial text).
+adversarial text). The kept pieces lie end to end in one int32 array, each string a row of it: a call looks its
+strings' rows up in one dictionary pass and gathers their pieces with NumPy.
 
 Example:
 
@@ -70,7 +71,8 @@ _OTHER_WHITESPACE = re.compile(r"[^\S ]")
 # Later chunks per made-up line that `HfTokenizer._keep` encodes.
 _CHUNKS_PER_LINE = 128
 # Pieces that `HfTokenizer.tokenize_marked` keeps for the strings it has encoded before it forgets them all: bounds
-# a worker's memory (about 50 MB, int32 bytes a string, on pydoc text) and holds the words of many work units.
+# a worker's memory (about 16 MB on pydoc text, the strings and their int32 ids) and holds the words of many work
+# units.
 _KEPT_PIECES = 1 << 19
 
 
@@ -101,8 +103,7 @@ class HfTokenizer:
             ) from e
         self._tokenizer.encode_special_tokens = True
         self.vocab_size = max(self._tokenizer.get_vocab(with_added_tokens=True).values()) + 1
-        self._kept: dict[str, bytes] = {}  # tokenize_marked's strings -> their marked ids, int32 bytes
-        self._kept_pieces = 0
+        self._forget()
 
     @functools.cached_property
     def special_tokens(self) -> dict[str, str]:
@@ -180,29 +181,37 @@ class HfTokenizer:
     def tokenize_marked(self, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of all lines, flat (int32), each piece that continues a word as `~id`
         (masking.mark_continuations), and the row splits (int64, len(lines) + 1) that cut them by line."""
+        if len(self._pieces) > _KEPT_PIECES:
+            self._forget()
         if self.splits_at_spaces:
             keys, counts = _chunks(lines)
         else:
             keys, counts = [_LINE + line for line in lines], [1] * len(lines)
-        rows = list(map(self._kept.get, keys))
-        if None in rows:
-            missing = [i for i, row in enumerate(rows) if row is None]
-            new = self._keep(list(dict.fromkeys(keys[i] for i in missing)))
-            for i in missing:
-                rows[i] = new[keys[i]]
-        ids = np.frombuffer(bytearray().join(rows), np.int32)
-        ends = np.concatenate([[0], np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)) // 4)])
-        return ids, ends[np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])]
+        rows = np.fromiter(map(self._rows.get, keys, itertools.repeat(-1)), np.int64, len(keys))
+        missing = np.flatnonzero(rows < 0).tolist()
+        if missing:
+            self._keep(list(dict.fromkeys(keys[i] for i in missing)))
+            rows[missing] = [self._rows[keys[i]] for i in missing]
+        lengths = self._lengths[rows]
+        ends = np.cumsum(lengths)
+        # Each key's pieces, gathered from where they are kept: position p of the output, in the key ending at e,
+        # is the kept piece start + p - (e - length).
+        shift = np.repeat(self._starts[rows] - ends + lengths, lengths)
+        ids = self._pieces[np.arange(len(shift)) + shift]
+        return ids, np.concatenate([[0], ends])[np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])]
 
-    def _keep(self, new: list[str]) -> dict[str, bytes]:
-        """Encodes the keys (`_chunks`) in `new`, none kept yet, and keeps their marked ids (int32 bytes), forgetting
-        all kept ones first once they pass `_KEPT_PIECES`; returns the new ones. Chunks are encoded as made-up lines
-        (tokenizers' cost per line is many words'): each a first chunk, or none, then later ones, which
-        `_splits_at_spaces` encodes as each chunk alone; a chunk's pieces are those whose offsets start in it. A
-        whole line is encoded alone."""
-        if self._kept_pieces > _KEPT_PIECES:
-            self._kept.clear()
-            self._kept_pieces = 0
+    def _forget(self) -> None:
+        """Forgets every key `tokenize_marked` has kept."""
+        self._rows: dict[str, int] = {}  # a key (`_chunks`) -> its row of _starts and _lengths
+        self._starts = np.zeros([0], np.int64)  # where each row's marked ids begin in _pieces
+        self._lengths = np.zeros([0], np.int64)
+        self._pieces = np.zeros([0], np.int32)  # the kept keys' marked ids, end to end
+
+    def _keep(self, new: list[str]) -> None:
+        """Encodes the keys (`_chunks`) in `new`, none kept yet, and keeps their marked ids. Chunks are encoded as
+        made-up lines (tokenizers' cost per line is many words'): each a first chunk, or none, then later ones,
+        which `_splits_at_spaces` encodes as each chunk alone; a chunk's pieces are those whose offsets start in
+        it. A whole line is encoded alone."""
         firsts = [key for key in new if key[:1] == _FIRST]
         later = [key for key in new if key[:1] not in (_FIRST, _LINE)]
         count = max(len(firsts), -(-len(later) // _CHUNKS_PER_LINE))
@@ -228,12 +237,13 @@ class HfTokenizer:
         word = np.array(words, np.float64)  # None (an added token) as NaN, equal to nothing
         continues = np.zeros(len(word), bool)
         continues[1:] = (word[1:] == word[:-1]) & (key[1:] == key[:-1])
-        marked = mark_continuations(np.array(ids, np.int64), continues).astype(np.int32).tobytes()
-        ends = (4 * np.cumsum(np.bincount(key, minlength=len(order)))).tolist()
-        kept = dict(zip(order, (marked[a:b] for a, b in zip([0] + ends[:-1], ends))))
-        self._kept.update(kept)
-        self._kept_pieces += len(ids)
-        return kept
+        marked = mark_continuations(np.array(ids, np.int64), continues).astype(np.int32)
+        # The pieces come in `order`'s order, so each key's are a run: its count of them, from where the run starts.
+        key_lengths = np.bincount(key, minlength=len(order))
+        self._rows.update(zip(order, range(len(self._rows), len(self._rows) + len(order))))
+        self._starts = np.concatenate([self._starts, len(self._pieces) + np.cumsum(key_lengths) - key_lengths])
+        self._lengths = np.concatenate([self._lengths, key_lengths])
+        self._pieces = np.concatenate([self._pieces, marked])
 
     def encode(self, lines: Sequence[str]) -> list[list[int]]:
         """Token ids of each line, as `tokenize_marked` encodes them (no special tokens added), unmarked."""
