@@ -18,9 +18,10 @@ from cli_batch import run_tools
 from kbert.data import full_sentences, schema
 from kbert.data.create_pretraining_data import create_pretraining_data
 from kbert.data.instances import InstanceConfig
-from kbert.data.tfrecord_writer import ShardedWriter, encode_examples, example_proto
-from kbert.data.wordpiece.tokenizer import VocabularyError, WordpieceTokenizer
+from kbert.data.tfrecord_writer import RecordFile, ShardedWriter, encode_examples, example_proto
+from kbert.data.wordpiece.tokenizer import WordpieceTokenizer
 from kbert.data.wordpiece.vocab_file import SPECIAL_TOKENS
+from kbert.errors import VocabularyError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NUM_DOCS, SENTENCES = 20, 20
@@ -259,6 +260,21 @@ def test_encoding_equals_protobuf_deterministic_serialization():
     parsed = tf.train.Example.FromString(example_proto({"masked_lm_weights": [0.5], "input_ids": [2**40]}, True))
     assert parsed.features.feature["masked_lm_weights"].float_list.value == [0.5]
     assert parsed.features.feature["input_word_ids"].int64_list.value == [2**40]
+
+
+@pytest.mark.parametrize("gzip", [False, True])
+def test_record_files_are_tensorflows_bytes(tmp_path, gzip):
+    rng = np.random.default_rng(4)
+    records = [rng.bytes(int(n)) for n in rng.integers(0, 5000, 400)] + [b""]
+    ours = RecordFile(str(tmp_path / "ours"), gzip)
+    for record in records:
+        ours.write(record)
+    ours.close()
+    options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
+    with tf.io.TFRecordWriter(str(tmp_path / "theirs"), options) as theirs:
+        for record in records:
+            theirs.write(record)
+    assert (tmp_path / "ours").read_bytes() == (tmp_path / "theirs").read_bytes()
 
 
 @pytest.mark.spawns

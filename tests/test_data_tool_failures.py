@@ -205,8 +205,8 @@ def test_killed_run_leaves_nothing_an_output_glob_matches_and_the_next_run_clean
     script = (
         "import os, sys\nfrom kbert.data.tfrecord_writer import ShardedWriter\n"
         "writer = ShardedWriter(sys.argv[1:]).__enter__()\n"
-        "for _ in range(100):\n    writer.write(b'partial record')\n"
-        "writer._writers[0].flush()\nos.kill(os.getpid(), 9)\n"
+        "for _ in range(2000):\n    writer.write(b'partial record')\n"  # past the file's buffer: on disk
+        "os.kill(os.getpid(), 9)\n"
     )
     killed = forkserver.run(
         [sys.executable, "-c", script, str(output), str(data / "other.tfrecord")],

@@ -7,8 +7,9 @@ import tensorflow as tf
 from tfrecord_fixtures import make_instances, write_records
 
 from kbert.data import pretraining_dataset
+from kbert.data.input_files import match_files
 from kbert.data.tfrecord_writer import example_proto
-from kbert.data.validation import InputDataError, check_framing, match_files, validate_file
+from kbert.data.validation import InputDataError, check_framing, validate_file
 
 SEQ, PRED, VOCAB = 32, 5, 200
 

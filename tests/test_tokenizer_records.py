@@ -8,6 +8,8 @@ The tokenizers are trained here, on generated text: byte-level BPE with ModernBE
 import hashlib
 import json
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -393,6 +395,25 @@ def test_the_data_tool_takes_a_tokenizer(modernbert, tmp_path):
     assert made.returncode == 0, made.stderr
     digest = hashlib.sha256(modernbert.read_bytes()).hexdigest()
     assert f"tokenizer: {modernbert} (sha256 {digest})" in made.stdout
+
+
+@pytest.mark.spawns
+def test_records_of_a_tokenizer_are_made_without_tensorflow(modernbert, tmp_path):
+    # TensorFlow's import takes seconds in each process; a tokenizer.json's records need none of it.
+    corpus, out = _corpus(tmp_path / "corpus.txt", num_docs=8), tmp_path / "out.tfrecord"
+    script = (
+        "import sys\n"
+        "from kbert.data.create_pretraining_data import create_pretraining_data\n"
+        "from kbert.data.instances import InstanceConfig\n"
+        "config = InstanceConfig(max_seq_length=48, max_predictions_per_seq=8, dupe_factor=3)\n"
+        f"create_pretraining_data([{corpus!r}], [{str(out)!r}], None, True, config, tokenizer={str(modernbert)!r})\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'tensorflow_text', 'keras')))\n"
+    )
+    made = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip() == "[]"
+    _create(corpus, modernbert, [tmp_path / "here.tfrecord"])  # in this process, TensorFlow imported
+    assert out.read_bytes() == (tmp_path / "here.tfrecord").read_bytes()
 
 
 def test_the_inspector_decodes_with_a_tokenizer(modernbert, tmp_path, capsys):

@@ -46,7 +46,7 @@ from kbert.data import pretraining_dataset  # noqa: E402
 from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: E402
 from kbert.data.instances import InstanceConfig  # noqa: E402
 from kbert.data.text_corpus import read_documents  # noqa: E402
-from kbert.data.wordpiece.tokenizer import load_vocabulary  # noqa: E402
+from kbert.data.wordpiece.vocab_file import load_vocabulary  # noqa: E402
 from kbert.data.wordpiece.vocab_learning import learn_vocabulary, write_vocabulary  # noqa: E402
 from kbert.experiment import load_experiment  # noqa: E402
 from kbert.finetuning.coherence_task import COLUMNS, write_task  # noqa: E402

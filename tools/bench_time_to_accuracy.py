@@ -92,7 +92,7 @@ from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: 
 from kbert.data.instances import InstanceConfig  # noqa: E402
 from kbert.data.masking import predictions_needed  # noqa: E402
 from kbert.data.pipeline import pretraining_dataset  # noqa: E402
-from kbert.data.wordpiece.tokenizer import load_vocabulary  # noqa: E402
+from kbert.data.wordpiece.vocab_file import load_vocabulary  # noqa: E402
 from kbert.data.wordpiece.vocab_learning import learn_vocabulary, write_vocabulary  # noqa: E402
 from kbert.errors import KbertError  # noqa: E402
 from kbert.experiment import load_experiment, stages_of  # noqa: E402

@@ -52,7 +52,7 @@ from absl import app, flags  # noqa: E402
 from kbert.data import text_corpus  # noqa: E402
 from kbert.data.create_pretraining_data import create_pretraining_data  # noqa: E402
 from kbert.data.instances import InstanceConfig  # noqa: E402
-from kbert.data.wordpiece.tokenizer import load_vocabulary  # noqa: E402
+from kbert.data.wordpiece.vocab_file import load_vocabulary  # noqa: E402
 from kbert.data.wordpiece.vocab_learning import learn_vocabulary, write_vocabulary  # noqa: E402
 
 bench_flags.define(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import importlib
 import multiprocessing
 import os
 import time
@@ -62,8 +63,12 @@ def _outputs_in_unit_order(
         yield map(UnitProcessor(job), units)
         return
     context = multiprocessing.get_context(start_method)
+    modules = [__name__, *job.tokenizer.worker_modules]  # imported once, before the workers fork
     if start_method == "forkserver":
-        context.set_forkserver_preload([__name__])
+        context.set_forkserver_preload(modules)
+    elif start_method == "fork":
+        for module in modules:
+            importlib.import_module(module)
     with concurrent.futures.ProcessPoolExecutor(
         num_workers, mp_context=context, initializer=_init_worker, initargs=(job, num_workers)
     ) as pool:
@@ -125,9 +130,10 @@ def create_pretraining_data(
     (records_info.py). Bad records of a record format are counted and the first few
     named in the summary; only a corpus without one good record is an error. `progress(summary_so_far,
     total_units)` is called after each work unit. Workers start with `start_method`: "forkserver" (default) forks
-    them from a fresh server that imported TensorFlow but ran no op, safe whatever this process did; "fork" saves
-    that server's TensorFlow import (seconds) but deadlocks if this process has already run a TensorFlow op, so
-    only a fresh process (the command-line tool) may use it.
+    them from a fresh server that imported what a worker needs (TensorFlow for WordPiece, none for a
+    tokenizer.json) but ran no op, safe whatever this process did; "fork" imports it here and saves that server's
+    import (seconds) but deadlocks if this process has already run a TensorFlow op, so only a fresh process (the
+    command-line tool) may use it.
     """
     job, checked = checked_job(
         input_files,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from kbert.data import storage
 from kbert.data.storage import io_errors
@@ -74,3 +74,15 @@ def expand_patterns(patterns: str, flag: str, folders: bool = False) -> list[str
     if not files:
         raise MissingFileError(f"{flag} is empty; give one or more files or globs, comma-separated.")
     return files
+
+
+def match_files(file_pattern: str | Sequence[str], flag: str = "file_pattern") -> list[str]:
+    """Files matching a glob, a comma-separated list of globs, or a list of globs (sorted within each glob).
+
+    Raises `InputDataError` naming `flag` and the pattern that matches nothing.
+    """
+    patterns = file_pattern if isinstance(file_pattern, str) else ",".join(file_pattern)
+    try:
+        return expand_patterns(patterns, flag)
+    except FileNotFoundError as error:
+        raise InputDataError(f"{error} Create the files with kbert-create-pretraining-data.") from None

@@ -15,7 +15,7 @@ stats.records, stats.sequences, stats.nsp_share_random()
 
 from __future__ import annotations
 
-from kbert.data import validation
+from kbert.data import input_files, validation
 from kbert.data.packing.sequences import row_sequences
 from kbert.data.record_stats import RecordStats, TokenDecoder
 from kbert.errors import ConfigError
@@ -135,7 +135,7 @@ def inspect_files(
     are printed with `decoder`."""
     if max_records is not None and max_records < 1:
         raise ConfigError(f"--max_records={max_records}: give at least 1, or leave it out to read every record.")
-    paths = validation.match_files(patterns, "--input_file")
+    paths = input_files.match_files(patterns, "--input_file")
     first, stats, examples = _scan(paths, seq_length, max_predictions, vocab_size, max_records, num_examples)
     _print_report(first, stats, vocab_size)
     if decoder is not None:

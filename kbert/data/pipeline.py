@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from kbert.data import id_ranges, schema, validation
+from kbert.data import id_ranges, input_files, schema, validation
 from kbert.data.dynamic_masking import DynamicMasker
 from kbert.data.hf_tokenizer import HfTokenizer
 from kbert.data.masking import BERT_MASKED_LM_PROB
@@ -117,7 +117,7 @@ def distribute_options(strategy: tf.distribute.Strategy) -> tf.distribute.InputO
 
 def _pipeline_files(file_pattern: str | Sequence[str], input_context: tf.distribute.InputContext | None) -> list[str]:
     """This input pipeline's share of the files: every file is read by exactly one pipeline."""
-    files = validation.match_files(file_pattern)
+    files = input_files.match_files(file_pattern)
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     if len(files) < num_pipelines:
         raise validation.InputDataError(

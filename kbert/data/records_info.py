@@ -24,7 +24,7 @@ import posixpath
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kbert.data import outputs, storage, validation
+from kbert.data import input_files, outputs, storage
 from kbert.data.hf_tokenizer import tokenizer_file
 from kbert.data.input_files import RECORDS_INFO
 from kbert.data.storage import io_errors
@@ -61,7 +61,7 @@ def tokenizer_mismatch(file_pattern: str, files_key: str, tokenizer: str, key: s
     they are). A records-info file that is not one is an `InputDataError`."""
     given = tokenizer_file(tokenizer)
     digest = ""
-    for path in _info_paths(validation.match_files(file_pattern, files_key)):
+    for path in _info_paths(input_files.match_files(file_pattern, files_key)):
         if not storage.exists(path):
             continue
         with io_errors(path, files_key), storage.open(path) as f:

@@ -13,7 +13,10 @@ kbert variants.
 
 from __future__ import annotations
 
-import tensorflow as tf
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # v1 name -> v2 name (Model Garden's `use_v2_feature_names`).
 V2_NAMES = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
@@ -62,6 +65,8 @@ def feature_spec(
     and the sentence label; `sequences_per_row` (K) packed records, whose `max_predictions` is the unpacked one
     (the spec has `packed_predictions` slots); `with_sentence_labels=False` MLM-only records.
     """
+    import tensorflow as tf  # only here: the writers use the schema's names without TensorFlow
+
     spec = {}
     packed = sequences_per_row is not None
     for name in SEQUENCE_FEATURES + (PACKED_SEQUENCE_FEATURES if packed else ()):

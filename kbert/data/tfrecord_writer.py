@@ -1,10 +1,16 @@
-"""Serializing batches of pretraining features as `tf.train.Example` records, and sharded, crash-safe writing.
+"""Serializing batches of pretraining features as `tf.train.Example` records, and sharded, crash-safe writing of
+TFRecord files without TensorFlow.
 
 `encode_examples` writes the protobuf wire format with NumPy, a whole batch at a time: per-record
 `tf.train.Example` construction cost more than all of instance creation. Its bytes equal those of
 `example_proto`, the protobuf-built record (`SerializeToString(deterministic=True)`, keys sorted), which the tests
 check, so any TFRecord reader parses them. `example_proto` is also the builder for tools and tests that write a
 few records.
+
+`RecordFile` frames records as TensorFlow's `TFRecordWriter` does, and compresses as its GZIP option does (zlib's
+gzip wrapper, memory level 9): its bytes equal TensorFlow's (tested). A data tool that tokenizes with a
+tokenizer.json then needs no TensorFlow, whose import takes seconds in each process; a gs:// path still goes
+through `tf.io.gfile` (storage.py).
 
 Example:
 
@@ -18,10 +24,12 @@ with ShardedWriter(["out-0.tfrecord", "out-1.tfrecord"], gzip=False) as writer:
 from __future__ import annotations
 
 import contextlib
+import struct
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 
+import google_crc32c
 import numpy as np
-import tensorflow as tf
 
 from kbert.data import outputs, schema, storage
 from kbert.data.storage import io_error, io_errors
@@ -96,6 +104,8 @@ def encode_examples(features: Mapping[str, np.ndarray], use_v2_feature_names: bo
 def example_proto(features: Mapping[str, Iterable[float]], use_v2_feature_names: bool = False) -> bytes:
     """One record, built with protobuf: the features of schema.FLOAT_FEATURES as float lists, every
     other name (names outside the schema too, for records that are not BERT's) as an int64 list."""
+    import tensorflow as tf  # only here: data creation writes records with encode_examples
+
     example = tf.train.Example()
     for name, values in features.items():
         feature = example.features.feature[schema.file_name(name, use_v2_feature_names)]
@@ -120,11 +130,39 @@ def _entry_header(key: bytes, kind: int, payload_length: int) -> bytes:
     return b"\x0a" + _varint(len(entry) + payload_length) + entry
 
 
+def _masked_crc(data: bytes) -> bytes:
+    """The CRC-32C of `data` masked as TFRecord framing masks it, 4 bytes little-endian."""
+    crc = google_crc32c.value(data)
+    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+class RecordFile:
+    """One TFRecord file, written as TensorFlow's `TFRecordWriter` writes it: each record as its length (8 bytes
+    little-endian), the length's masked CRC-32C, the record and its masked CRC-32C; with `gzip`, all of it
+    compressed as `TFRecordOptions(compression_type="GZIP")` compresses it."""
+
+    def __init__(self, path: str, gzip: bool = False):
+        self._file = storage.open(path, "wb")
+        self._deflate = (
+            zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 16 + zlib.MAX_WBITS, 9) if gzip else None
+        )
+
+    def write(self, record: bytes) -> None:
+        length = struct.pack("<Q", len(record))
+        framed = b"".join((length, _masked_crc(length), record, _masked_crc(record)))
+        self._file.write(self._deflate.compress(framed) if self._deflate else framed)
+
+    def close(self) -> None:
+        if self._deflate:
+            self._file.write(self._deflate.flush())
+        self._file.close()
+
+
 class ShardedWriter:
     """Writes records round-robin over `paths`, as Google's script does, each file staged (outputs.py).
 
     The files are moved into place together when the writer closes without an error and every file holds a
-    record; otherwise none of `paths` is touched and the staged files are removed. TensorFlow's I/O errors
+    record; otherwise none of `paths` is touched and the staged files are removed. I/O errors
     (a full disk, a denied permission) become `KbertError`s naming the file. `more_records` says how the user gets
     more records when there are fewer than files. `beside` (path -> text) are small files staged with the records
     and moved into place after them, only when they are (records_info.py).
@@ -139,7 +177,6 @@ class ShardedWriter:
     ):
         self.paths = list(paths)
         self.more_records = more_records
-        options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
         self._staging = contextlib.ExitStack()
         beside_staging = self._staging.enter_context(contextlib.ExitStack())  # entered first: moved last
         self._temps = [self._staging.enter_context(outputs.staged(path)) for path in self.paths]
@@ -147,7 +184,7 @@ class ShardedWriter:
         try:
             for temp in self._temps:
                 with io_errors(temp, "--output_file"):
-                    self._writers.append(tf.io.TFRecordWriter(temp, options))
+                    self._writers.append(RecordFile(temp, gzip))
             for path, text in (beside or {}).items():
                 temp = beside_staging.enter_context(outputs.staged(path))
                 with io_errors(temp, "--output_file"), storage.open(temp, "w") as f:
@@ -160,7 +197,7 @@ class ShardedWriter:
     def write(self, record: bytes) -> None:
         try:
             self._writers[self._next].write(record)
-        except tf.errors.OpError as error:  # not `with io_errors(...)`: this runs for every record
+        except storage.error_types() as error:  # not `with io_errors(...)`: this runs for every record
             raise io_error(error, self._temps[self._next], "--output_file") from error
         self._next = (self._next + 1) % len(self._writers)
         self.count += 1

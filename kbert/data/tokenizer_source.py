@@ -21,7 +21,7 @@ import numpy as np
 from kbert.data import storage
 from kbert.data.hf_tokenizer import HfTokenizer, tokenizer_file
 from kbert.data.masking import SpecialIds
-from kbert.data.wordpiece.tokenizer import WordpieceTokenizer, load_vocabulary
+from kbert.data.wordpiece.vocab_file import load_vocabulary
 from kbert.errors import ConfigError
 
 
@@ -80,4 +80,12 @@ class TokenizerSource:
     def load(self) -> TextTokenizer:
         if self.tokenizer:
             return HfTokenizer(self.tokenizer)
+        from kbert.data.wordpiece.tokenizer import WordpieceTokenizer  # TensorFlow: only the WordPiece path needs it
+
         return WordpieceTokenizer(self.vocab_file, lower_case=self.do_lower_case)
+
+    @property
+    def worker_modules(self) -> list[str]:
+        """The modules a worker imports to load this tokenizer beyond the data tool's own: a forkserver imports
+        them once, before it forks the workers (TensorFlow's import takes seconds)."""
+        return [] if self.tokenizer else ["kbert.data.wordpiece.tokenizer"]

@@ -62,18 +62,6 @@ class RecordLayout:
         )
 
 
-def match_files(file_pattern: str | Sequence[str], flag: str = "file_pattern") -> list[str]:
-    """Files matching a glob, a comma-separated list of globs, or a list of globs (sorted within each glob).
-
-    Raises `InputDataError` naming `flag` and the pattern that matches nothing.
-    """
-    patterns = file_pattern if isinstance(file_pattern, str) else ",".join(file_pattern)
-    try:
-        return input_files.expand_patterns(patterns, flag)
-    except FileNotFoundError as error:
-        raise InputDataError(f"{error} Create the files with kbert-create-pretraining-data.") from None
-
-
 def detect_compression(path: str) -> str:
     """'GZIP' when the file starts with the gzip magic bytes, else '' (plain TFRecord)."""
     with tf.io.gfile.GFile(path, "rb") as f:
@@ -273,7 +261,7 @@ def validate_file(
 def first_layout(file_pattern: str | Sequence[str], flag: str = "file_pattern") -> RecordLayout:
     """The layout of the first record of the first file `file_pattern` matches (packed, MLM-only, ...): what a
     caller needs to know before building the pipeline, which checks every file."""
-    path = match_files(file_pattern, flag)[0]
+    path = input_files.match_files(file_pattern, flag)[0]
     compression = detect_compression(path)
     record = next(read_records(path, compression, limit=1), None)
     if record is None:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 import tensorflow as tf
 import tensorflow_text as tft
 
-from kbert.data.wordpiece.tokenizer import load_vocabulary
+from kbert.data.wordpiece.vocab_file import load_vocabulary
 from kbert.finetuning.examples import Examples
 
 _COUNT_BATCH = 1024

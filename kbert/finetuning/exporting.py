@@ -30,7 +30,7 @@ import os
 import tensorflow as tf
 
 from kbert.data.hf_tokenizer import CONFIG_FILES, HfTokenizer, tokenizer_file
-from kbert.data.wordpiece.tokenizer import load_vocabulary
+from kbert.data.wordpiece.vocab_file import load_vocabulary
 from kbert.errors import ConfigError, VocabularyError
 from kbert.finetuning import pretrained
 from kbert.finetuning.vocabulary import vocab_file_for

@@ -1,4 +1,5 @@
-"""WordPiece tokenization for data creation: vocabulary loading and validation, batched tensorflow-text tokenizing.
+"""WordPiece tokenization for data creation: batched tensorflow-text tokenizing over a vocabulary that
+`vocab_file.load_vocabulary` validated.
 
 Example:
 
@@ -16,24 +17,10 @@ import tensorflow as tf
 import tensorflow_text as tft
 
 from kbert.data.masking import SpecialIds, mark_continuations
-from kbert.data.wordpiece.vocab_file import SPECIAL_TOKENS, read_vocabulary, reserved_tokens
-from kbert.errors import VocabularyError
+from kbert.data.wordpiece.vocab_file import load_vocabulary
 
 # Lines per tokenizer call: large enough to amortise the op dispatch, small enough to bound the ragged tensors.
 _BATCH_LINES = 8192
-
-
-def load_vocabulary(path: str) -> list[str]:
-    """The tokens of a vocabulary that tokenization can use: `read_vocabulary`'s checks, all of BERT's special
-    tokens, and at least one token that is not reserved (tensorflow-text cannot build its trie without one)."""
-    tokens = read_vocabulary(path)
-    reserved = set(reserved_tokens("bert"))
-    if all(t in reserved for t in tokens):
-        raise VocabularyError(
-            f"--vocab_file: {path} holds only reserved tokens ({', '.join(SPECIAL_TOKENS)}, [unusedN]) and no word "
-            "pieces to tokenize with; learn one from your text with kbert-build-vocab."
-        )
-    return tokens
 
 
 class WordpieceTokenizer:

@@ -1,4 +1,5 @@
-"""A WordPiece vocabulary file (one token per line, id = line number): its special tokens and its one reader.
+"""A WordPiece vocabulary file (one token per line, id = line number): its special tokens, its reader, and the
+stricter load of a vocabulary to tokenize with (no TensorFlow: the data tool's parent checks it).
 
 Two layouts for the reserved tokens that open a vocabulary kbert learns:
 
@@ -14,6 +15,7 @@ Example:
 ```python
 tokens = read_vocabulary("vocab.txt")                                   # all of SPECIAL_TOKENS required
 tokens = read_vocabulary("vocab.txt", required=MASKING_TOKENS)          # what dynamic masking needs
+tokens = load_vocabulary("vocab.txt")                                   # one to tokenize with
 ```
 """
 
@@ -85,3 +87,16 @@ def _check_lines(tokens: list[str], path: str, flag: str) -> None:
     repeated = sorted({t for t in tokens if t in seen or seen.add(t)})
     if repeated:
         raise VocabularyError(f"{flag}: {path} repeats token(s) {repeated[:10]}; each line must be unique.")
+
+
+def load_vocabulary(path: str) -> list[str]:
+    """The tokens of a vocabulary that tokenization can use: `read_vocabulary`'s checks, all of BERT's special
+    tokens, and at least one token that is not reserved (tensorflow-text cannot build its trie without one)."""
+    tokens = read_vocabulary(path)
+    reserved = set(reserved_tokens("bert"))
+    if all(t in reserved for t in tokens):
+        raise VocabularyError(
+            f"--vocab_file: {path} holds only reserved tokens ({', '.join(SPECIAL_TOKENS)}, [unusedN]) and no word "
+            "pieces to tokenize with; learn one from your text with kbert-build-vocab."
+        )
+    return tokens
