@@ -123,8 +123,10 @@ def test_kill_9_mid_run_resumes_bit_identically(tmp_path, records):
         tmp_path / "c.yaml", records, train={"total_steps": 12, "checkpoint_interval": 4, "steps_per_loop": 1}
     )
     run_here(config, tmp_path / "straight")
+    # Killed as ckpt-8 is written, so ckpt-4 is whole and the restart resumes (a kill as the first checkpoint's
+    # index appears may come before that save completes, and the restart would start afresh).
     kill_once_written(
-        pretrain_command(config, tmp_path / "killed"), tmp_path / "killed" / "checkpoints" / "ckpt-4.index"
+        pretrain_command(config, tmp_path / "killed"), tmp_path / "killed" / "checkpoints" / "ckpt-8.index"
     )
     run_here(config, tmp_path / "killed")
     straight, resumed = checkpoint_weights(tmp_path / "straight", 12), checkpoint_weights(tmp_path / "killed", 12)
