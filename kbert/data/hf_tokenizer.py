@@ -71,9 +71,9 @@ _OTHER_WHITESPACE = re.compile(r"[^\S ]")
 # Later chunks per made-up line that `HfTokenizer._keep` encodes.
 _CHUNKS_PER_LINE = 128
 # Pieces that `HfTokenizer.tokenize_marked` keeps for the strings it has encoded before it forgets them all: bounds
-# a worker's memory (about 16 MB on pydoc text, the strings and their int32 ids) and holds the words of many work
-# units.
-_KEPT_PIECES = 1 << 19
+# a worker's memory (about 35 MB, the strings and their int32 ids) and holds the words of many work units: the
+# 148,602 distinct strings of 17.8 MB of Python docstrings hold 544,091 pieces.
+_KEPT_PIECES = 1 << 20
 
 
 def tokenizer_file(path: str) -> str:
