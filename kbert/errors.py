@@ -68,3 +68,7 @@ class CorruptCheckpointError(KbertError, RuntimeError):
 
 class ModelDirInUseError(KbertError, RuntimeError):
     """Another live run holds the model_dir's lease; names that run (host, pid, start) and the fix."""
+
+
+class OutputInUseError(KbertError, RuntimeError):
+    """Another live run is writing a data tool's output file (it holds the file's staged copy); names the file."""

@@ -2,13 +2,15 @@
 in-memory ram://), and their errors as one-line KbertErrors."""
 
 import errno
+import os
+import re
 import uuid
 
 import pytest
 
 from kbert.data import input_files, outputs, storage
 from kbert.data.wordpiece import vocab_file
-from kbert.errors import InputDataError, KbertError, MissingFileError
+from kbert.errors import InputDataError, KbertError, MissingFileError, OutputInUseError
 
 
 @pytest.fixture(params=["local", "ram"])
@@ -40,6 +42,30 @@ def test_data_tools_read_and_write_either_kind_of_path(folder):
         f.write("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nword\n")
     assert input_files.expand_patterns(f"{folder}/out/*.txt", "--vocab_file") == [f"{folder}/out/vocab.txt"]
     assert vocab_file.read_vocabulary(f"{folder}/out/vocab.txt")[-1] == "word"
+
+
+def test_a_second_run_writing_the_same_output_refuses_and_leaves_the_first_ones_file(tmp_path):
+    path = str(tmp_path / "out" / "train.tfrecord")
+    with outputs.staged(path) as temp:
+        with open(temp, "w") as f:
+            f.write("the first run's records")
+        in_use = f"^--output_file: {re.escape(path)} is being written by another run \\(it holds {re.escape(temp)}\\)"
+        with pytest.raises(OutputInUseError, match=in_use):
+            with outputs.staged(path):
+                raise AssertionError("the second run must not start")
+        with open(temp) as f:
+            assert f.read() == "the first run's records"
+    with open(path) as f:
+        assert f.read() == "the first run's records"
+    # The first run's lock went with it; a file a killed run left staged is emptied, not appended to.
+    os.makedirs(os.path.dirname(outputs.staging_path(path)))
+    with open(outputs.staging_path(path), "w") as f:
+        f.write("a killed run's bytes")
+    with outputs.staged(path) as temp, open(temp, "a") as f:
+        f.write("again")
+    with open(path) as f:
+        assert f.read() == "again"
+    assert not os.path.exists(os.path.dirname(outputs.staging_path(path)))
 
 
 def test_missing_files_are_missing_file_errors_naming_flag_and_path(folder):

@@ -4,7 +4,10 @@ Two rules. Checks that can fail run before anything is written (`check_outputs`)
 staging path, `PARENT/.DIR.kbert-incomplete/NAME` for the output `PARENT/DIR/NAME`, and moved into place only when
 it is complete (`staged`). The staging folder is outside DIR, so no glob over the outputs (`DIR/*`: kbert's
 glob matches dotfiles and folders) ever matches a partial file, and beside it, so on the same file system. A
-killed run's staged file is removed by the next run that writes the same output.
+killed run's staged file is emptied by the next run that writes the same output. A run holds a lock on each local
+staged file while it writes it (`flock`, which the system releases however the process ends), so a second run
+writing the same output refuses at its start instead of writing into the first one's file; on object stores
+(gs://), which have no locks, two runs writing one output at once are not detected.
 
 Example:
 
@@ -18,13 +21,14 @@ with staged("out/vocab.txt", "--output_file") as temp:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
 
 from kbert.data import storage
 from kbert.data.storage import io_errors
-from kbert.errors import ConfigError
+from kbert.errors import ConfigError, OutputInUseError
 
 STAGING_SUFFIX = ".kbert-incomplete"
 
@@ -97,6 +101,54 @@ def _remove(path: str) -> None:
         storage.remove(path)
 
 
+def _claim(temp: str, path: str, flag: str) -> int | None:
+    """Makes the staged file `temp` of `path` this run's. A local one is opened (created if absent), locked, and
+    emptied of a killed run's bytes: the returned descriptor holds the lock until it is closed or the process ends.
+    An `OutputInUseError` if another run holds it. A URL's leftover is removed; None."""
+    if storage.is_url(temp):
+        _remove(temp)
+        return None
+    while True:
+        fd = os.open(temp, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise OutputInUseError(
+                f"{flag}: {path} is being written by another run (it holds {temp}); wait for that run to end, or "
+                "write elsewhere."
+            ) from None
+        except OSError:  # a file system without locks (some network mounts): staged unlocked, as on object stores
+            pass
+        if _is_file_at(fd, temp):
+            os.ftruncate(fd, 0)
+            return fd
+        os.close(fd)  # locked once its run had moved it into place or removed it: stage a new file
+
+
+def _is_file_at(fd: int, path: str) -> bool:
+    """Whether the open file `fd` is the one at `path`."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (opened.st_dev, opened.st_ino) == (here.st_dev, here.st_ino)
+
+
+def _release(temp: str, fd: int | None) -> None:
+    """Removes the staged file `temp` unless it was moved into place or another run has staged a new one there
+    (after this run's move), then unlocks it (`_claim`)."""
+    if fd is None:
+        _remove(temp)
+        return
+    try:
+        if _is_file_at(fd, temp):
+            os.remove(temp)
+    finally:
+        os.close(fd)
+
+
 def _remove_folder_if_empty(folder: str) -> None:
     # Only local folders exist apart from their files; os.rmdir leaves a folder another run is writing into.
     if not storage.is_url(folder):
@@ -108,9 +160,10 @@ def _remove_folder_if_empty(folder: str) -> None:
 def staged(path: str, flag: str = "--output_file") -> Iterator[str]:
     """Yields the staging path to write `path` at; moves it to `path` if the block returns, removes it if it raises.
 
-    The output's folder is created if absent; a staged file left by a killed run is removed first. I/O errors
-    become `KbertError`s naming `flag`. Where DIR is a mount point, the staged file is on another file system and
-    is copied into place.
+    The output's folder is created if absent; a staged file left by a killed run is emptied first, and one that a
+    live run is writing is an `OutputInUseError` (local files: see the module's docstring). I/O errors become
+    `KbertError`s naming `flag`. Where DIR is a mount point, the staged file is on another file system and is copied
+    into place.
     """
     temp = staging_path(path, flag)
     folder = posixpath.dirname(temp)
@@ -118,12 +171,12 @@ def staged(path: str, flag: str = "--output_file") -> Iterator[str]:
         storage.makedirs(output_folder(path))
     with io_errors(temp, flag):
         storage.makedirs(folder)
-        _remove(temp)
+        lock = _claim(temp, path, flag)
     try:
         yield temp
         with io_errors(path, flag):
             storage.move(temp, path)
     finally:  # after a move there is nothing left to remove
         with contextlib.suppress(*storage.error_types()):
-            _remove(temp)
+            _release(temp, lock)
         _remove_folder_if_empty(folder)
