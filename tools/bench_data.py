@@ -47,7 +47,10 @@ slower end to end in instances per second, at any size or in steady state. Print
 this process, after every subprocess): tokenization alone, pieces per second of each path's `tokenize_marked` (BPE's
 by a new tokenizer each pass, as a worker meets the corpus, and by one that kept the corpus's words; and of
 WordPiece's `tokenize`, of tokenizers' `encode_batch` alone on whole lines) on the lines of each `--work_unit_mb`
-work unit of `--corpus`, a call a unit as the workers make them, the median of `--repeats` passes.
+work unit of `--corpus`, a call a unit as the workers make them, the median of `--repeats` passes. Then one worker
+alone: a data-tool worker's whole work on each unit of `--corpus` in turn, in this process, BPE on one thread against
+WordPiece, the CPU seconds of a new worker's first pass, of that pass's last third (where it still meets new words,
+as every worker does all through a corpus of gigabytes; the verdict counts it) and of a second pass.
 
     python tools/bench_data.py --sections=tokenizer --corpus=corpus.txt --vocab_file=vocab.txt --scales=1,4
 """
@@ -159,6 +162,22 @@ class TokenizeRun(NamedTuple):
     def threads_busy(self) -> float:
         """CPU seconds per wall second, over all timed passes: the threads the call kept busy."""
         return sum(self.cpu_seconds) / sum(self.seconds)
+
+
+class WorkerRun(NamedTuple):
+    """One data-tool worker's CPU seconds over the units of --corpus (`_worker_alone`)."""
+
+    objective: str
+    path: str
+    first: float  # a new worker's pass
+    last_third: float  # the units of the first pass's last third, scaled to the whole corpus
+    second: float
+    instances: int  # of one pass
+
+
+# `_worker_alone`'s paths (BPE on one thread, as a worker a core runs it) and passes (WorkerRun field, name).
+WORKER_PATHS = ("bpe 1 thread", "wordpiece")
+WORKER_PASSES = (("first", "first pass"), ("last_third", "last third"), ("second", "second pass"))
 
 
 class Run(NamedTuple):
@@ -527,6 +546,7 @@ def _tokenizer_section(work: str) -> None:
                 )
                 print(f"{objective} {label} {path}: {instances:,} instances in {seconds:.1f} s", flush=True)
     alone = _tokenize_alone(vocab_file, bpe)
+    worker = _worker_alone(vocab_file, bpe)
 
     rayon = os.environ.get("RAYON_NUM_THREADS") or f"one per core: {len(os.sched_getaffinity(0))}"
     print(f"\n{_machine(load_at_start)}")
@@ -557,6 +577,27 @@ def _tokenizer_section(work: str) -> None:
         r = by_call[(path, call)]
         pieces = r.pieces / r.median / (wordpiece.pieces / wordpiece.median)
         print(f"{path} / wordpiece, {call}: pieces/s {pieces:.2f}x, text MB/s {wordpiece.median / r.median:.2f}x")
+
+    print(
+        f"\none worker alone: a data-tool worker's whole work on each unit of {FLAGS.corpus} in turn (read, tokenize, "
+        "make and serialize the instances), in this process on one thread; CPU s of a new worker's pass (it meets "
+        "the corpus), of the units of that pass's last third (it has met the common words, and meets new ones as in "
+        "a large corpus) and of a second pass (it has met every word)"
+    )
+    print(f"{'objective':>9} {'path':>12} {'first pass':>10} {'last third':>10} {'second pass':>11} {'instances':>10}")
+    print(f"{'':>9} {'':>12} {'':>10} {'(scaled)':>10}")
+    for r in worker:
+        print(f"{r.objective:>9} {r.path:>12} {r.first:10.2f} {r.last_third:10.2f} {r.second:11.2f} {r.instances:10,}")
+    in_new_text = {}  # objective -> BPE / WordPiece instances per CPU s of one worker, last third
+    for objective in FLAGS.objectives:
+        bpe_run, wp_run = (next(r for r in worker if (r.objective, r.path) == (objective, p)) for p in WORKER_PATHS)
+        instances = bpe_run.instances / wp_run.instances
+        in_new_text[objective] = instances * wp_run.last_third / bpe_run.last_third
+        print(
+            f"{objective} bpe / wordpiece, one worker, text per CPU s: "
+            + ", ".join(f"{getattr(wp_run, k) / getattr(bpe_run, k):.2f}x {n}" for k, n in WORKER_PASSES)
+            + f"; instances per CPU s in the last third {in_new_text[objective]:.2f}x"
+        )
 
     print(
         f"\nend to end: kbert-create-pretraining-data, {FLAGS.num_workers} workers, dupe_factor={FLAGS.dupe_factor}, "
@@ -596,11 +637,14 @@ def _tokenizer_section(work: str) -> None:
                 + f"; steady MB/s {steady_mb[path] / steady_mb['wordpiece']:.2f}x"
             )
         verdicts.append((objective, ratios["bpe"]))
-    slower = any(ratio < 1 for _, ratios in verdicts for ratio in ratios.values())
+    slower = any(ratio < 1 for o, by_size in verdicts for ratio in [*by_size.values(), in_new_text[o]])
     print(
         f"verdict: the BPE path (tokenizers' default threads) is {'SLOWER' if slower else 'not slower'} end to end "
         "than the WordPiece path in instances/s ("
-        + "; ".join(f"{o}: {r[large]:.2f}x at {large}, {r['steady']:.2f}x steady" for o, r in verdicts)
+        + "; ".join(
+            f"{o}: {r[large]:.2f}x at {large}, {r['steady']:.2f}x steady, {in_new_text[o]:.2f}x one worker on new text"
+            for o, r in verdicts
+        )
         + ")"
     )
 
@@ -694,6 +738,49 @@ def _tokenize_alone(vocab_file: str, bpe: str) -> list[TokenizeRun]:
     return [
         TokenizeRun(path, call, pieces[path], seconds[i], cpu_seconds[i]) for i, (path, call, _) in enumerate(calls)
     ]
+
+
+def _worker_alone(vocab_file: str, bpe: str) -> list[WorkerRun]:
+    """One data-tool worker's work (unit_processing.UnitProcessor: read, tokenize, make and serialize a unit's
+    instances), in this process on one thread, over every work unit of `--corpus` in turn, for each of
+    `--objectives` and `WORKER_PATHS`: CPU seconds of a new worker's pass, of its last third, and of a second pass.
+    A BPE worker keeps the words it has met (hf_tokenizer.py), so its first pass pays for meeting them; in the
+    last third it meets the new words of text it has not seen, at the rate a corpus of gigabytes keeps bringing
+    them (for one worker); the second pass meets none. WordPiece costs the same each pass."""
+    from kbert.data import work_units
+    from kbert.data.instances import InstanceConfig
+    from kbert.data.tokenizer_source import TokenizerSource
+    from kbert.data.unit_processing import Job, UnitProcessor
+
+    units, _ = work_units.plan_work_units([FLAGS.corpus], int(FLAGS.work_unit_mb * (1 << 20)))
+    third = len(units) - len(units) // 3
+    last_share = sum(u.end - u.start for u in units[third:]) / sum(u.end - u.start for u in units)
+    sources = {"wordpiece": TokenizerSource(vocab_file=vocab_file), "bpe 1 thread": TokenizerSource(tokenizer=bpe)}
+    runs = []
+    for objective in FLAGS.objectives:
+        config = InstanceConfig(
+            max_seq_length=FLAGS.seq_length,
+            max_predictions_per_seq=FLAGS.max_predictions,
+            dupe_factor=FLAGS.dupe_factor,
+            objective=objective,
+        )
+        for path in WORKER_PATHS:
+            with _environment(TOKENIZER_PATHS[path][1]):
+                UnitProcessor(Job(sources[path], config, 12345, False))(units[0])  # the library's first-call costs
+                process = UnitProcessor(Job(sources[path], config, 12345, False))
+                passes, instances = [], 0
+                for _ in range(2):
+                    seconds = []
+                    for unit in units:
+                        start = time.process_time()
+                        instances += len(process(unit).records)
+                        seconds.append(time.process_time() - start)
+                    passes.append(seconds)
+            first, second = passes
+            runs.append(
+                WorkerRun(objective, path, sum(first), sum(first[third:]) / last_share, sum(second), instances // 2)
+            )
+    return runs
 
 
 def _machine(load_at_start: float | None = None) -> str:
