@@ -243,19 +243,23 @@ def test_we_read_model_garden_files(corpus, vocab_file, tmp_path):
     assert set(np.unique(f["next_sentence_labels"])) == {0, 1}
 
 
-def test_encoding_equals_protobuf_deterministic_serialization():
-    rng = np.random.default_rng(0)
+@pytest.mark.parametrize("rows, width, predictions", [(5, 7, 3), (40, 130, 20), (2, 6000, 3), (0, 7, 3)])
+def test_encoding_equals_protobuf_deterministic_serialization(rows, width, predictions):
+    # Records of one to three length bytes (widths 7, 130 and 6000), ids of one to six varint bytes, no rows.
+    rng = np.random.default_rng(width)
     features = {
-        "input_ids": rng.integers(0, 2**40, [5, 7]) * (rng.random([5, 7]) < 0.7),
-        "input_mask": rng.integers(0, 2, [5, 7]),
-        "segment_ids": rng.integers(0, 2, [5, 7]),
-        "masked_lm_positions": rng.integers(0, 300, [5, 3]),
-        "masked_lm_ids": rng.integers(0, 70_000, [5, 3]),
-        "masked_lm_weights": rng.random([5, 3]).astype(np.float32),
-        "next_sentence_labels": rng.integers(0, 2, [5, 1]),
+        "input_ids": rng.integers(0, 2**40, [rows, width]) * (rng.random([rows, width]) < 0.7),
+        "input_mask": rng.integers(0, 2, [rows, width]),
+        "segment_ids": rng.integers(0, 2, [rows, width]),
+        "masked_lm_positions": rng.integers(0, 300, [rows, predictions]),
+        "masked_lm_ids": rng.integers(0, 70_000, [rows, predictions]),
+        "masked_lm_weights": rng.random([rows, predictions]).astype(np.float32),
+        "next_sentence_labels": rng.integers(0, 2, [rows, 1]),
     }
     for v2 in (False, True):
-        for row, record in enumerate(encode_examples(features, v2)):
+        records = encode_examples(features, v2)
+        assert len(records) == rows
+        for row, record in enumerate(records):
             assert record == example_proto({name: values[row] for name, values in features.items()}, v2)
     parsed = tf.train.Example.FromString(example_proto({"masked_lm_weights": [0.5], "input_ids": [2**40]}, True))
     assert parsed.features.feature["masked_lm_weights"].float_list.value == [0.5]
