@@ -753,8 +753,8 @@ def _worker_alone(vocab_file: str, bpe: str) -> list[WorkerRun]:
     from kbert.data.unit_processing import Job, UnitProcessor
 
     units, _ = work_units.plan_work_units([FLAGS.corpus], int(FLAGS.work_unit_mb * (1 << 20)))
-    third = len(units) - len(units) // 3
-    last_share = sum(u.end - u.start for u in units[third:]) / sum(u.end - u.start for u in units)
+    last_third = len(units) - max(1, len(units) // 3)  # its first unit
+    last_share = sum(u.end - u.start for u in units[last_third:]) / sum(u.end - u.start for u in units)
     sources = {"wordpiece": TokenizerSource(vocab_file=vocab_file), "bpe 1 thread": TokenizerSource(tokenizer=bpe)}
     runs = []
     for objective in FLAGS.objectives:
@@ -778,7 +778,9 @@ def _worker_alone(vocab_file: str, bpe: str) -> list[WorkerRun]:
                     passes.append(seconds)
             first, second = passes
             runs.append(
-                WorkerRun(objective, path, sum(first), sum(first[third:]) / last_share, sum(second), instances // 2)
+                WorkerRun(
+                    objective, path, sum(first), sum(first[last_third:]) / last_share, sum(second), instances // 2
+                )
             )
     return runs
 
